@@ -1,0 +1,112 @@
+//! The one error type of the crate.
+
+use std::fmt;
+
+/// What went wrong in a relock call.
+///
+/// Contention is never an error: a `try_lock` that times out returns `Ok(None)`.
+#[non_exhaustive]
+#[derive(Debug)]
+pub enum Error {
+    /// An argument was rejected before anything was sent to Redis: an empty or too long lock
+    /// name, a zero, sub-millisecond or too large duration, a bad namespace or URL.
+    InvalidArgument {
+        /// Which argument (`"name"`, `"lease"`, `"watchdog_timeout"`, ...).
+        argument: &'static str,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// The caller released a hold it no longer has: the lock expired (lease ran out, or the
+    /// watchdog could not renew it), was force-unlocked, or is held by another owner.
+    /// Nothing was released.
+    NotHeld {
+        /// The lock's name.
+        name: String,
+    },
+    /// Redis or the connection failed. For a lock attempt the outcome may be unknown; relock
+    /// then releases whatever the attempt may have taken, in the background.
+    Redis(redis::RedisError),
+    /// Redis answered something relock did not expect (a script from another version, or a
+    /// key of the wrong type under the lock's name).
+    UnexpectedReply(String),
+}
+
+impl Error {
+    /// Whether trying again later may succeed: I/O errors, timeouts, dropped connections and
+    /// server-side conditions such as LOADING, BUSY, TRYAGAIN or OOM.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Redis(e) => {
+                e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || e.is_connection_refusal()
+                    || matches!(
+                        e.code(),
+                        Some("LOADING" | "BUSY" | "TRYAGAIN" | "OOM" | "MASTERDOWN" | "READONLY")
+                    )
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether this is [`Error::NotHeld`].
+    pub fn is_not_held(&self) -> bool {
+        matches!(self, Error::NotHeld { .. })
+    }
+
+    pub(crate) fn invalid(argument: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            argument,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidArgument { argument, reason } => {
+                write!(f, "invalid argument `{argument}`: {reason}")
+            }
+            Error::NotHeld { name } => write!(
+                f,
+                "lock `{}` is not held by this owner (expired, force-unlocked or taken over)",
+                abbreviate(name)
+            ),
+            Error::Redis(e) => write!(f, "redis error: {e}"),
+            Error::UnexpectedReply(what) => write!(f, "unexpected reply from redis: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        Error::Redis(e)
+    }
+}
+
+/// Keeps error messages readable when a name is huge.
+fn abbreviate(name: &str) -> String {
+    const MAX: usize = 200;
+    if name.len() <= MAX {
+        return name.to_string();
+    }
+    let mut end = MAX;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &name[..end], name.len())
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

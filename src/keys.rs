@@ -1,0 +1,197 @@
+//! Key naming and argument checks: the only place that knows the Redis layout.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Longest accepted lock name, in bytes. Names end up in keys and channel names that travel
+/// with every call; a longer one is almost certainly a bug (e.g. a payload used as a name).
+pub const MAX_NAME_LEN: usize = 64 * 1024;
+
+/// Longest accepted duration in milliseconds: Lua numbers are doubles, exact up to 2^53,
+/// and now + 2^53 ms is far inside what PEXPIRE accepts.
+pub(crate) const MAX_MILLIS: u128 = 1 << 53;
+
+/// The Redis names used by one lock. Every key of a lock shares one Cluster hash tag, so each
+/// script touches a single slot.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    /// The reentrant lock hash.
+    pub(crate) lock: String,
+    /// The pub/sub channel unlocks publish to.
+    pub(crate) channel: String,
+}
+
+impl Keys {
+    /// Three disjoint forms (the character after `lock` / `channel` tells them apart, so two
+    /// names never share a key):
+    /// * `<ns>:lock:{<name>}`: the usual case, hashed by the name;
+    /// * `<ns>:lock=<name>`: the name carries its own non-empty `{tag}` and keeps it, so
+    ///   locks can be placed in one Cluster slot on purpose;
+    /// * `<ns>:lock#{0}<name>`: the name starts with `}`, which would make the wrapping tag
+    ///   empty (Redis would hash each key whole and split them across slots).
+    pub(crate) fn new(namespace: &str, name: &str) -> Keys {
+        if has_hash_tag(name) {
+            Keys {
+                lock: format!("{namespace}:lock={name}"),
+                channel: format!("{namespace}:channel={name}"),
+            }
+        } else if name.starts_with('}') {
+            Keys {
+                lock: format!("{namespace}:lock#{{0}}{name}"),
+                channel: format!("{namespace}:channel#{{0}}{name}"),
+            }
+        } else {
+            Keys {
+                lock: format!("{namespace}:lock:{{{name}}}"),
+                channel: format!("{namespace}:channel:{{{name}}}"),
+            }
+        }
+    }
+}
+
+/// Whether Redis Cluster would hash `name` by a `{tag}` inside it (first `{`, then a later
+/// `}` with at least one byte between).
+pub(crate) fn has_hash_tag(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    match bytes.iter().position(|&b| b == b'{') {
+        Some(open) => match bytes[open + 1..].iter().position(|&b| b == b'}') {
+            Some(len) => len > 0,
+            None => false,
+        },
+        None => false,
+    }
+}
+
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid("name", "a lock name must not be empty"));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::invalid(
+            "name",
+            format!(
+                "a lock name may have at most {MAX_NAME_LEN} bytes, got {}",
+                name.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_namespace(ns: &str) -> Result<()> {
+    if ns.is_empty() {
+        return Err(Error::invalid("namespace", "must not be empty"));
+    }
+    if ns.contains(['{', '}']) {
+        return Err(Error::invalid(
+            "namespace",
+            "must not contain '{' or '}' (the lock name supplies the cluster hash tag)",
+        ));
+    }
+    if ns.len() > 1024 {
+        return Err(Error::invalid("namespace", "may have at most 1024 bytes"));
+    }
+    Ok(())
+}
+
+/// A duration Redis accepts as a PEXPIRE argument: at least 1 ms, at most 2^53 ms.
+/// Returns whole milliseconds.
+pub(crate) fn check_millis(argument: &'static str, d: Duration) -> Result<u64> {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return Err(Error::invalid(
+            argument,
+            format!("must be at least 1 ms, got {d:?}"),
+        ));
+    }
+    if ms > MAX_MILLIS {
+        return Err(Error::invalid(
+            argument,
+            format!("must be at most {MAX_MILLIS} ms, got {d:?}"),
+        ));
+    }
+    Ok(ms as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_names_are_wrapped_in_a_hash_tag() {
+        let k = Keys::new("relock", "order:1001");
+        assert_eq!(k.lock, "relock:lock:{order:1001}");
+        assert_eq!(k.channel, "relock:channel:{order:1001}");
+    }
+
+    #[test]
+    fn names_with_their_own_tag_keep_it() {
+        let k = Keys::new("ns", "user:{42}:profile");
+        assert_eq!(k.lock, "ns:lock=user:{42}:profile");
+        assert_eq!(k.channel, "ns:channel=user:{42}:profile");
+    }
+
+    /// The hash tag Redis Cluster uses for `key` (None: the whole key is hashed).
+    fn cluster_tag(key: &str) -> Option<&str> {
+        let open = key.find('{')?;
+        let close = key[open + 1..].find('}')? + open + 1;
+        (close > open + 1).then(|| &key[open + 1..close])
+    }
+
+    #[test]
+    fn key_and_channel_always_share_a_nonempty_tag() {
+        for name in [
+            "a", "}", "}}", "}a{b}", "{}", "{", "a}b", "{x}y", "x{}", "a{b", "ü {ß}",
+        ] {
+            let k = Keys::new("ns", name);
+            let tag = cluster_tag(&k.lock);
+            assert!(tag.is_some(), "{name:?} -> {}", k.lock);
+            assert_eq!(tag, cluster_tag(&k.channel), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn wrapped_and_tagged_names_never_collide() {
+        assert_ne!(Keys::new("ns", "}").lock, Keys::new("ns", "0}").lock);
+        assert_ne!(Keys::new("ns", "a").lock, Keys::new("ns", "{a}").lock);
+        assert_ne!(Keys::new("ns", "a").channel, Keys::new("ns", "{a}").channel);
+    }
+
+    #[test]
+    fn empty_or_unclosed_tags_do_not_count() {
+        assert!(!has_hash_tag("a{}b"));
+        assert!(!has_hash_tag("a{b"));
+        assert!(!has_hash_tag("a}b{"));
+        assert!(has_hash_tag("{x}"));
+        // Wrapped anyway: both keys still hash by the same tag.
+        assert_eq!(Keys::new("n", "a{}b").lock, "n:lock:{a{}b}");
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name("").is_err());
+        assert!(check_name(&"x".repeat(MAX_NAME_LEN)).is_ok());
+        assert!(check_name(&"x".repeat(MAX_NAME_LEN + 1)).is_err());
+        assert!(check_name("ünïcødé {with} spaces").is_ok());
+    }
+
+    #[test]
+    fn namespaces_are_checked() {
+        assert!(check_namespace("").is_err());
+        assert!(check_namespace("a{b").is_err());
+        assert!(check_namespace("app:prod").is_ok());
+    }
+
+    #[test]
+    fn durations_are_checked() {
+        assert!(check_millis("lease", Duration::ZERO).is_err());
+        assert!(check_millis("lease", Duration::from_micros(999)).is_err());
+        assert_eq!(
+            check_millis("lease", Duration::from_micros(1500)).unwrap(),
+            1
+        );
+        assert!(check_millis("lease", Duration::from_secs(u64::MAX)).is_err());
+        assert!(check_millis("lease", Duration::from_millis(MAX_MILLIS as u64)).is_ok());
+    }
+}

@@ -1,0 +1,23 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod client;
+mod error;
+mod keys;
+mod listener;
+mod raw;
+mod reentrant;
+mod scripts;
+mod watchdog;
+
+pub use client::{
+    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_RESPONSE_TIMEOUT,
+    DEFAULT_WATCHDOG_TIMEOUT,
+};
+pub use error::{Error, Result};
+pub use keys::MAX_NAME_LEN;
+pub use reentrant::{RLock, RLockGuard};
+
+/// The redis-rs version relock is built on, so callers name the same types.
+pub use redis;

@@ -1,0 +1,284 @@
+//! One subscription connection per client, shared by every waiter.
+//!
+//! Waiters do not poll. A waiter subscribes its lock's channel (reference-counted: the first
+//! waiter of a channel sends SUBSCRIBE, the last one to leave sends UNSUBSCRIBE), then waits on
+//! the channel's [`Notify`]. Messages arrive as RESP3 pushes on a dedicated
+//! [`ConnectionManager`]; the push handler runs on the connection's reader and only calls
+//! `notify_one`, which costs nanoseconds.
+//!
+//! Subscribe and unsubscribe of one channel are serialized by a per-channel async mutex that
+//! outlives the last waiter until the UNSUBSCRIBE has been answered, so a new waiter never
+//! rides on a subscription that is being dropped.
+//!
+//! When the connection drops, messages published meanwhile are lost. The handler then wakes
+//! every waiter at once (each retries its lock) and, once the connection manager has
+//! reconnected and replayed the subscriptions, wakes them all again.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use redis::aio::ConnectionManager;
+use redis::{PushInfo, PushKind, Value};
+use tokio::runtime::Handle;
+use tokio::sync::futures::Notified;
+use tokio::sync::{Mutex, Notify};
+
+use crate::error::Result;
+
+/// The per-client subscription connection and its channel table.
+pub(crate) struct Listener {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    channels: DashMap<String, Arc<Channel>>,
+    /// This client's id: unlock messages carrying it were already delivered locally.
+    self_id: String,
+    conn: OnceLock<ConnectionManager>,
+    handle: Handle,
+    resyncing: AtomicBool,
+}
+
+/// What the server knows about one channel, as far as this client can tell.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum SubState {
+    Unsubscribed,
+    Subscribed,
+    /// A SUBSCRIBE or UNSUBSCRIBE failed or was cancelled midway: send it again.
+    Unknown,
+}
+
+struct Channel {
+    notify: Notify,
+    /// Waiters holding a [`Subscription`]; changed only inside the DashMap shard lock.
+    refs: AtomicUsize,
+    state: Mutex<SubState>,
+}
+
+/// One waiter's share of a channel subscription; dropping it releases the share.
+pub(crate) struct Subscription {
+    shared: Arc<Shared>,
+    name: String,
+    channel: Arc<Channel>,
+}
+
+impl Listener {
+    /// Connects the subscription connection.
+    pub(crate) async fn connect(
+        client: redis::Client,
+        config: redis::aio::ConnectionManagerConfig,
+        self_id: String,
+    ) -> Result<Listener> {
+        let shared = Arc::new(Shared {
+            channels: DashMap::new(),
+            self_id,
+            conn: OnceLock::new(),
+            handle: Handle::current(),
+            resyncing: AtomicBool::new(false),
+        });
+        let weak = Arc::downgrade(&shared);
+        let config = config
+            .set_push_sender(move |push: PushInfo| {
+                if let Some(shared) = weak.upgrade() {
+                    shared.on_push(push);
+                }
+                Ok::<(), ()>(())
+            })
+            .set_automatic_resubscription();
+        let conn = ConnectionManager::new_with_config(client, config).await?;
+        let _ = shared.conn.set(conn);
+        Ok(Listener { shared })
+    }
+
+    /// Takes a share of `channel`'s subscription, subscribing first if this is the first
+    /// waiter. Returns once the server confirmed the subscription.
+    ///
+    /// # Cancel safety
+    /// Dropping the future releases the share; the channel is unsubscribed in the background
+    /// if no other waiter uses it.
+    pub(crate) async fn subscribe(&self, channel: &str) -> Result<Subscription> {
+        let entry = {
+            let e = self
+                .shared
+                .channels
+                .entry(channel.to_owned())
+                .or_insert_with(|| {
+                    Arc::new(Channel {
+                        notify: Notify::new(),
+                        refs: AtomicUsize::new(0),
+                        state: Mutex::new(SubState::Unsubscribed),
+                    })
+                });
+            e.refs.fetch_add(1, Ordering::SeqCst);
+            e.clone()
+        };
+        // From here on, dropping `sub` (error or cancellation) releases the share.
+        let sub = Subscription {
+            shared: self.shared.clone(),
+            name: channel.to_owned(),
+            channel: entry,
+        };
+        let mut state = sub.channel.state.lock().await;
+        if *state != SubState::Subscribed {
+            *state = SubState::Unknown;
+            let mut conn = self.shared.conn();
+            let mut result = conn.subscribe(channel).await;
+            if matches!(&result, Err(e) if e.is_io_error() || e.is_connection_dropped()) {
+                // The connection manager reconnects in the background after an I/O error;
+                // SUBSCRIBE is idempotent, so one more try rides on the new connection.
+                result = conn.subscribe(channel).await;
+            }
+            result?;
+            *state = SubState::Subscribed;
+        }
+        drop(state);
+        Ok(sub)
+    }
+
+    /// Wakes one local waiter of `channel`, if any (used right after a local unlock, so the
+    /// handoff inside one client does not wait for the pub/sub echo).
+    pub(crate) fn notify_local(&self, channel: &str) {
+        if let Some(c) = self.shared.channels.get(channel) {
+            c.notify.notify_one();
+        }
+    }
+
+    /// Number of channels this client currently tracks (subscribed or being unsubscribed).
+    #[cfg(test)]
+    pub(crate) fn tracked_channels(&self) -> usize {
+        self.shared.channels.len()
+    }
+}
+
+impl Subscription {
+    /// A future that completes on the next wakeup for this channel. Call
+    /// [`Notified::enable`] on it before retrying the lock so no wakeup is lost.
+    pub(crate) fn notified(&self) -> Notified<'_> {
+        self.channel.notify.notified()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if self.channel.refs.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let shared = self.shared.clone();
+            let name = std::mem::take(&mut self.name);
+            let channel = self.channel.clone();
+            self.shared
+                .handle
+                .spawn(async move { shared.unsubscribe_if_idle(&name, &channel).await });
+        }
+    }
+}
+
+impl Shared {
+    fn conn(&self) -> ConnectionManager {
+        self.conn
+            .get()
+            .expect("listener connection is set before use")
+            .clone()
+    }
+
+    async fn unsubscribe_if_idle(&self, name: &str, channel: &Arc<Channel>) {
+        let mut state = channel.state.lock().await;
+        if channel.refs.load(Ordering::SeqCst) != 0 {
+            return; // a new waiter arrived and keeps the subscription
+        }
+        if *state != SubState::Unsubscribed {
+            *state = SubState::Unknown;
+            match self.conn().unsubscribe(name).await {
+                Ok(()) => *state = SubState::Unsubscribed,
+                Err(e) => {
+                    tracing::warn!(channel = name, error = %e, "unsubscribe failed; retried after reconnect");
+                    return;
+                }
+            }
+        }
+        // Removal checks the count under the shard lock, where shares are taken: a waiter that
+        // took a share meanwhile keeps the entry (and finds it unsubscribed, so it subscribes).
+        self.channels.remove_if(name, |_, c| {
+            Arc::ptr_eq(c, channel) && c.refs.load(Ordering::SeqCst) == 0
+        });
+    }
+
+    fn on_push(self: &Arc<Self>, push: PushInfo) {
+        match push.kind {
+            PushKind::Message => {
+                let mut data = push.data.into_iter();
+                let (Some(channel), Some(payload)) = (data.next(), data.next()) else {
+                    return;
+                };
+                let (Some(channel), Some(payload)) = (as_bytes(&channel), as_bytes(&payload))
+                else {
+                    return;
+                };
+                if payload == self.self_id.as_bytes() {
+                    return; // released by this client: its waiters were woken locally
+                }
+                let Ok(channel) = std::str::from_utf8(channel) else {
+                    return;
+                };
+                if let Some(c) = self.channels.get(channel) {
+                    c.notify.notify_one();
+                }
+            }
+            PushKind::Disconnection => {
+                tracing::warn!(
+                    "subscription connection lost; waking all waiters and resubscribing"
+                );
+                self.wake_all();
+                if !self.resyncing.swap(true, Ordering::SeqCst) {
+                    let this = self.clone();
+                    self.handle.spawn(async move { this.resync().await });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn wake_all(&self) {
+        for c in self.channels.iter() {
+            c.notify.notify_waiters();
+        }
+    }
+
+    /// After a reconnect: wait until the manager has replayed the subscriptions (any command
+    /// completes only after that), then wake everyone again and drop idle channels.
+    async fn resync(self: Arc<Self>) {
+        let mut delay = Duration::from_millis(10);
+        loop {
+            let ping: redis::RedisResult<Value> =
+                redis::cmd("PING").query_async(&mut self.conn()).await;
+            if ping.is_ok() {
+                break;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(1));
+            if Arc::strong_count(&self) == 1 {
+                return; // the client is gone
+            }
+        }
+        self.resyncing.store(false, Ordering::SeqCst);
+        tracing::warn!("subscription connection restored; resubscribed");
+        self.wake_all();
+        let idle: Vec<(String, Arc<Channel>)> = self
+            .channels
+            .iter()
+            .filter(|c| c.refs.load(Ordering::SeqCst) == 0)
+            .map(|c| (c.key().clone(), c.value().clone()))
+            .collect();
+        for (name, channel) in idle {
+            self.unsubscribe_if_idle(&name, &channel).await;
+        }
+    }
+}
+
+fn as_bytes(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}

@@ -1,0 +1,174 @@
+//! The acquire / wait / release protocol shared by every lock kind.
+//!
+//! # How it works
+//!
+//! A lock attempt is one Lua script call that either takes the lock (or re-enters it) or
+//! reports the holder's remaining TTL. Waiting is built on the client's single subscription
+//! connection:
+//!
+//! 1. Try the script. Acquired: the caller registers the hold (and the watchdog) and only then
+//!    hands out the guard.
+//! 2. Held by another owner: take a share of the lock's channel subscription and wait for the
+//!    server to confirm it.
+//! 3. Create the channel's `Notified` future and `enable()` it, *then* try the script again.
+//!    An unlock that lands after this point wakes us, even if it lands before we start
+//!    waiting: no lost wakeup.
+//! 4. Still held: wait for the notification or `min(holder's pttl, remaining wait)`, whichever
+//!    comes first (a crashed holder's lock is taken when its TTL runs out, and a missing TTL
+//!    never means "sleep forever"). Loop to 3.
+//! 5. On every exit the subscription share is dropped; the last share unsubscribes.
+//!
+//! # Cancellation
+//!
+//! A script call whose future is dropped may still run on the server. Each acquire attempt is
+//! therefore wrapped in [`Inflight`]: if it is dropped before its reply arrived, the rest of
+//! the call is finished in the background and, if it took a hold, that hold is released at
+//! once. When the reply is lost for another reason (response timeout, connection drop), the
+//! outcome is unknown; the attempt then sends a conditional release that only undoes the hold
+//! the attempt would have added (expected hold count = holds known locally + 1), so a hold
+//! the caller did not take is never released. Both go out on the same multiplexed
+//! connection, after the attempt, so Redis runs them after it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+
+use crate::client::Core;
+use crate::error::Result;
+
+/// Used when the holder's TTL is unknown (-1, or an odd reply): re-check at least this often.
+const FALLBACK_WAIT: Duration = Duration::from_millis(500);
+
+/// What one acquire attempt found.
+pub(crate) enum Attempt<T> {
+    /// The lock is ours; `T` carries what the kind needs to build its guard.
+    Acquired(T),
+    /// Held by another owner for about this long (None: unknown).
+    Held(Option<Duration>),
+}
+
+/// Runs the waiting protocol described in the module docs: `attempt` until it acquires or
+/// `deadline` passes (`None` = no limit). Returns `Ok(None)` on timeout.
+pub(crate) async fn acquire<T, F, Fut>(
+    core: &Arc<Core>,
+    channel: &str,
+    deadline: Option<Instant>,
+    mut attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>>>,
+{
+    // 1. The fast path: no subscription at all when the lock is free.
+    if let Attempt::Acquired(t) = attempt().await? {
+        return Ok(Some(t));
+    }
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        return Ok(None);
+    }
+    // 2. Subscribe before the next attempt; the share is released on every exit (drop).
+    let subscription = core.listener.subscribe(channel).await?;
+    loop {
+        // 3. Register for the wakeup first, then look again.
+        let notified = subscription.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let held_for = match attempt().await? {
+            Attempt::Acquired(t) => return Ok(Some(t)),
+            Attempt::Held(pttl) => pttl,
+        };
+        // 4. Wait for the unlock, the holder's TTL or our deadline.
+        let mut bound = wait_bound(held_for).unwrap_or(FALLBACK_WAIT);
+        if let Some(d) = deadline {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            bound = bound.min(left);
+        }
+        let _ = tokio::time::timeout(bound, notified).await;
+    }
+}
+
+/// How long to sleep at most for a holder with this pttl: until just after it expires.
+fn wait_bound(pttl: Option<Duration>) -> Option<Duration> {
+    pttl.map(|p| p + Duration::from_millis(1))
+}
+
+/// Parses the lock script's pttl: negative (no TTL / no key) means unknown.
+pub(crate) fn pttl_from(ms: i64) -> Option<Duration> {
+    u64::try_from(ms).ok().map(Duration::from_millis)
+}
+
+/// The owner field for the calling task: `<client id>:<tokio task id>`, or a per-thread id
+/// outside a task (e.g. under `block_on`).
+pub(crate) fn current_owner(client_id: &str) -> Arc<str> {
+    match tokio::task::try_id() {
+        Some(id) => format!("{client_id}:{id}").into(),
+        None => THREAD_TAG.with(|t| format!("{client_id}:{t}").into()),
+    }
+}
+
+thread_local! {
+    static THREAD_TAG: String = {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        format!("thread-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+    };
+}
+
+/// An acquire script call that cleans up after itself if abandoned.
+///
+/// If dropped before its reply arrived, the remaining call is spawned and `undo` runs with
+/// its result, so a hold granted to nobody is released within a moment.
+pub(crate) struct Inflight<R: Send + 'static> {
+    call: Option<BoxFuture<'static, R>>,
+    undo: Option<Box<dyn FnOnce(R) -> BoxFuture<'static, ()> + Send>>,
+    handle: tokio::runtime::Handle,
+}
+
+impl<R: Send + 'static> Inflight<R> {
+    pub(crate) fn new(
+        handle: tokio::runtime::Handle,
+        call: BoxFuture<'static, R>,
+        undo: impl FnOnce(R) -> BoxFuture<'static, ()> + Send + 'static,
+    ) -> Self {
+        Inflight {
+            call: Some(call),
+            undo: Some(Box::new(undo)),
+            handle,
+        }
+    }
+}
+
+impl<R: Send + 'static> Future for Inflight<R> {
+    type Output = R;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+        let call = self
+            .call
+            .as_mut()
+            .expect("Inflight polled after completion");
+        match call.as_mut().poll(cx) {
+            Poll::Ready(r) => {
+                self.call = None;
+                self.undo = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<R: Send + 'static> Drop for Inflight<R> {
+    fn drop(&mut self) {
+        if let (Some(call), Some(undo)) = (self.call.take(), self.undo.take()) {
+            self.handle.spawn(async move { undo(call.await).await });
+        }
+    }
+}

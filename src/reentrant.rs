@@ -1,0 +1,527 @@
+//! [`RLock`]: the reentrant lock, and its guard.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Core;
+use crate::error::{Error, Result};
+use crate::keys::{check_millis, check_name, Keys};
+use crate::raw::{self, current_owner, pttl_from, Attempt, Inflight};
+use crate::scripts::{FORCE_UNLOCK, LOCK, UNLOCK};
+use crate::watchdog::HoldKey;
+
+/// A reentrant distributed lock, like Redisson's `RLock`: a Redis hash whose one field
+/// `<client id>:<task id>` counts the holder's holds.
+///
+/// Get one from [`Client::lock`](crate::Client::lock); it is a cheap handle (`Clone`,
+/// `Send`, `Sync`) and sends nothing until used.
+///
+/// * The owner is the calling tokio task of this `Client`: the same task may lock again
+///   (re-entry raises the hold count), any other task, or the same task through another
+///   `Client`, waits. Each [`RLockGuard`] is one hold; the lock is free when every hold is
+///   released.
+/// * Without a lease the lock lives as long as its holder: the client's watchdog renews it
+///   every `watchdog_timeout / 3`, and it expires within `watchdog_timeout` after a crash.
+///   With a lease it expires after the lease, whatever the holder is doing.
+///
+/// # What it guarantees
+/// At most one owner holds the lock while its key lives in Redis. It cannot stop a holder
+/// that was paused (GC, SIGSTOP, a long syscall) past its TTL from acting as if it still
+/// held the lock: when the protected resource must reject such late writers, use fencing
+/// tokens (see the README).
+#[derive(Clone)]
+pub struct RLock {
+    inner: Arc<LockInner>,
+}
+
+struct LockInner {
+    core: Arc<Core>,
+    name: String,
+    keys: Keys,
+    /// The hash key, shared by the hold entries of this lock.
+    key: Arc<str>,
+    /// A rejected name is reported by every method.
+    invalid: Option<String>,
+}
+
+impl RLock {
+    pub(crate) fn new(core: Arc<Core>, name: &str) -> RLock {
+        let invalid = check_name(name).err().map(|e| match e {
+            Error::InvalidArgument { reason, .. } => reason,
+            other => other.to_string(),
+        });
+        let keys = if invalid.is_some() {
+            Keys::new(&core.namespace, "")
+        } else {
+            Keys::new(&core.namespace, name)
+        };
+        RLock {
+            inner: Arc::new(LockInner {
+                key: keys.lock.as_str().into(),
+                core,
+                name: if invalid.is_some() {
+                    String::new()
+                } else {
+                    name.to_string()
+                },
+                keys,
+                invalid,
+            }),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The Redis key of the lock hash (`<namespace>:lock:{<name>}`).
+    pub fn key(&self) -> &str {
+        &self.inner.keys.lock
+    }
+
+    /// The pub/sub channel unlocks publish to (`<namespace>:channel:{<name>}`).
+    pub fn channel(&self) -> &str {
+        &self.inner.keys.channel
+    }
+
+    fn check(&self) -> Result<()> {
+        match &self.inner.invalid {
+            Some(reason) => Err(Error::invalid("name", reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Acquires the lock, waiting as long as it takes; the watchdog keeps it alive until the
+    /// guard is released.
+    ///
+    /// Waiting costs no polling: the client's subscription connection wakes the waiter when
+    /// the lock is released, and each wait is bounded by the holder's TTL, so a crashed
+    /// holder's lock is taken when it expires.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe. Dropping the future at any point leaves no hold behind: a hold granted by
+    /// a reply nobody awaited any more is released in the background within a moment, and
+    /// the waiter's channel subscription is dropped (unsubscribed if it was the last).
+    pub async fn lock(&self) -> Result<RLockGuard> {
+        self.acquire(None, None)
+            .await?
+            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+    }
+
+    /// Acquires the lock, waiting as long as it takes; the lock expires `lease` after it was
+    /// taken unless released before (no watchdog).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name or a lease below 1 ms or above
+    /// 2<sup>53</sup> ms; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// As for [`RLock::lock`].
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<RLockGuard> {
+        self.acquire(None, Some(lease))
+            .await?
+            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+    }
+
+    /// Tries to acquire the lock, waiting at most `wait`. `Ok(None)` means another owner held
+    /// it for the whole wait; `Duration::ZERO` makes a single attempt. With `lease: None` the
+    /// watchdog keeps the lock alive; with `Some(lease)` it expires after the lease.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name or lease; [`Error::Redis`] when Redis
+    /// fails. Contention is never an error.
+    ///
+    /// # Cancel safety
+    /// As for [`RLock::lock`].
+    pub async fn try_lock(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<RLockGuard>> {
+        let deadline = Instant::now().checked_add(wait);
+        self.acquire(Some(deadline.unwrap_or_else(far_future)), lease)
+            .await
+    }
+
+    async fn acquire(
+        &self,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> Result<Option<RLockGuard>> {
+        self.check()?;
+        let core = &self.inner.core;
+        let lease_ms = match lease {
+            Some(lease) => check_millis("lease", lease)?,
+            None => core.watchdog_ms,
+        };
+        let owner = current_owner(&core.id_str);
+        let hold_key: HoldKey = (self.inner.key.clone(), owner);
+        let started = Instant::now();
+        let granted = raw::acquire(core, &self.inner.keys.channel, deadline, || {
+            self.attempt(&hold_key, lease_ms)
+        })
+        .await?;
+        let Some(holds) = granted else {
+            tracing::debug!(lock = %self.inner.name, waited_ms = started.elapsed().as_millis() as u64, "try_lock timed out");
+            return Ok(None);
+        };
+        // Register before the guard exists: from here on nothing awaits, so no cancellation
+        // can separate the hold from its guard.
+        let watch = lease.is_none();
+        let (lost, epoch) = core.watchdog.acquired(&hold_key, holds, watch);
+        tracing::debug!(
+            lock = %self.inner.name,
+            kind = "reentrant",
+            holds,
+            waited_ms = started.elapsed().as_millis() as u64,
+            "lock acquired"
+        );
+        Ok(Some(RLockGuard {
+            state: Some(GuardState {
+                lock: self.clone(),
+                hold_key,
+                lease,
+                lost,
+                epoch,
+            }),
+        }))
+    }
+
+    /// One run of the lock script, cleaning up after itself when abandoned (see
+    /// [`raw`](crate::raw) "Cancellation").
+    fn attempt(
+        &self,
+        hold_key: &HoldKey,
+        lease_ms: u64,
+    ) -> impl std::future::Future<Output = Result<Attempt<u32>>> + Send + 'static {
+        let core = self.inner.core.clone();
+        let lock = self.clone();
+        let owner = hold_key.1.clone();
+        // What the hold count will be if this attempt takes a hold.
+        let expected = core.watchdog.local_holds(hold_key) + 1;
+        let mut conn = core.conn.clone();
+        let key = self.inner.key.clone();
+        let call_owner = owner.clone();
+        let call = async move {
+            LOCK.run::<Vec<i64>, _>(&mut conn, &[&key], &[&lease_ms, &&*call_owner])
+                .await
+        }
+        .boxed();
+        let undo_lock = lock.clone();
+        let undo_owner = owner.clone();
+        let inflight = Inflight::new(core.handle.clone(), call, move |reply| {
+            async move {
+                let expected = match &reply {
+                    // The attempt took a hold: release one. Holds of one owner are
+                    // interchangeable, and the owner may have re-entered meanwhile, so the
+                    // count is not checked.
+                    Ok(v) if v.first() == Some(&1) => 0,
+                    Ok(_) => return, // not acquired: nothing to undo
+                    // Unknown outcome: release only if the count shows the attempt's hold.
+                    Err(_) => expected,
+                };
+                undo_lock.undo(&undo_owner, expected).await;
+            }
+            .boxed()
+        });
+        async move {
+            match inflight.await {
+                Ok(reply) => match reply.as_slice() {
+                    [1, holds] if *holds >= 1 => Ok(Attempt::Acquired(*holds as u32)),
+                    [0, pttl] => Ok(Attempt::Held(pttl_from(*pttl))),
+                    other => Err(Error::UnexpectedReply(format!(
+                        "lock script answered {other:?}"
+                    ))),
+                },
+                Err(e) => {
+                    if e.code().is_none() {
+                        // No server error reply: the script may have run. Undo its hold if so.
+                        let handle = core.handle.clone();
+                        handle.spawn(async move { lock.undo(&owner, expected).await });
+                    }
+                    Err(e.into())
+                }
+            }
+        }
+    }
+
+    /// Releases the hold an abandoned attempt took, if the owner's count is `expected`.
+    async fn undo(&self, owner: &str, expected: u32) {
+        match self.release(owner, expected).await {
+            Ok(n) if n >= 0 => {
+                tracing::debug!(lock = %self.inner.name, "released a hold of an abandoned acquire")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(
+                lock = %self.inner.name,
+                error = %e,
+                "could not release a hold of an abandoned acquire; it expires with its TTL"
+            ),
+        }
+    }
+
+    /// Runs the unlock script: `expected` 0 releases any one hold of `owner`.
+    async fn release(&self, owner: &str, expected: u32) -> Result<i64> {
+        let core = &self.inner.core;
+        let mut conn = core.conn.clone();
+        let keys = &self.inner.keys;
+        let n: i64 = UNLOCK
+            .run(
+                &mut conn,
+                &[&keys.lock, &keys.channel],
+                &[&owner, &core.id_str.as_str(), &expected],
+            )
+            .await?;
+        if n == 0 {
+            core.listener.notify_local(&keys.channel);
+        }
+        Ok(n)
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters. Returns whether it was
+    /// locked. The former holders' guards then fail to unlock with [`Error::NotHeld`]; watchdog
+    /// holders also see [`RLockGuard::lost`] fire at their next renewal.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.check()?;
+        let core = &self.inner.core;
+        let keys = &self.inner.keys;
+        let deleted: i64 = FORCE_UNLOCK
+            .run(
+                &mut core.conn.clone(),
+                &[&keys.lock, &keys.channel],
+                &[&core.id_str.as_str()],
+            )
+            .await?;
+        if deleted == 1 {
+            core.listener.notify_local(&keys.channel);
+            tracing::debug!(lock = %self.inner.name, "lock force-unlocked");
+        }
+        Ok(deleted == 1)
+    }
+
+    /// Whether any owner holds the lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.check()?;
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(self.key())
+            .query_async(&mut self.inner.core.conn.clone())
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Whether the calling task (through this client) holds the lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn is_held_by_current_task(&self) -> Result<bool> {
+        Ok(self.hold_count().await? > 0)
+    }
+
+    /// How many holds the calling task (through this client) has on the lock; 0 if none.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn hold_count(&self) -> Result<u32> {
+        self.check()?;
+        let owner = current_owner(&self.inner.core.id_str);
+        let n: Option<u32> = redis::cmd("HGET")
+            .arg(self.key())
+            .arg(&*owner)
+            .query_async(&mut self.inner.core.conn.clone())
+            .await?;
+        Ok(n.unwrap_or(0))
+    }
+
+    /// Time until the lock expires; `None` when it is not locked. A lock without TTL (never
+    /// written by relock) reports `Duration::MAX`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.check()?;
+        let ms: i64 = redis::cmd("PTTL")
+            .arg(self.key())
+            .query_async(&mut self.inner.core.conn.clone())
+            .await?;
+        Ok(match ms {
+            -2 => None,
+            -1 => Some(Duration::MAX),
+            ms => Some(Duration::from_millis(ms.max(0) as u64)),
+        })
+    }
+}
+
+impl std::fmt::Debug for RLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RLock")
+            .field("name", &self.inner.name)
+            .field("key", &self.inner.keys.lock)
+            .finish()
+    }
+}
+
+fn far_future() -> Instant {
+    // About 30 years: far enough to mean "no limit", near enough not to overflow.
+    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+}
+
+/// One hold of an [`RLock`]. Release it with [`unlock`](RLockGuard::unlock), which reports
+/// errors; dropping it releases in the background instead.
+///
+/// The guard may be moved to, and unlocked from, any task: it remembers its owner.
+///
+/// # Dropping without `unlock`
+/// `Drop` cannot wait, so it stops the watchdog for this hold and hands the unlock script to
+/// the runtime without waiting (never `block_on`). If that unlock cannot reach Redis, the lock
+/// expires with its TTL (the lease, or the watchdog timeout).
+#[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
+pub struct RLockGuard {
+    state: Option<GuardState>,
+}
+
+struct GuardState {
+    lock: RLock,
+    hold_key: HoldKey,
+    lease: Option<Duration>,
+    lost: CancellationToken,
+    /// The local hold epoch this guard belongs to.
+    epoch: u64,
+}
+
+impl RLockGuard {
+    /// Releases this hold; the last hold frees the lock and wakes one waiter per client.
+    ///
+    /// Not retried on failure: a retried unlock could release a hold that is no longer this
+    /// guard's. On an error the hold is left to expire with its TTL (the watchdog no longer
+    /// renews it).
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when the hold was already gone (expired, force-unlocked, taken over):
+    /// nothing was released. [`Error::Redis`] when Redis failed.
+    ///
+    /// # Cancel safety
+    /// Once called, the release happens: dropping the future lets it finish in the background.
+    pub async fn unlock(mut self) -> Result<()> {
+        let Some(state) = self.state.take() else {
+            return Ok(());
+        };
+        let core = state.lock.inner.core.clone();
+        // Stop renewals first, then release (never renew a lock being released).
+        if !core
+            .watchdog
+            .released(&state.hold_key, state.lease.is_none(), state.epoch)
+        {
+            // Our hold expired and this owner took the lock again: that hold is not ours.
+            return Err(Error::NotHeld {
+                name: state.lock.inner.name.clone(),
+            });
+        }
+        let lock = state.lock.clone();
+        let owner = state.hold_key.1.clone();
+        let call = async move { lock.release(&owner, 0).await }.boxed();
+        let n = Inflight::new(core.handle.clone(), call, |_| async {}.boxed()).await?;
+        match n {
+            -1 => Err(Error::NotHeld {
+                name: state.lock.inner.name.clone(),
+            }),
+            n if n >= 0 => {
+                tracing::debug!(lock = %state.lock.inner.name, remaining = n, "lock released");
+                Ok(())
+            }
+            other => Err(Error::UnexpectedReply(format!(
+                "unlock script answered {other}"
+            ))),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.state.as_ref().map_or("", |s| s.lock.name())
+    }
+
+    /// The owner field of this hold: `<client id>:<task id>`.
+    pub fn owner(&self) -> &str {
+        self.state.as_ref().map_or("", |s| &s.hold_key.1)
+    }
+
+    /// The lease this hold was taken with; `None` when the watchdog renews it.
+    pub fn lease(&self) -> Option<Duration> {
+        self.state.as_ref().and_then(|s| s.lease)
+    }
+
+    /// Whether the lock is known to be lost: the watchdog found it gone (expired,
+    /// force-unlocked, server restarted without persistence) or stopped (client dropped).
+    /// A lease hold is not watched; only its TTL tells.
+    pub fn is_lost(&self) -> bool {
+        self.state.as_ref().is_some_and(|s| s.lost.is_cancelled())
+    }
+
+    /// A token cancelled when the lock is known to be lost (see [`is_lost`](Self::is_lost)).
+    /// Select on `lost().cancelled()` to stop work that must not continue without the lock.
+    pub fn lost(&self) -> CancellationToken {
+        self.state
+            .as_ref()
+            .map_or_else(CancellationToken::new, |s| s.lost.clone())
+    }
+}
+
+impl Drop for RLockGuard {
+    fn drop(&mut self) {
+        let Some(state) = self.state.take() else {
+            return;
+        };
+        let core = state.lock.inner.core.clone();
+        if !core
+            .watchdog
+            .released(&state.hold_key, state.lease.is_none(), state.epoch)
+        {
+            return; // a stale hold: the lock was lost and re-taken by this owner
+        }
+        tracing::debug!(lock = %state.lock.inner.name, "guard dropped; releasing in the background");
+        core.handle.spawn(async move {
+            if let Err(e) = state.lock.release(&state.hold_key.1, 0).await {
+                tracing::warn!(lock = %state.lock.inner.name, error = %e, "background release failed; the lock expires with its TTL");
+            }
+        });
+    }
+}
+
+impl std::fmt::Debug for RLockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RLockGuard")
+            .field("name", &self.name())
+            .field("owner", &self.owner())
+            .field("lease", &self.lease())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}

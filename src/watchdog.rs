@@ -1,0 +1,361 @@
+//! The watchdog: one task per client that keeps every held watchdog lock alive.
+//!
+//! Locally held locks live in a registry keyed by (lock key, owner): how many guards hold it,
+//! how many of those want renewals, a generation number and the "lost" token the guards
+//! expose. Registering and releasing are O(1) map operations plus, for the first and last
+//! watchdog guard, one message to the task.
+//!
+//! The task owns a timer wheel ([`DelayQueue`]) with one timer per watched lock. When a timer
+//! fires, the task also takes every timer due within the next quarter period, so locks taken
+//! at about the same time are renewed together; all renewed locks are re-armed with the same
+//! deadline and stay grouped. Each group goes out in calls of up to [`BATCH`] keys, so N locks
+//! cost about N/100 script calls per period. A renewal that finds a lock gone cancels its
+//! token; a renewal that fails (connection) is retried soon, and the lock is declared lost
+//! once no renewal succeeded for a whole timeout.
+//!
+//! Generations make stale events harmless: releasing the last watchdog guard bumps the
+//! generation before the unlock script is sent, so a renewal in flight at that moment neither
+//! re-arms the timer nor marks a later acquisition lost. The renew script itself only touches
+//! a key whose hash still holds the owner's field, so it never revives a released lock.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::mapref::entry::Entry;
+use dashmap::DashMap;
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+use redis::aio::ConnectionManager;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::time::{delay_queue, DelayQueue};
+
+use crate::scripts::RENEW;
+
+/// Most keys renewed by one script call.
+pub(crate) const BATCH: usize = 100;
+
+/// (lock key, owner field): one local hold entry.
+pub(crate) type HoldKey = (Arc<str>, Arc<str>);
+
+struct Hold {
+    /// Identifies this run of holds: a guard from an earlier run (its lock expired and the
+    /// same owner took it again) must not release the new run's hold.
+    epoch: u64,
+    /// Guards alive for this (lock, owner), watchdog or lease.
+    holds: u32,
+    /// Guards among them that want renewals.
+    watch_refs: u32,
+    /// Generation of the current watch; bumped whenever the watch ends.
+    gen: u64,
+    /// Last successful acquire or renewal.
+    last_ok: Instant,
+    lost: CancellationToken,
+}
+
+impl Hold {
+    fn new(epoch: u64) -> Hold {
+        Hold {
+            epoch,
+            holds: 0,
+            watch_refs: 0,
+            gen: 0,
+            last_ok: Instant::now(),
+            lost: CancellationToken::new(),
+        }
+    }
+}
+
+enum Cmd {
+    Watch(HoldKey, u64),
+    Unwatch(HoldKey, u64),
+}
+
+/// Handle to the client's watchdog task and its registry.
+pub(crate) struct Watchdog {
+    registry: Arc<DashMap<HoldKey, Hold>>,
+    tx: mpsc::UnboundedSender<Cmd>,
+    shutdown: CancellationToken,
+    next_gen: AtomicU64,
+}
+
+impl Watchdog {
+    /// Starts the task. It runs until [`Watchdog::shutdown`] (the last `Client` dropped).
+    pub(crate) fn start(conn: ConnectionManager, timeout: Duration) -> Watchdog {
+        let registry = Arc::new(DashMap::new());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shutdown = CancellationToken::new();
+        let task = Task {
+            registry: registry.clone(),
+            conn,
+            timeout,
+            period: (timeout / 3).max(Duration::from_millis(1)),
+            wheel: DelayQueue::new(),
+            timers: HashMap::new(),
+        };
+        tokio::spawn(task.run(rx, shutdown.clone()));
+        Watchdog {
+            registry,
+            tx,
+            shutdown,
+            next_gen: AtomicU64::new(1),
+        }
+    }
+
+    /// Stops renewing; every watched lock's token is cancelled (its lock will expire).
+    pub(crate) fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// How many guards of this process hold `key` right now.
+    pub(crate) fn local_holds(&self, key: &HoldKey) -> u32 {
+        self.registry.get(key).map_or(0, |h| h.holds)
+    }
+
+    /// Records a granted hold (before its guard exists). `server_holds` is the hold count the
+    /// lock script returned; 1 means any older local holds of this owner are gone on the
+    /// server. Returns the token that is cancelled when the lock is found lost, and the
+    /// epoch the guard must present to [`Watchdog::released`].
+    pub(crate) fn acquired(
+        &self,
+        key: &HoldKey,
+        server_holds: u32,
+        watch: bool,
+    ) -> (CancellationToken, u64) {
+        let mut schedule = None;
+        let (token, epoch) = {
+            let mut h = self
+                .registry
+                .entry(key.clone())
+                .or_insert_with(|| Hold::new(self.next_gen.fetch_add(1, Ordering::Relaxed)));
+            if server_holds == 1 && h.holds > 0 {
+                // The server had forgotten us (expired or force-unlocked): old guards are lost
+                // and must not touch the new hold.
+                h.lost.cancel();
+                *h = Hold::new(self.next_gen.fetch_add(1, Ordering::Relaxed));
+            }
+            h.holds += 1;
+            h.last_ok = Instant::now();
+            if watch {
+                h.watch_refs += 1;
+                if h.watch_refs == 1 {
+                    h.gen = self.next_gen.fetch_add(1, Ordering::Relaxed);
+                    schedule = Some(h.gen);
+                }
+            }
+            (h.lost.clone(), h.epoch)
+        };
+        if let Some(gen) = schedule {
+            if self.shutdown.is_cancelled() || self.tx.send(Cmd::Watch(key.clone(), gen)).is_err() {
+                token.cancel(); // no watchdog left: the lock will expire
+            }
+        }
+        (token, epoch)
+    }
+
+    /// Forgets one hold. Called before the unlock script is sent, so no renewal is scheduled
+    /// for a lock that is being released. Returns `false` when the hold belongs to an earlier
+    /// epoch (the lock was lost and re-taken by the same owner): then nothing may be sent.
+    pub(crate) fn released(&self, key: &HoldKey, watch: bool, epoch: u64) -> bool {
+        let mut unwatch = None;
+        let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
+            return true; // not tracked (cannot happen for a live guard); let the server decide
+        };
+        {
+            let h = e.get_mut();
+            if h.epoch != epoch {
+                return false;
+            }
+            h.holds = h.holds.saturating_sub(1);
+            if watch && h.watch_refs > 0 {
+                h.watch_refs -= 1;
+                if h.watch_refs == 0 {
+                    unwatch = Some(h.gen);
+                    h.gen = self.next_gen.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            if h.holds == 0 {
+                e.remove();
+            }
+        }
+        if let Some(gen) = unwatch {
+            let _ = self.tx.send(Cmd::Unwatch(key.clone(), gen));
+        }
+        true
+    }
+
+    /// Number of locks with a live watch (for tests and metrics).
+    #[allow(dead_code)]
+    pub(crate) fn watched(&self) -> usize {
+        self.registry.iter().filter(|h| h.watch_refs > 0).count()
+    }
+}
+
+struct Task {
+    registry: Arc<DashMap<HoldKey, Hold>>,
+    conn: ConnectionManager,
+    timeout: Duration,
+    period: Duration,
+    wheel: DelayQueue<(HoldKey, u64)>,
+    timers: HashMap<HoldKey, (delay_queue::Key, u64)>,
+}
+
+type Renewal = (Vec<(HoldKey, u64)>, redis::RedisResult<Vec<i64>>);
+
+impl Task {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Cmd>, shutdown: CancellationToken) {
+        let mut inflight = FuturesUnordered::new();
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                cmd = rx.recv() => match cmd {
+                    Some(Cmd::Watch(key, gen)) => self.arm(key, gen, Instant::now() + self.period),
+                    Some(Cmd::Unwatch(key, gen)) => {
+                        if let Some((timer, g)) = self.timers.get(&key) {
+                            if *g == gen {
+                                self.wheel.try_remove(timer);
+                                self.timers.remove(&key);
+                            }
+                        }
+                    }
+                    None => break,
+                },
+                Some(done) = inflight.next(), if !inflight.is_empty() => self.settle(done),
+                Some(expired) = self.wheel.next(), if !self.wheel.is_empty() => {
+                    for batch in self.collect_due(expired.into_inner()) {
+                        inflight.push(renew(self.conn.clone(), self.timeout, batch));
+                    }
+                }
+            }
+        }
+        // The client is gone: nothing renews these locks any more.
+        for h in self.registry.iter() {
+            if h.watch_refs > 0 {
+                h.lost.cancel();
+            }
+        }
+    }
+
+    fn arm(&mut self, key: HoldKey, gen: u64, when: Instant) {
+        if let Some((old, _)) = self.timers.remove(&key) {
+            self.wheel.try_remove(&old);
+        }
+        let timer = self.wheel.insert_at((key.clone(), gen), when);
+        self.timers.insert(key, (timer, gen));
+    }
+
+    /// The expired entry plus everything due within a quarter period, still watched, in
+    /// batches of at most [`BATCH`].
+    fn collect_due(&mut self, first: (HoldKey, u64)) -> Vec<Vec<(HoldKey, u64)>> {
+        let horizon = Instant::now() + self.period / 4;
+        let mut due = vec![first];
+        while let Some(timer) = self.wheel.peek() {
+            if self.wheel.deadline(&timer) > horizon {
+                break;
+            }
+            due.push(self.wheel.remove(&timer).into_inner());
+        }
+        let mut batches: Vec<Vec<(HoldKey, u64)>> = Vec::new();
+        for (key, gen) in due {
+            self.timers.remove(&key);
+            let current = self
+                .registry
+                .get(&key)
+                .is_some_and(|h| h.watch_refs > 0 && h.gen == gen && !h.lost.is_cancelled());
+            if !current {
+                continue;
+            }
+            match batches.last_mut() {
+                Some(b) if b.len() < BATCH => b.push((key, gen)),
+                _ => batches.push(vec![(key, gen)]),
+            }
+        }
+        batches
+    }
+
+    fn settle(&mut self, (batch, result): Renewal) {
+        let now = Instant::now();
+        match result {
+            Ok(answers) if answers.len() == batch.len() => {
+                tracing::trace!(locks = batch.len(), "watchdog renewed a batch");
+                for ((key, gen), answer) in batch.into_iter().zip(answers) {
+                    if answer == 1 {
+                        if self.still_watched(&key, gen, Some(now)) {
+                            self.arm(key, gen, now + self.period);
+                        }
+                    } else {
+                        self.lose(&key, gen, "the watchdog found it gone");
+                    }
+                }
+            }
+            other => {
+                let error = match other {
+                    Err(e) => e.to_string(),
+                    Ok(v) => format!(
+                        "renew answered {} results for {} keys",
+                        v.len(),
+                        batch.len()
+                    ),
+                };
+                tracing::debug!(%error, locks = batch.len(), "watchdog renewal failed; retrying");
+                let retry = now + (self.period / 4).min(Duration::from_millis(500));
+                for (key, gen) in batch {
+                    let expired = self
+                        .registry
+                        .get(&key)
+                        .is_some_and(|h| now.duration_since(h.last_ok) >= self.timeout);
+                    if expired {
+                        self.lose(
+                            &key,
+                            gen,
+                            "no renewal succeeded within the watchdog timeout",
+                        );
+                    } else if self.still_watched(&key, gen, None) {
+                        self.arm(key, gen, retry);
+                    }
+                }
+            }
+        }
+    }
+
+    fn still_watched(&self, key: &HoldKey, gen: u64, renewed_at: Option<Instant>) -> bool {
+        match self.registry.get_mut(key) {
+            Some(mut h) if h.watch_refs > 0 && h.gen == gen && !h.lost.is_cancelled() => {
+                if let Some(at) = renewed_at {
+                    h.last_ok = at;
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn lose(&mut self, key: &HoldKey, gen: u64, why: &str) {
+        if let Some(h) = self.registry.get(key) {
+            if h.gen == gen && h.watch_refs > 0 && !h.lost.is_cancelled() {
+                tracing::warn!(lock = %key.0, owner = %key.1, reason = why, "lock lost");
+                h.lost.cancel();
+            }
+        }
+    }
+}
+
+async fn renew(mut conn: ConnectionManager, ttl: Duration, batch: Vec<(HoldKey, u64)>) -> Renewal {
+    let keys: Vec<&str> = batch.iter().map(|((k, _), _)| &**k).collect();
+    let ttl_ms = ttl.as_millis() as u64;
+    let mut args: Vec<&dyn crate::scripts::ToRedisArgsDyn> = Vec::with_capacity(batch.len() + 1);
+    args.push(&ttl_ms);
+    let owners: Vec<&str> = batch.iter().map(|((_, o), _)| &**o).collect();
+    for o in &owners {
+        args.push(o);
+    }
+    let result = RENEW.run(&mut conn, &keys, &args).await;
+    drop(args);
+    drop(owners);
+    drop(keys);
+    (batch, result)
+}

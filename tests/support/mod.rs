@@ -1,0 +1,267 @@
+//! Shared fixture for the integration tests: a throwaway `redis-server` per test.
+//!
+//! Every test gets its own server on a free port in a temp dir (no persistence), so
+//! fault injection (CLIENT KILL, SCRIPT FLUSH, restart) never disturbs another test.
+//! When `REDIS_URL` is set, tests that do not need to own the server use it instead,
+//! each with a unique key namespace.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+
+/// A redis-server process owned by one test; killed on drop.
+pub struct RedisServer {
+    port: u16,
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind an ephemeral port")
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Path of the redis-server binary (`REDIS_SERVER_BIN` or `redis-server` on PATH).
+pub fn redis_server_bin() -> String {
+    std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_string())
+}
+
+impl RedisServer {
+    /// Start a fresh redis-server on a free port in a temp dir and wait until it answers.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Like [`RedisServer::start`], with extra `redis-server` arguments.
+    pub fn start_with(extra: &[&str]) -> Self {
+        for _ in 0..20 {
+            let port = free_port();
+            let mut server = RedisServer {
+                port,
+                child: None,
+                dir: tempfile::tempdir().expect("temp dir"),
+                url: format!("redis://127.0.0.1:{port}/"),
+            };
+            if server.spawn(extra) {
+                return server;
+            }
+        }
+        panic!("could not start redis-server (is it installed? set REDIS_SERVER_BIN)");
+    }
+
+    fn spawn(&mut self, extra: &[&str]) -> bool {
+        let port = self.port.to_string();
+        let dir: PathBuf = self.dir.path().to_path_buf();
+        let mut cmd = Command::new(redis_server_bin());
+        cmd.args([
+            "--port",
+            &port,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(["--daemonize", "no", "--enable-debug-command", "local"])
+        .arg("--dir")
+        .arg(&dir)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        let child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => panic!("cannot run {}: {e}", redis_server_bin()),
+        };
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                let _ = status;
+                self.child = None;
+                return false; // port taken or bad args: try another port
+            }
+            if let Ok(client) = redis::Client::open(self.url.as_str()) {
+                if let Ok(mut c) = client.get_connection() {
+                    if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                        return true;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.kill();
+        false
+    }
+
+    /// `redis://127.0.0.1:<port>/`
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The TCP port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// OS process id of the server (for SIGSTOP / SIGCONT / SIGKILL).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Kill the server process (SIGKILL) and reap it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Kill and start again on the same port with an empty dataset (restart without persistence).
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.spawn(&[]) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("redis-server did not restart on port {}", self.port);
+    }
+
+    /// A plain async connection for the test's own inspection and fault injection.
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to test redis")
+    }
+
+    /// A plain blocking connection.
+    pub fn sync_conn(&self) -> redis::Connection {
+        redis::Client::open(self.url.as_str())
+            .unwrap()
+            .get_connection()
+            .expect("connect to test redis")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A unique key namespace so tests sharing one server (REDIS_URL) never collide.
+pub fn unique_ns(test: &str) -> String {
+    format!("t-{test}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Number of calls of a command (e.g. "evalsha", "eval") from INFO commandstats.
+pub async fn command_calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let needle = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());
+    info.lines()
+        .find_map(|l| l.strip_prefix(&needle))
+        .map(|rest| rest.split(',').next().unwrap().parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// Total script executions (EVALSHA + EVAL) so far.
+pub async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    command_calls(conn, "evalsha").await + command_calls(conn, "eval").await
+}
+
+/// PUBSUB NUMSUB of one channel.
+pub async fn numsub(conn: &mut redis::aio::MultiplexedConnection, channel: &str) -> u64 {
+    let v: Vec<(String, u64)> = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(conn)
+        .await
+        .unwrap();
+    v.first().map(|(_, n)| *n).unwrap_or(0)
+}
+
+/// Number of channels with at least one subscriber (PUBSUB CHANNELS).
+pub async fn active_channels(conn: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
+    redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// Every key in the database with its PTTL (-1 = no TTL).
+pub async fn keys_with_pttl(conn: &mut redis::aio::MultiplexedConnection) -> Vec<(String, i64)> {
+    let keys: Vec<String> = conn.keys("*").await.unwrap();
+    let mut out = Vec::new();
+    for k in keys {
+        let pttl: i64 = conn.pttl(&k).await.unwrap();
+        if pttl != -2 {
+            out.push((k, pttl));
+        }
+    }
+    out
+}
+
+/// Poll `check` until it returns true or `timeout` passes; returns whether it became true.
+pub async fn eventually<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Install a tracing subscriber once (RUST_LOG controls it); harmless if called often.
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// A recorded critical section: [start, end) on this host's monotonic clock.
+#[derive(Clone, Copy, Debug)]
+pub struct Interval {
+    pub start: Instant,
+    pub end: Instant,
+    pub who: usize,
+}
+
+/// Panics with the first pair of overlapping intervals, if any.
+pub fn assert_no_overlap(intervals: &mut [Interval]) {
+    intervals.sort_by_key(|i| i.start);
+    for w in intervals.windows(2) {
+        assert!(
+            w[0].end <= w[1].start,
+            "hold intervals overlap: {:?} and {:?}",
+            w[0],
+            w[1]
+        );
+    }
+}
