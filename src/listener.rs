@@ -153,6 +153,11 @@ impl Listener {
 }
 
 impl Subscription {
+    /// Wakes one waiter of this channel in this client (passing on a wakeup).
+    pub(crate) fn notify_one(&self) {
+        self.channel.notify.notify_one();
+    }
+
     /// A future that completes on the next wakeup for this channel. Call
     /// [`Notified::enable`] on it before retrying the lock so no wakeup is lost.
     pub(crate) fn notified(&self) -> Notified<'_> {

@@ -40,6 +40,7 @@ use tokio::time::Instant;
 
 use crate::client::Core;
 use crate::error::Result;
+use crate::listener::Subscription;
 
 /// Used when the holder's TTL is unknown (-1, or an odd reply): re-check at least this often.
 const FALLBACK_WAIT: Duration = Duration::from_millis(500);
@@ -73,12 +74,21 @@ where
     }
     // 2. Subscribe before the next attempt; the share is released on every exit (drop).
     let subscription = core.listener.subscribe(channel).await?;
+    // A wakeup we consumed but did not act on yet; passed on if we are cancelled meanwhile.
+    let mut woken = PassOn {
+        subscription: &subscription,
+        armed: false,
+    };
     loop {
         // 3. Register for the wakeup first, then look again.
-        let notified = subscription.notified();
+        let notified = woken.subscription.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let held_for = match attempt().await? {
+        let outcome = attempt().await;
+        // The attempt saw the state after the wakeup: from now on the next unlock wakes us
+        // (or someone else) again, so the consumed wakeup needs no passing on.
+        woken.armed = false;
+        let held_for = match outcome? {
             Attempt::Acquired(t) => return Ok(Some(t)),
             Attempt::Held(pttl) => pttl,
         };
@@ -91,7 +101,25 @@ where
             }
             bound = bound.min(left);
         }
-        let _ = tokio::time::timeout(bound, notified).await;
+        if tokio::time::timeout(bound, notified).await.is_ok() {
+            woken.armed = true;
+        }
+    }
+}
+
+/// Hands a consumed wakeup to the next local waiter if the waiting future is dropped before
+/// it retried: otherwise the other waiters would sleep until the holder's TTL bound although
+/// the lock is free.
+struct PassOn<'a> {
+    subscription: &'a Subscription,
+    armed: bool,
+}
+
+impl Drop for PassOn<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.subscription.notify_one();
+        }
     }
 }
 

@@ -273,17 +273,19 @@ impl RLock {
         let core = &self.inner.core;
         let mut conn = core.conn.clone();
         let keys = &self.inner.keys;
-        let n: i64 = UNLOCK
+        let reply: redis::RedisResult<i64> = UNLOCK
             .run(
                 &mut conn,
                 &[&keys.lock, &keys.channel],
                 &[&owner, &core.id_str.as_str(), &expected],
             )
-            .await?;
-        if n == 0 {
+            .await;
+        // Our own unlock message is not delivered back to us (see the listener), so wake a
+        // local waiter here; also when the reply was lost, as the unlock may have happened.
+        if matches!(reply, Ok(0) | Err(_)) {
             core.listener.notify_local(&keys.channel);
         }
-        Ok(n)
+        Ok(reply?)
     }
 
     /// Deletes the lock whoever holds it and wakes its waiters. Returns whether it was
