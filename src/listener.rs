@@ -144,12 +144,6 @@ impl Listener {
             c.notify.notify_one();
         }
     }
-
-    /// Number of channels this client currently tracks (subscribed or being unsubscribed).
-    #[cfg(test)]
-    pub(crate) fn tracked_channels(&self) -> usize {
-        self.shared.channels.len()
-    }
 }
 
 impl Subscription {

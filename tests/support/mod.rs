@@ -1,9 +1,8 @@
 //! Shared fixture for the integration tests: a throwaway `redis-server` per test.
 //!
 //! Every test gets its own server on a free port in a temp dir (no persistence), so
-//! fault injection (CLIENT KILL, SCRIPT FLUSH, restart) never disturbs another test.
-//! When `REDIS_URL` is set, tests that do not need to own the server use it instead,
-//! each with a unique key namespace.
+//! fault injection (CLIENT KILL, SCRIPT FLUSH, restart, DEBUG SLEEP) never disturbs another
+//! test. `REDIS_SERVER_BIN` selects the binary. Clients still use unique key namespaces.
 #![allow(dead_code)]
 
 use std::net::TcpListener;
