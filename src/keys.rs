@@ -20,33 +20,46 @@ pub(crate) struct Keys {
     pub(crate) lock: String,
     /// The pub/sub channel unlocks publish to.
     pub(crate) channel: String,
+    namespace: String,
+    name: String,
 }
 
 impl Keys {
-    /// Three disjoint forms (the character after `lock` / `channel` tells them apart, so two
-    /// names never share a key):
-    /// * `<ns>:lock:{<name>}`: the usual case, hashed by the name;
-    /// * `<ns>:lock=<name>`: the name carries its own non-empty `{tag}` and keeps it, so
-    ///   locks can be placed in one Cluster slot on purpose;
-    /// * `<ns>:lock#{0}<name>`: the name starts with `}`, which would make the wrapping tag
-    ///   empty (Redis would hash each key whole and split them across slots).
+    /// The lock hash is [`Keys::derived`]`("lock")`, the channel `derived("channel")`.
     pub(crate) fn new(namespace: &str, name: &str) -> Keys {
-        if has_hash_tag(name) {
-            Keys {
-                lock: format!("{namespace}:lock={name}"),
-                channel: format!("{namespace}:channel={name}"),
-            }
-        } else if name.starts_with('}') {
-            Keys {
-                lock: format!("{namespace}:lock#{{0}}{name}"),
-                channel: format!("{namespace}:channel#{{0}}{name}"),
-            }
-        } else {
-            Keys {
-                lock: format!("{namespace}:lock:{{{name}}}"),
-                channel: format!("{namespace}:channel:{{{name}}}"),
-            }
-        }
+        let mut keys = Keys {
+            lock: String::new(),
+            channel: String::new(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        keys.lock = keys.derived("lock");
+        keys.channel = keys.derived("channel");
+        keys
+    }
+
+    /// Another key (or channel) of the same lock, in the same Cluster slot:
+    /// `derived("fence")` is `<ns>:fence:{<name>}`. Append a suffix after it for per-waiter
+    /// names (`derived("channel") + ":" + waiter`): the tag stays the same.
+    pub(crate) fn derived(&self, role: &str) -> String {
+        derive(&self.namespace, role, &self.name)
+    }
+}
+
+/// Three disjoint forms (the character after `role` tells them apart, so two names never
+/// share a key):
+/// * `<ns>:<role>:{<name>}`: the usual case, hashed by the name;
+/// * `<ns>:<role>=<name>`: the name carries its own non-empty `{tag}` and keeps it, so locks
+///   can be placed in one Cluster slot on purpose;
+/// * `<ns>:<role>#{0}<name>`: the name starts with `}`, which would make the wrapping tag
+///   empty (Redis would hash each key whole and split them across slots).
+fn derive(namespace: &str, role: &str, name: &str) -> String {
+    if has_hash_tag(name) {
+        format!("{namespace}:{role}={name}")
+    } else if name.starts_with('}') {
+        format!("{namespace}:{role}#{{0}}{name}")
+    } else {
+        format!("{namespace}:{role}:{{{name}}}")
     }
 }
 
@@ -148,6 +161,17 @@ mod tests {
             let tag = cluster_tag(&k.lock);
             assert!(tag.is_some(), "{name:?} -> {}", k.lock);
             assert_eq!(tag, cluster_tag(&k.channel), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn derived_keys_share_the_tag() {
+        for name in ["a", "}", "{x}y", "a{b"] {
+            let k = Keys::new("ns", name);
+            let fence = k.derived("fence");
+            let waiter = format!("{}:w1", k.derived("channel"));
+            assert_eq!(cluster_tag(&fence), cluster_tag(&k.lock), "{name:?}");
+            assert_eq!(cluster_tag(&waiter), cluster_tag(&k.lock), "{name:?}");
         }
     }
 

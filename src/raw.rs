@@ -36,11 +36,14 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use futures::FutureExt;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::client::Core;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::listener::Subscription;
+use crate::watchdog::HoldKey;
 
 /// Used when the holder's TTL is unknown (-1, or an odd reply): re-check at least this often.
 const FALLBACK_WAIT: Duration = Duration::from_millis(500);
@@ -198,5 +201,191 @@ impl<R: Send + 'static> Drop for Inflight<R> {
         if let (Some(call), Some(undo)) = (self.call.take(), self.undo.take()) {
             self.handle.spawn(async move { undo(call.await).await });
         }
+    }
+}
+
+/// What a lock kind provides so the shared guard and clean-up logic can release its holds.
+pub(crate) trait Kind: Clone + Send + Sync + 'static {
+    /// The client the lock belongs to.
+    fn core(&self) -> &Arc<Core>;
+    /// The lock's name, for errors and logs.
+    fn name(&self) -> &str;
+    /// Runs the kind's unlock script for one hold of `owner`. `expected` is the hold count
+    /// the owner must have for the release to happen (0: any). Replies as `lua/unlock.lua`:
+    /// -1 not held, -2 count differs, 0 released the last hold, n > 0 holds left.
+    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>>;
+}
+
+/// Wraps an acquire script call so it never leaks a hold (see "Cancellation" above).
+///
+/// `granted` tells from a reply whether the call took a hold. `expected` is the owner's hold
+/// count if it did (holds known locally + 1), used when the outcome is unknown.
+pub(crate) fn guarded_call<K: Kind, R: Send + 'static>(
+    kind: &K,
+    owner: Arc<str>,
+    expected: u32,
+    call: BoxFuture<'static, redis::RedisResult<R>>,
+    granted: fn(&R) -> bool,
+) -> impl Future<Output = redis::RedisResult<R>> + Send + 'static {
+    let handle = kind.core().handle.clone();
+    let (undo_kind, undo_owner) = (kind.clone(), owner.clone());
+    let inflight = Inflight::new(handle.clone(), call, move |reply| {
+        async move {
+            let expected = match &reply {
+                // The abandoned call took a hold: release one. Holds of one owner are
+                // interchangeable and the owner may have re-entered meanwhile, so the count
+                // is not checked.
+                Ok(r) if granted(r) => 0,
+                Ok(_) => return, // not acquired: nothing to undo
+                // Unknown outcome: release only if the count shows the call's hold.
+                Err(_) => expected,
+            };
+            undo(&undo_kind, undo_owner, expected).await;
+        }
+        .boxed()
+    });
+    let kind = kind.clone();
+    async move {
+        let reply = inflight.await;
+        if let Err(e) = &reply {
+            if e.code().is_none() {
+                // No error reply from the server: the script may have run. Undo its hold if so.
+                handle.spawn(async move { undo(&kind, owner, expected).await });
+            }
+        }
+        reply
+    }
+}
+
+/// Releases the hold an abandoned acquire took, if `expected` matches.
+async fn undo<K: Kind>(kind: &K, owner: Arc<str>, expected: u32) {
+    match kind.release(owner, expected).await {
+        Ok(n) if n >= 0 => {
+            tracing::debug!(lock = %kind.name(), "released the hold of an abandoned acquire")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(
+            lock = %kind.name(),
+            error = %e,
+            "could not release the hold of an abandoned acquire; it expires with its TTL"
+        ),
+    }
+}
+
+/// One hold of a lock of kind `K`: the state and release logic every guard type shares.
+pub(crate) struct Hold<K: Kind> {
+    state: Option<HoldState<K>>,
+}
+
+struct HoldState<K: Kind> {
+    kind: K,
+    hold_key: HoldKey,
+    lease: Option<Duration>,
+    lost: CancellationToken,
+    /// The local hold epoch this hold belongs to (see the watchdog registry).
+    epoch: u64,
+}
+
+impl<K: Kind> Hold<K> {
+    /// Registers a granted hold (and its watchdog when `lease` is `None`). Call it right after
+    /// the acquire reply, with no `.await` in between, so no cancellation separates the hold
+    /// from its guard.
+    pub(crate) fn register(
+        kind: K,
+        hold_key: HoldKey,
+        server_holds: u32,
+        lease: Option<Duration>,
+    ) -> Hold<K> {
+        let (lost, epoch) = kind
+            .core()
+            .watchdog
+            .acquired(&hold_key, server_holds, lease.is_none());
+        Hold {
+            state: Some(HoldState {
+                kind,
+                hold_key,
+                lease,
+                lost,
+                epoch,
+            }),
+        }
+    }
+
+    /// Releases this hold: stops its renewals first, then runs the unlock script once (no
+    /// blind retry). Finishes in the background if the future is dropped.
+    pub(crate) async fn unlock(&mut self) -> Result<()> {
+        let Some(state) = self.state.take() else {
+            return Ok(());
+        };
+        let core = state.kind.core().clone();
+        let not_held = || Error::NotHeld {
+            name: state.kind.name().to_string(),
+        };
+        if !core
+            .watchdog
+            .released(&state.hold_key, state.lease.is_none(), state.epoch)
+        {
+            // The hold expired and this owner took the lock again: that hold is not ours.
+            return Err(not_held());
+        }
+        let call = state.kind.release(state.hold_key.1.clone(), 0);
+        match Inflight::new(core.handle.clone(), call, |_| async {}.boxed()).await? {
+            -1 => Err(not_held()),
+            n if n >= 0 => {
+                tracing::debug!(lock = %state.kind.name(), remaining = n, "lock released");
+                Ok(())
+            }
+            other => Err(Error::UnexpectedReply(format!(
+                "unlock script answered {other}"
+            ))),
+        }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        self.state.as_ref().map_or("", |s| s.kind.name())
+    }
+
+    pub(crate) fn owner(&self) -> &str {
+        self.state.as_ref().map_or("", |s| &s.hold_key.1)
+    }
+
+    pub(crate) fn lease(&self) -> Option<Duration> {
+        self.state.as_ref().and_then(|s| s.lease)
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.state.as_ref().is_some_and(|s| s.lost.is_cancelled())
+    }
+
+    pub(crate) fn lost(&self) -> CancellationToken {
+        self.state
+            .as_ref()
+            .map_or_else(CancellationToken::new, |s| s.lost.clone())
+    }
+}
+
+impl<K: Kind> Drop for Hold<K> {
+    fn drop(&mut self) {
+        let Some(state) = self.state.take() else {
+            return;
+        };
+        let core = state.kind.core().clone();
+        if !core
+            .watchdog
+            .released(&state.hold_key, state.lease.is_none(), state.epoch)
+        {
+            return; // a stale hold: the lock was lost and re-taken by this owner
+        }
+        tracing::debug!(lock = %state.kind.name(), "guard dropped; releasing in the background");
+        let release = state.kind.release(state.hold_key.1.clone(), 0);
+        core.handle.spawn(async move {
+            if let Err(e) = release.await {
+                tracing::warn!(
+                    lock = %state.kind.name(),
+                    error = %e,
+                    "background release failed; the lock expires with its TTL"
+                );
+            }
+        });
     }
 }

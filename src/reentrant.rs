@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -10,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::Core;
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys};
-use crate::raw::{self, current_owner, pttl_from, Attempt, Inflight};
+use crate::raw::{self, current_owner, pttl_from, Attempt, Hold};
 use crate::scripts::{FORCE_UNLOCK, LOCK, UNLOCK};
 use crate::watchdog::HoldKey;
 
@@ -173,10 +174,6 @@ impl RLock {
             tracing::debug!(lock = %self.inner.name, waited_ms = started.elapsed().as_millis() as u64, "try_lock timed out");
             return Ok(None);
         };
-        // Register before the guard exists: from here on nothing awaits, so no cancellation
-        // can separate the hold from its guard.
-        let watch = lease.is_none();
-        let (lost, epoch) = core.watchdog.acquired(&hold_key, holds, watch);
         tracing::debug!(
             lock = %self.inner.name,
             kind = "reentrant",
@@ -185,13 +182,7 @@ impl RLock {
             "lock acquired"
         );
         Ok(Some(RLockGuard {
-            state: Some(GuardState {
-                lock: self.clone(),
-                hold_key,
-                lease,
-                lost,
-                epoch,
-            }),
+            hold: Hold::register(self.clone(), hold_key, holds, lease),
         }))
     }
 
@@ -202,8 +193,7 @@ impl RLock {
         hold_key: &HoldKey,
         lease_ms: u64,
     ) -> impl std::future::Future<Output = Result<Attempt<u32>>> + Send + 'static {
-        let core = self.inner.core.clone();
-        let lock = self.clone();
+        let core = &self.inner.core;
         let owner = hold_key.1.clone();
         // What the hold count will be if this attempt takes a hold.
         let expected = core.watchdog.local_holds(hold_key) + 1;
@@ -215,61 +205,22 @@ impl RLock {
                 .await
         }
         .boxed();
-        let undo_lock = lock.clone();
-        let undo_owner = owner.clone();
-        let inflight = Inflight::new(core.handle.clone(), call, move |reply| {
-            async move {
-                let expected = match &reply {
-                    // The attempt took a hold: release one. Holds of one owner are
-                    // interchangeable, and the owner may have re-entered meanwhile, so the
-                    // count is not checked.
-                    Ok(v) if v.first() == Some(&1) => 0,
-                    Ok(_) => return, // not acquired: nothing to undo
-                    // Unknown outcome: release only if the count shows the attempt's hold.
-                    Err(_) => expected,
-                };
-                undo_lock.undo(&undo_owner, expected).await;
-            }
-            .boxed()
+        let reply = raw::guarded_call(self, owner, expected, call, |r: &Vec<i64>| {
+            r.first() == Some(&1)
         });
         async move {
-            match inflight.await {
-                Ok(reply) => match reply.as_slice() {
-                    [1, holds] if *holds >= 1 => Ok(Attempt::Acquired(*holds as u32)),
-                    [0, pttl] => Ok(Attempt::Held(pttl_from(*pttl))),
-                    other => Err(Error::UnexpectedReply(format!(
-                        "lock script answered {other:?}"
-                    ))),
-                },
-                Err(e) => {
-                    if e.code().is_none() {
-                        // No server error reply: the script may have run. Undo its hold if so.
-                        let handle = core.handle.clone();
-                        handle.spawn(async move { lock.undo(&owner, expected).await });
-                    }
-                    Err(e.into())
-                }
+            match reply.await?.as_slice() {
+                [1, holds] if *holds >= 1 => Ok(Attempt::Acquired(*holds as u32)),
+                [0, pttl] => Ok(Attempt::Held(pttl_from(*pttl))),
+                other => Err(Error::UnexpectedReply(format!(
+                    "lock script answered {other:?}"
+                ))),
             }
-        }
-    }
-
-    /// Releases the hold an abandoned attempt took, if the owner's count is `expected`.
-    async fn undo(&self, owner: &str, expected: u32) {
-        match self.release(owner, expected).await {
-            Ok(n) if n >= 0 => {
-                tracing::debug!(lock = %self.inner.name, "released a hold of an abandoned acquire")
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(
-                lock = %self.inner.name,
-                error = %e,
-                "could not release a hold of an abandoned acquire; it expires with its TTL"
-            ),
         }
     }
 
     /// Runs the unlock script: `expected` 0 releases any one hold of `owner`.
-    async fn release(&self, owner: &str, expected: u32) -> Result<i64> {
+    async fn release_hold(&self, owner: &str, expected: u32) -> Result<i64> {
         let core = &self.inner.core;
         let mut conn = core.conn.clone();
         let keys = &self.inner.keys;
@@ -396,6 +347,21 @@ fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(86_400 * 365 * 30)
 }
 
+impl raw::Kind for RLock {
+    fn core(&self) -> &Arc<Core> {
+        &self.inner.core
+    }
+
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
+        let lock = self.clone();
+        async move { lock.release_hold(&owner, expected).await }.boxed()
+    }
+}
+
 /// One hold of an [`RLock`]. Release it with [`unlock`](RLockGuard::unlock), which reports
 /// errors; dropping it releases in the background instead.
 ///
@@ -407,16 +373,7 @@ fn far_future() -> Instant {
 /// expires with its TTL (the lease, or the watchdog timeout).
 #[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
 pub struct RLockGuard {
-    state: Option<GuardState>,
-}
-
-struct GuardState {
-    lock: RLock,
-    hold_key: HoldKey,
-    lease: Option<Duration>,
-    lost: CancellationToken,
-    /// The local hold epoch this guard belongs to.
-    epoch: u64,
+    hold: Hold<RLock>,
 }
 
 impl RLockGuard {
@@ -433,87 +390,35 @@ impl RLockGuard {
     /// # Cancel safety
     /// Once called, the release happens: dropping the future lets it finish in the background.
     pub async fn unlock(mut self) -> Result<()> {
-        let Some(state) = self.state.take() else {
-            return Ok(());
-        };
-        let core = state.lock.inner.core.clone();
-        // Stop renewals first, then release (never renew a lock being released).
-        if !core
-            .watchdog
-            .released(&state.hold_key, state.lease.is_none(), state.epoch)
-        {
-            // Our hold expired and this owner took the lock again: that hold is not ours.
-            return Err(Error::NotHeld {
-                name: state.lock.inner.name.clone(),
-            });
-        }
-        let lock = state.lock.clone();
-        let owner = state.hold_key.1.clone();
-        let call = async move { lock.release(&owner, 0).await }.boxed();
-        let n = Inflight::new(core.handle.clone(), call, |_| async {}.boxed()).await?;
-        match n {
-            -1 => Err(Error::NotHeld {
-                name: state.lock.inner.name.clone(),
-            }),
-            n if n >= 0 => {
-                tracing::debug!(lock = %state.lock.inner.name, remaining = n, "lock released");
-                Ok(())
-            }
-            other => Err(Error::UnexpectedReply(format!(
-                "unlock script answered {other}"
-            ))),
-        }
+        self.hold.unlock().await
     }
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        self.state.as_ref().map_or("", |s| s.lock.name())
+        self.hold.name()
     }
 
     /// The owner field of this hold: `<client id>:<task id>`.
     pub fn owner(&self) -> &str {
-        self.state.as_ref().map_or("", |s| &s.hold_key.1)
+        self.hold.owner()
     }
 
     /// The lease this hold was taken with; `None` when the watchdog renews it.
     pub fn lease(&self) -> Option<Duration> {
-        self.state.as_ref().and_then(|s| s.lease)
+        self.hold.lease()
     }
 
     /// Whether the lock is known to be lost: the watchdog found it gone (expired,
     /// force-unlocked, server restarted without persistence) or stopped (client dropped).
     /// A lease hold is not watched; only its TTL tells.
     pub fn is_lost(&self) -> bool {
-        self.state.as_ref().is_some_and(|s| s.lost.is_cancelled())
+        self.hold.is_lost()
     }
 
     /// A token cancelled when the lock is known to be lost (see [`is_lost`](Self::is_lost)).
     /// Select on `lost().cancelled()` to stop work that must not continue without the lock.
     pub fn lost(&self) -> CancellationToken {
-        self.state
-            .as_ref()
-            .map_or_else(CancellationToken::new, |s| s.lost.clone())
-    }
-}
-
-impl Drop for RLockGuard {
-    fn drop(&mut self) {
-        let Some(state) = self.state.take() else {
-            return;
-        };
-        let core = state.lock.inner.core.clone();
-        if !core
-            .watchdog
-            .released(&state.hold_key, state.lease.is_none(), state.epoch)
-        {
-            return; // a stale hold: the lock was lost and re-taken by this owner
-        }
-        tracing::debug!(lock = %state.lock.inner.name, "guard dropped; releasing in the background");
-        core.handle.spawn(async move {
-            if let Err(e) = state.lock.release(&state.hold_key.1, 0).await {
-                tracing::warn!(lock = %state.lock.inner.name, error = %e, "background release failed; the lock expires with its TTL");
-            }
-        });
+        self.hold.lost()
     }
 }
 
