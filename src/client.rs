@@ -94,6 +94,21 @@ impl Client {
         RLock::new(self.inner.core.clone(), name.as_ref())
     }
 
+    /// A handle to the fenced lock `name`: an [`RLock`] whose every new owner gets a larger
+    /// fencing token (see [`FencedLock`](crate::FencedLock)). It is the same lock as
+    /// `lock(name)`. Cheap; nothing is sent to Redis; an invalid name is reported by the
+    /// handle's methods.
+    pub fn fenced_lock(&self, name: impl AsRef<str>) -> crate::FencedLock {
+        crate::fenced::FencedLock::new(self.inner.core.clone(), name.as_ref())
+    }
+
+    /// A value kept in Redis at `key` (used as given, no namespace) that rejects writes with
+    /// a stale fencing token (see [`FencedValue`](crate::FencedValue)). Cheap; nothing is
+    /// sent to Redis.
+    pub fn fenced_value(&self, key: impl AsRef<str>) -> crate::FencedValue {
+        crate::fenced::FencedValue::new(self.inner.core.clone(), key.as_ref())
+    }
+
     /// This client's id, the first part of every owner field it writes.
     pub fn id(&self) -> Uuid {
         self.inner.core.id

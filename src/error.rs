@@ -29,6 +29,15 @@ pub enum Error {
     /// Redis answered something relock did not expect (a script from another version, or a
     /// key of the wrong type under the lock's name).
     UnexpectedReply(String),
+    /// A fenced write was rejected: the resource already saw a larger fencing token, so the
+    /// writer's lock was lost and someone else has held it since. Nothing was written; do
+    /// not retry with the same token.
+    StaleToken {
+        /// The token the writer presented.
+        presented: u64,
+        /// The largest token the resource has seen.
+        highest: u64,
+    },
 }
 
 impl Error {
@@ -55,6 +64,11 @@ impl Error {
         matches!(self, Error::NotHeld { .. })
     }
 
+    /// Whether this is [`Error::StaleToken`] (never retryable: the token stays stale).
+    pub fn is_stale_token(&self) -> bool {
+        matches!(self, Error::StaleToken { .. })
+    }
+
     pub(crate) fn invalid(argument: &'static str, reason: impl Into<String>) -> Self {
         Error::InvalidArgument {
             argument,
@@ -76,6 +90,10 @@ impl fmt::Display for Error {
             ),
             Error::Redis(e) => write!(f, "redis error: {e}"),
             Error::UnexpectedReply(what) => write!(f, "unexpected reply from redis: {what}"),
+            Error::StaleToken { presented, highest } => write!(
+                f,
+                "stale fencing token {presented}: the resource already saw token {highest}"
+            ),
         }
     }
 }

@@ -18,7 +18,7 @@ pub(crate) struct Script {
 }
 
 impl Script {
-    fn new(source: &'static str) -> Script {
+    pub(crate) fn new(source: &'static str) -> Script {
         Script {
             sha: redis::Script::new(source).get_hash().to_string(),
             source,

@@ -1,0 +1,510 @@
+//! [`FencedLock`]: a reentrant lock whose every new owner gets a larger fencing token, and
+//! [`FencedValue`], a Redis-stored resource that rejects writes with a stale token.
+//!
+//! # Why fencing tokens
+//!
+//! A lock on Redis cannot stop a holder that was paused (GC, SIGSTOP, a swapped-out VM, a
+//! long syscall) past its TTL: when it wakes up it still believes it holds the lock, while
+//! another owner took it meanwhile. Only the protected resource can tell the two apart, so
+//! each acquisition that changes the owner carries a number larger than any before
+//! (Kleppmann, "How to do distributed locking"). The resource remembers the largest token
+//! that wrote to it and rejects smaller ones. Use a fenced lock whenever a late write by a
+//! former holder would do damage and the resource can check a token (a database row with a
+//! version column, an object store with conditional writes, a Redis value through
+//! [`FencedValue`]); a plain [`RLock`] suffices when the work is idempotent or a late holder
+//! can do no harm.
+//!
+//! # Layout
+//!
+//! The lock hash is an [`RLock`]'s (same key: an `RLock` and a `FencedLock` of one name are
+//! one lock), with one extra field `token` holding the holder's token, so the core's unlock,
+//! force-unlock and batched renew scripts work on it unchanged. The counter lives in
+//! `<ns>:fence:{<name>}`, the one key relock writes without a TTL; see `lua/fenced_lock.lua`
+//! for how it survives a restart without persistence.
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use futures::FutureExt;
+use redis::{FromRedisValue, ToRedisArgs};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Core;
+use crate::error::{Error, Result};
+use crate::keys::{check_millis, check_name, Keys};
+use crate::raw::{self, current_owner, pttl_from, Attempt, Hold, Kind};
+use crate::reentrant::RLock;
+use crate::scripts::Script;
+use crate::watchdog::HoldKey;
+
+/// `lua/fenced_lock.lua`
+static FENCED_LOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/fenced_lock.lua")));
+/// `lua/fenced_write.lua`
+static FENCED_WRITE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/fenced_write.lua")));
+
+/// Tokens stay below 2<sup>53</sup> so Lua's doubles hold them exactly.
+const MAX_TOKEN: u64 = (1 << 53) - 1;
+
+/// A reentrant distributed lock that hands out fencing tokens: every acquisition that makes a
+/// new owner returns a token strictly greater than every token this lock issued before, also
+/// across a Redis restart without persistence (see below). Re-entry returns the current
+/// token.
+///
+/// Get one from [`Client::fenced_lock`](crate::Client::fenced_lock). Otherwise it behaves like
+/// [`RLock`] (same owner rules, watchdog or lease, pub/sub wakeups); it *is* the `RLock` of
+/// the same name, plus a token.
+///
+/// # When to use it
+/// When the protected resource can check a token and a former holder that was paused past
+/// its TTL must not be able to write. Pass [`FencedLockGuard::token`] with every write and let
+/// the resource reject tokens smaller than the largest it has seen ([`FencedValue`] does that
+/// for a value kept in Redis). Without that check the token protects nothing.
+///
+/// # Guarantees and assumptions
+/// Tokens are taken from a counter key with no TTL (`<ns>:fence:{<name>}`). If that key is
+/// lost (a restart without persistence, a failover to a replica that missed it, eviction), it
+/// restarts from the server clock in microseconds, so new tokens are still larger than the
+/// old ones **as long as the Redis server clock never goes backwards** (also across the
+/// machines a failover moves it to) and the lock is taken fewer than a million times a
+/// second. Tokens are below 2<sup>53</sup> (about the year 2255 at one per microsecond).
+#[derive(Clone)]
+pub struct FencedLock {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The lock hash's plain view: read-only queries, force-unlock and the release path.
+    rlock: RLock,
+    /// The lock hash key.
+    key: Arc<str>,
+    /// The fencing counter key.
+    fence: String,
+    /// Why the name was rejected, reported by every method.
+    invalid: Option<String>,
+}
+
+impl FencedLock {
+    pub(crate) fn new(core: Arc<Core>, name: &str) -> FencedLock {
+        let invalid = check_name(name).err().map(|e| match e {
+            Error::InvalidArgument { reason, .. } => reason,
+            other => other.to_string(),
+        });
+        let keys = Keys::new(&core.namespace, if invalid.is_some() { "" } else { name });
+        let rlock = RLock::new(core, name);
+        FencedLock {
+            inner: Arc::new(Inner {
+                key: rlock.key().into(),
+                fence: keys.derived("fence"),
+                rlock,
+                invalid,
+            }),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.inner.rlock.name()
+    }
+
+    /// The Redis key of the lock hash (`<namespace>:lock:{<name>}`, shared with the
+    /// [`RLock`] of the same name).
+    pub fn key(&self) -> &str {
+        &self.inner.key
+    }
+
+    /// The Redis key of the fencing counter (`<namespace>:fence:{<name>}`); it has no TTL.
+    pub fn fence_key(&self) -> &str {
+        &self.inner.fence
+    }
+
+    /// Acquires the lock, waiting as long as it takes; the watchdog keeps it alive until the
+    /// guard is released. The guard carries the fencing token.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails
+    /// (also when the counter holds something other than an integer, or reached
+    /// 2<sup>53</sup>).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`RLock::lock`]: dropping the future leaves no hold behind. A token
+    /// drawn by an abandoned attempt is simply never used; tokens need not be consecutive.
+    pub async fn lock(&self) -> Result<FencedLockGuard> {
+        self.acquire(None, None)
+            .await?
+            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+    }
+
+    /// Acquires the lock, waiting as long as it takes; it expires `lease` after it was taken
+    /// unless released before (no watchdog). A fenced lock is the natural partner of a lease:
+    /// when the holder overruns it, its token is already stale.
+    ///
+    /// # Errors
+    /// As [`FencedLock::lock`], and [`Error::InvalidArgument`] for a lease below 1 ms or above
+    /// 2<sup>53</sup> ms.
+    ///
+    /// # Cancel safety
+    /// As for [`FencedLock::lock`].
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<FencedLockGuard> {
+        self.acquire(None, Some(lease))
+            .await?
+            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+    }
+
+    /// Tries to acquire the lock, waiting at most `wait` (`Duration::ZERO`: one attempt).
+    /// `Ok(None)` means another owner held it for the whole wait. With `lease: None` the
+    /// watchdog keeps the lock alive; with `Some(lease)` it expires after the lease.
+    ///
+    /// # Errors
+    /// As [`FencedLock::lock_with_lease`]. Contention is never an error.
+    ///
+    /// # Cancel safety
+    /// As for [`FencedLock::lock`].
+    pub async fn try_lock(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<FencedLockGuard>> {
+        let deadline = Instant::now()
+            .checked_add(wait)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365 * 30));
+        self.acquire(Some(deadline), lease).await
+    }
+
+    async fn acquire(
+        &self,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> Result<Option<FencedLockGuard>> {
+        if let Some(reason) = &self.inner.invalid {
+            return Err(Error::invalid("name", reason.clone()));
+        }
+        let rlock = &self.inner.rlock;
+        let core = rlock.core();
+        let lease_ms = match lease {
+            Some(lease) => check_millis("lease", lease)?,
+            None => core.watchdog_ms,
+        };
+        let hold_key: HoldKey = (self.inner.key.clone(), current_owner(&core.id_str));
+        let started = Instant::now();
+        let granted = raw::acquire(core, rlock.channel(), deadline, || {
+            self.attempt(&hold_key, lease_ms)
+        })
+        .await?;
+        let Some((holds, token)) = granted else {
+            return Ok(None);
+        };
+        // No .await between the reply and the registration: the hold always gets its guard.
+        let hold = Hold::register(rlock.clone(), hold_key, holds, lease);
+        tracing::debug!(
+            lock = %rlock.name(),
+            kind = "fenced",
+            holds,
+            token,
+            waited_ms = started.elapsed().as_millis() as u64,
+            "lock acquired"
+        );
+        Ok(Some(FencedLockGuard { hold, token }))
+    }
+
+    /// One run of the fenced lock script, cleaning up after itself when abandoned.
+    fn attempt(
+        &self,
+        hold_key: &HoldKey,
+        lease_ms: u64,
+    ) -> impl std::future::Future<Output = Result<Attempt<(u32, u64)>>> + Send + 'static {
+        let rlock = &self.inner.rlock;
+        let core = rlock.core();
+        let owner = hold_key.1.clone();
+        let expected = core.watchdog.local_holds(hold_key) + 1;
+        let mut conn = core.conn.clone();
+        let (key, fence) = (self.inner.key.clone(), self.inner.fence.clone());
+        let call_owner = owner.clone();
+        let call = async move {
+            FENCED_LOCK
+                .run::<Vec<i64>, _>(&mut conn, &[&key, &fence], &[&lease_ms, &&*call_owner])
+                .await
+        }
+        .boxed();
+        let reply = raw::guarded_call(rlock, owner, expected, call, |r: &Vec<i64>| {
+            r.first() == Some(&1)
+        });
+        async move {
+            match reply.await?.as_slice() {
+                [1, holds, token] if *holds >= 1 && *token > 0 => {
+                    Ok(Attempt::Acquired((*holds as u32, *token as u64)))
+                }
+                [0, pttl] => Ok(Attempt::Held(pttl_from(*pttl))),
+                other => Err(Error::UnexpectedReply(format!(
+                    "fenced lock script answered {other:?}"
+                ))),
+            }
+        }
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters; returns whether it was
+    /// locked. The counter is kept, so the next owner still gets a larger token.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.inner.rlock.force_unlock().await
+    }
+
+    /// Whether any owner holds the lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.inner.rlock.is_locked().await
+    }
+
+    /// How many holds the calling task (through this client) has on the lock; 0 if none.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn hold_count(&self) -> Result<u32> {
+        self.inner.rlock.hold_count().await
+    }
+
+    /// Time until the lock expires; `None` when it is not locked.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.inner.rlock.remaining_ttl().await
+    }
+}
+
+impl std::fmt::Debug for FencedLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FencedLock")
+            .field("name", &self.name())
+            .field("key", &self.key())
+            .field("fence", &self.fence_key())
+            .finish()
+    }
+}
+
+/// One hold of a [`FencedLock`], with its fencing token. Release it with
+/// [`unlock`](FencedLockGuard::unlock); dropping it releases in the background, as an
+/// [`RLockGuard`](crate::RLockGuard) does.
+#[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
+pub struct FencedLockGuard {
+    hold: Hold<RLock>,
+    token: u64,
+}
+
+impl FencedLockGuard {
+    /// The fencing token of this hold: larger than every token the lock issued to earlier
+    /// owners. Present it with every write to the protected resource.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// Releases this hold; the last hold frees the lock (the token goes with it) and wakes
+    /// one waiter per client.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when the hold was already gone (expired, force-unlocked): its token
+    /// may already be stale. [`Error::Redis`] when Redis failed.
+    ///
+    /// # Cancel safety
+    /// Once called, the release happens: dropping the future lets it finish in the background.
+    pub async fn unlock(mut self) -> Result<()> {
+        self.hold.unlock().await
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.hold.name()
+    }
+
+    /// The owner field of this hold: `<client id>:<task id>`.
+    pub fn owner(&self) -> &str {
+        self.hold.owner()
+    }
+
+    /// The lease this hold was taken with; `None` when the watchdog renews it.
+    pub fn lease(&self) -> Option<Duration> {
+        self.hold.lease()
+    }
+
+    /// Whether the lock is known to be lost (see [`RLockGuard::is_lost`](crate::RLockGuard::is_lost)).
+    pub fn is_lost(&self) -> bool {
+        self.hold.is_lost()
+    }
+
+    /// A token cancelled when the lock is known to be lost.
+    pub fn lost(&self) -> CancellationToken {
+        self.hold.lost()
+    }
+}
+
+impl std::fmt::Debug for FencedLockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FencedLockGuard")
+            .field("name", &self.name())
+            .field("token", &self.token)
+            .field("owner", &self.owner())
+            .field("lease", &self.lease())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+/// A value kept in Redis that only accepts writes carrying a fencing token at least as large
+/// as the largest it has seen: a late write by a former lock holder is rejected with
+/// [`Error::StaleToken`].
+///
+/// Get one from [`Client::fenced_value`](crate::Client::fenced_value). The value and its
+/// highest token live in one hash at the given key (fields `value` and `token`), so the
+/// check-and-write is one atomic script on one Cluster slot. The key is used as given (no
+/// namespace): it is your data, and relock writes it **without a TTL**, as the highest token
+/// must live as long as the value it protects.
+#[derive(Clone)]
+pub struct FencedValue {
+    core: Arc<Core>,
+    key: Arc<str>,
+}
+
+impl FencedValue {
+    pub(crate) fn new(core: Arc<Core>, key: &str) -> FencedValue {
+        FencedValue {
+            core,
+            key: key.into(),
+        }
+    }
+
+    /// The Redis key of the value's hash.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.key.is_empty() {
+            return Err(Error::invalid(
+                "key",
+                "a fenced value key must not be empty",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes `value` if `token` is at least the largest token that wrote before (equal
+    /// tokens are accepted, so one holder may write many times), and remembers `token`.
+    ///
+    /// # Errors
+    /// [`Error::StaleToken`] when a larger token wrote before; nothing was written.
+    /// [`Error::InvalidArgument`] for an empty key or a token of 0 or 2<sup>53</sup> and
+    /// above (no fenced lock issues those). [`Error::Redis`] when Redis fails (also
+    /// WRONGTYPE when the key holds something other than a hash).
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have written the value.
+    pub async fn write<V: ToRedisArgs + Send + Sync>(&self, token: u64, value: V) -> Result<()> {
+        self.check()?;
+        if token == 0 || token > MAX_TOKEN {
+            return Err(Error::invalid(
+                "token",
+                format!("a fencing token is between 1 and 2^53 - 1, got {token}"),
+            ));
+        }
+        let token_arg = token.to_string();
+        let (written, highest): (i64, String) = FENCED_WRITE
+            .run(
+                &mut self.core.conn.clone(),
+                &[&self.key],
+                &[&token_arg, &value],
+            )
+            .await?;
+        if written == 1 {
+            return Ok(());
+        }
+        let highest = highest.parse::<u64>().map_err(|_| {
+            Error::UnexpectedReply(format!("fenced value token is not an integer: {highest}"))
+        })?;
+        tracing::debug!(key = %self.key, presented = token, highest, "stale fencing token rejected");
+        Err(Error::StaleToken {
+            presented: token,
+            highest,
+        })
+    }
+
+    /// Reads the value; `None` when it was never written (or was deleted).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty key; [`Error::Redis`] when Redis fails or the
+    /// value does not convert to `V`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn read<V: FromRedisValue>(&self) -> Result<Option<V>> {
+        self.check()?;
+        Ok(redis::cmd("HGET")
+            .arg(&*self.key)
+            .arg("value")
+            .query_async(&mut self.core.conn.clone())
+            .await?)
+    }
+
+    /// The largest token that wrote the value; `None` when it was never written.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty key; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn highest_token(&self) -> Result<Option<u64>> {
+        self.check()?;
+        Ok(redis::cmd("HGET")
+            .arg(&*self.key)
+            .arg("token")
+            .query_async(&mut self.core.conn.clone())
+            .await?)
+    }
+}
+
+impl std::fmt::Debug for FencedValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FencedValue")
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn scripts_document_their_interface() {
+        for src in [
+            include_str!("../lua/fenced_lock.lua"),
+            include_str!("../lua/fenced_write.lua"),
+        ] {
+            let header: Vec<&str> = src.lines().take_while(|l| l.starts_with("--")).collect();
+            let header = header.join("\n");
+            assert!(header.contains("KEYS[1]"), "{header}");
+            assert!(header.contains("ARGV[1]"), "{header}");
+            assert!(header.contains("Returns"), "{header}");
+        }
+    }
+
+    #[test]
+    fn max_token_fits_a_double() {
+        assert_eq!(super::MAX_TOKEN as f64 as u64, super::MAX_TOKEN);
+    }
+}
