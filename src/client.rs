@@ -94,6 +94,14 @@ impl Client {
         RLock::new(self.inner.core.clone(), name.as_ref())
     }
 
+    /// A handle to the fair (first-come, first-served) lock `name`: an [`RLock`]-like lock
+    /// whose waiters acquire in the order they asked, at the cost of a queue in Redis (see
+    /// [`FairLock`](crate::FairLock)). Cheap; nothing is sent to Redis. An invalid name is
+    /// reported by the handle's methods as [`Error::InvalidArgument`].
+    pub fn fair_lock(&self, name: impl AsRef<str>) -> crate::FairLock {
+        crate::fair::FairLock::new(self.inner.core.clone(), name.as_ref())
+    }
+
     /// A handle to the fenced lock `name`: an [`RLock`] whose every new owner gets a larger
     /// fencing token (see [`FencedLock`](crate::FencedLock)). It is the same lock as
     /// `lock(name)`. Cheap; nothing is sent to Redis; an invalid name is reported by the

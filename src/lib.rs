@@ -4,6 +4,7 @@
 
 mod client;
 mod error;
+mod fair;
 mod fenced;
 mod keys;
 mod listener;
@@ -17,6 +18,7 @@ pub use client::{
     DEFAULT_WATCHDOG_TIMEOUT,
 };
 pub use error::{Error, Result};
+pub use fair::{FairLock, FairLockGuard};
 pub use fenced::{FencedLock, FencedLockGuard, FencedValue};
 pub use keys::MAX_NAME_LEN;
 pub use reentrant::{RLock, RLockGuard};

@@ -1,0 +1,105 @@
+-- fair_lock.lua: take or re-enter a fair (FIFO) lock, or queue up behind the waiters ahead
+-- (one attempt, never blocks).
+--
+-- KEYS[1]  lock hash: field "<client uuid>:<task id>" -> hold count
+-- KEYS[2]  queue: list of waiter ids, oldest first
+-- KEYS[3]  deadlines: sorted set, waiter id -> deadline in server ms (redis TIME)
+-- ARGV[1]  lease in milliseconds (integer >= 1): TTL of a new lock; on re-entry the TTL is
+--          raised to at least this value, never lowered
+-- ARGV[2]  owner field "<client uuid>:<task id>"
+-- ARGV[3]  waiter id: the caller's queue entry, unique per lock call ("<owner>:<n>"), so a
+--          late leave of an abandoned call never removes a newer call of the same task
+-- ARGV[4]  waiter budget in ms: the caller's queue entry lives until server now + this
+--          unless refreshed by its next attempt; 0 = single attempt: never join the queue
+-- ARGV[5]  per-waiter channel prefix: waiter w listens on ARGV[5] .. ':' .. w
+--
+-- Every call first purges waiters whose deadline passed (crashed or gone without leaving).
+-- The lock is taken only when it is free and the queue is empty or headed by the caller.
+-- A waiter joins at the tail (or refreshes its deadline if already queued). When the purge
+-- made someone else head of a free lock, that head is woken (payload 'wake'). The queue and
+-- deadline keys get the TTL "latest deadline + 1 s", and are deleted when the queue empties.
+--
+-- Returns {1, holds}  acquired; holds = this owner's hold count after the call (1 = new lock)
+--         {0, wait}   not acquired; wait = ms after which retrying is useful: for the head,
+--                     the lock's pttl; for others, until the earliest queue deadline (when
+--                     a stale waiter ahead could be purged); -1 = unknown
+local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
+local owner, waiter = ARGV[2], ARGV[3]
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Purge stale waiters, and a head without a deadline (never written by relock).
+local purged = 0
+for _, w in ipairs(redis.call('zrangebyscore', deadlines, '-inf', now)) do
+    redis.call('lrem', queue, 0, w)
+    redis.call('zrem', deadlines, w)
+    purged = purged + 1
+end
+local head = redis.call('lindex', queue, 0)
+while head and not redis.call('zscore', deadlines, head) do
+    redis.call('lpop', queue)
+    purged = purged + 1
+    head = redis.call('lindex', queue, 0)
+end
+
+-- Deletes the queue when empty, else sets its TTL; returns the head (or false).
+local function tidy()
+    if redis.call('llen', queue) == 0 then
+        redis.call('del', queue, deadlines)
+        return false
+    end
+    local last = redis.call('zrange', deadlines, -1, -1, 'withscores')
+    local ttl = 1000
+    if last[2] then
+        ttl = math.max(tonumber(last[2]) - now, 0) + 1000
+    end
+    redis.call('pexpire', queue, ttl)
+    redis.call('pexpire', deadlines, ttl)
+    return redis.call('lindex', queue, 0)
+end
+
+local lease = tonumber(ARGV[1])
+if redis.call('hexists', lock, owner) == 1 then
+    local holds = redis.call('hincrby', lock, owner, 1)
+    if redis.call('pttl', lock) < lease then
+        redis.call('pexpire', lock, lease)
+    end
+    return {1, holds}
+end
+
+local free = redis.call('exists', lock) == 0
+if free and (not head or head == waiter) then
+    if head then
+        redis.call('lpop', queue)
+        redis.call('zrem', deadlines, waiter)
+        tidy()
+    end
+    redis.call('hset', lock, owner, 1)
+    redis.call('pexpire', lock, lease)
+    return {1, 1}
+end
+
+local budget = tonumber(ARGV[4])
+if budget > 0 then
+    if not redis.call('zscore', deadlines, waiter) then
+        redis.call('rpush', queue, waiter)
+    end
+    redis.call('zadd', deadlines, now + budget, waiter)
+end
+if purged > 0 then
+    head = tidy()
+    if free and head and head ~= waiter then
+        redis.call('publish', ARGV[5] .. ':' .. head, 'wake')
+    end
+elseif budget > 0 then
+    head = tidy()
+end
+
+if head == waiter or budget == 0 then
+    return {0, redis.call('pttl', lock)}
+end
+local first = redis.call('zrange', deadlines, 0, 0, 'withscores')
+if first[2] then
+    return {0, math.max(tonumber(first[2]) - now, 0) + 1}
+end
+return {0, -1}

@@ -1,0 +1,675 @@
+//! [`FairLock`]: the first-come, first-served reentrant lock, and its guard.
+//!
+//! # How it works
+//!
+//! Three keys per lock, all under the lock's Cluster hash tag:
+//!
+//! * `<ns>:fairlock:{name}`: the lock hash, exactly like [`RLock`](crate::RLock)'s (owner
+//!   field -> hold count), so the watchdog's batched renewal works unchanged;
+//! * `<ns>:fairqueue:{name}`: a list of waiter ids, oldest first;
+//! * `<ns>:fairtimeouts:{name}`: a sorted set, waiter id -> deadline (server clock, ms).
+//!
+//! A waiter id is `<owner>:<n>`, one per lock call (so a late "leave" of a cancelled call
+//! never removes the next call of the same task). Each waiter listens on its own channel
+//! `<ns>:fairchannel:{name}:<waiter id>`. The lock script
+//! (`lua/fair_lock.lua`) takes the lock only when it is free and the queue is empty or headed
+//! by the caller; otherwise it appends the caller (or refreshes its deadline). An unlock wakes
+//! only the head, on its channel: one wakeup and one lock attempt per handoff, no herd.
+//!
+//! Every script that touches the queue first purges waiters whose deadline has passed, and
+//! sets the queue keys' TTL to "latest deadline + 1 s" (or deletes them when the queue is
+//! empty), so nothing is left behind by a crash.
+//!
+//! # Waiter deadlines
+//!
+//! A waiter's deadline is refreshed by each of its attempts to `now + budget`, where budget is
+//! the caller's remaining wait, at most the *waiter lease* `min(watchdog_timeout, 5 s)` (at
+//! least 300 ms). A waiter retries at least every third of the waiter lease, so a live waiter,
+//! even one waiting without limit, keeps its place; a crashed waiter is skipped at most one
+//! waiter lease (or its remaining wait, if shorter) after its last attempt. Tying the lease to
+//! the watchdog timeout means a dead waiter never blocks a lock longer than a dead holder
+//! would; the 5 s cap bounds the stall for the default 30 s watchdog. The price is one script
+//! call per waiter per third of the lease while it waits.
+//!
+//! A waiter that times out or whose future is dropped leaves the queue at once (awaited on
+//! timeout, spawned on drop), and wakes the next head if the lock is free.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Core;
+use crate::error::{Error, Result};
+use crate::keys::{check_millis, check_name, Keys};
+use crate::raw::{self, current_owner, pttl_from, Attempt, Hold};
+use crate::scripts::Script;
+use crate::watchdog::HoldKey;
+
+/// `lua/fair_lock.lua`
+static FAIR_LOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/fair_lock.lua")));
+/// `lua/fair_unlock.lua`
+static FAIR_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/fair_unlock.lua")));
+/// `lua/fair_leave.lua`
+static FAIR_LEAVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/fair_leave.lua")));
+/// `lua/fair_force_unlock.lua`
+static FAIR_FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/fair_force_unlock.lua")));
+
+/// Upper bound of the waiter lease (see the module docs).
+const MAX_WAITER_LEASE: Duration = Duration::from_secs(5);
+/// Lower bound of the waiter lease, so a tiny watchdog timeout does not make waiters spin.
+const MIN_WAITER_LEASE: Duration = Duration::from_millis(300);
+
+/// Numbers the lock calls of this process, so each has its own queue entry and channel.
+static NEXT_WAITER: AtomicU64 = AtomicU64::new(1);
+
+/// A reentrant distributed lock that is granted in the order it was asked for (FIFO), across
+/// tasks, clients and processes.
+///
+/// Get one from [`Client::fair_lock`](crate::Client::fair_lock); it is a cheap handle
+/// (`Clone`, `Send`, `Sync`) and sends nothing until used. Ownership, re-entry, the watchdog
+/// and leases work as for [`RLock`](crate::RLock); each [`FairLockGuard`] is one hold.
+///
+/// # When to use it
+/// When waiters must not starve: with an [`RLock`](crate::RLock) whichever waiter retries
+/// first after an unlock wins, so a busy process can overtake others indefinitely. A fair
+/// lock hands the lock to the longest-waiting live waiter. Re-entry by the holder does not
+/// queue.
+///
+/// # What it guarantees
+/// * Mutual exclusion as for [`RLock`](crate::RLock) (and the same caveat: use fencing tokens
+///   when a paused holder must not write after its TTL ran out).
+/// * Waiters acquire in the order their first attempt reached Redis. A single attempt
+///   (`try_lock(Duration::ZERO, ..)`) succeeds only when nobody is queued.
+/// * A waiter that crashed delays the others by at most its *waiter lease*
+///   `min(watchdog_timeout, 5 s)` (at least 300 ms), or its remaining `try_lock` wait if
+///   shorter. A live waiter refreshes its place at least every third of that lease; a waiter
+///   paused longer than the lease (SIGSTOP, a blocked runtime) loses its place and queues
+///   again at the tail.
+///
+/// # What it costs
+/// Compared with an [`RLock`](crate::RLock): two more keys per contended lock (a list and a
+/// sorted set, with TTLs, deleted when the queue empties), scripts that touch three keys and
+/// purge stale waiters, one channel subscription per waiting task (instead of one per lock
+/// and client), and one refresh script call per waiter every third of the waiter lease. An
+/// unlock wakes only the next waiter, so a handoff costs one unlock and one lock script call.
+#[derive(Clone)]
+pub struct FairLock {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    core: Arc<Core>,
+    name: String,
+    /// The lock hash, shared by the hold entries of this lock.
+    key: Arc<str>,
+    queue: String,
+    timeouts: String,
+    /// Waiter `w` listens on `<channel_prefix>:<w>`.
+    channel_prefix: String,
+    waiter_lease: Duration,
+    /// A rejected name is reported by every method.
+    invalid: Option<String>,
+}
+
+impl FairLock {
+    pub(crate) fn new(core: Arc<Core>, name: &str) -> FairLock {
+        let invalid = check_name(name).err().map(|e| match e {
+            Error::InvalidArgument { reason, .. } => reason,
+            other => other.to_string(),
+        });
+        let name = if invalid.is_some() { "" } else { name };
+        let keys = Keys::new(&core.namespace, name);
+        let waiter_lease = core
+            .watchdog_timeout
+            .clamp(MIN_WAITER_LEASE, MAX_WAITER_LEASE.max(MIN_WAITER_LEASE));
+        FairLock {
+            inner: Arc::new(Inner {
+                key: keys.derived("fairlock").into(),
+                queue: keys.derived("fairqueue"),
+                timeouts: keys.derived("fairtimeouts"),
+                channel_prefix: keys.derived("fairchannel"),
+                name: name.to_string(),
+                waiter_lease,
+                invalid,
+                core,
+            }),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The Redis key of the lock hash (`<namespace>:fairlock:{<name>}`).
+    pub fn key(&self) -> &str {
+        &self.inner.key
+    }
+
+    /// The Redis key of the waiters' queue, a list (`<namespace>:fairqueue:{<name>}`).
+    pub fn queue_key(&self) -> &str {
+        &self.inner.queue
+    }
+
+    /// The Redis key of the waiters' deadlines, a sorted set scored by server time in ms
+    /// (`<namespace>:fairtimeouts:{<name>}`).
+    pub fn timeouts_key(&self) -> &str {
+        &self.inner.timeouts
+    }
+
+    /// How long a waiter's queue entry lives without a refresh: `min(watchdog_timeout, 5 s)`,
+    /// at least 300 ms. A crashed waiter delays the queue at most this long.
+    pub fn waiter_lease(&self) -> Duration {
+        self.inner.waiter_lease
+    }
+
+    fn check(&self) -> Result<()> {
+        match &self.inner.invalid {
+            Some(reason) => Err(Error::invalid("name", reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn keys(&self) -> [&str; 3] {
+        [&self.inner.key, &self.inner.queue, &self.inner.timeouts]
+    }
+
+    /// Acquires the lock after every waiter queued before this call, waiting as long as it
+    /// takes; the watchdog keeps it alive until the guard is released.
+    ///
+    /// While waiting, the task listens on its own channel, which only the unlock that makes it
+    /// the head of the queue publishes to, and refreshes its queue entry every third of the
+    /// [waiter lease](Self::waiter_lease).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails (the
+    /// waiter then leaves the queue in the background).
+    ///
+    /// # Cancel safety
+    /// Cancel safe. Dropping the future at any point leaves no hold and no queue entry behind:
+    /// the waiter leaves the queue in the background at once (waking the next waiter if it was
+    /// the head of a free lock), a hold granted by a reply nobody awaited any more is released
+    /// within a moment, and the waiter's channel subscription is dropped. The place in the
+    /// queue is lost.
+    pub async fn lock(&self) -> Result<FairLockGuard> {
+        self.acquire(None, None)
+            .await?
+            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+    }
+
+    /// Like [`lock`](Self::lock), but the lock expires `lease` after it was taken unless
+    /// released before (no watchdog).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name or a lease below 1 ms or above
+    /// 2<sup>53</sup> ms; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// As for [`FairLock::lock`].
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<FairLockGuard> {
+        self.acquire(None, Some(lease))
+            .await?
+            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+    }
+
+    /// Tries to acquire the lock in turn, waiting at most `wait`. `Ok(None)` means the lock
+    /// did not come to this waiter within the wait; the waiter has then left the queue.
+    /// `Duration::ZERO` makes a single attempt that never queues and succeeds only if the lock
+    /// is free and nobody is queued. With `lease: None` the watchdog keeps the lock alive; with
+    /// `Some(lease)` it expires after the lease.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name or lease; [`Error::Redis`] when Redis
+    /// fails. Contention is never an error.
+    ///
+    /// # Cancel safety
+    /// As for [`FairLock::lock`].
+    pub async fn try_lock(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<FairLockGuard>> {
+        let deadline = Instant::now().checked_add(wait).unwrap_or_else(far_future);
+        self.acquire(Some(deadline), lease).await
+    }
+
+    async fn acquire(
+        &self,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> Result<Option<FairLockGuard>> {
+        self.check()?;
+        let core = &self.inner.core;
+        let lease_ms = match lease {
+            Some(lease) => check_millis("lease", lease)?,
+            None => core.watchdog_ms,
+        };
+        let owner = current_owner(&core.id_str);
+        let hold_key: HoldKey = (self.inner.key.clone(), owner.clone());
+        // The queue entry is per call, not per owner: a late leave of an abandoned call of
+        // this task must not remove the entry of its next call.
+        let waiter: Arc<str> =
+            format!("{owner}:{}", NEXT_WAITER.fetch_add(1, Ordering::Relaxed)).into();
+        let channel = format!("{}:{waiter}", self.inner.channel_prefix);
+        // A deadline already reached: one attempt that does not join the queue.
+        let single = deadline.is_some_and(|d| d <= Instant::now());
+        let mut queued = Queued {
+            lock: self.clone(),
+            waiter,
+            abandoned: Arc::new(AtomicBool::new(false)),
+            armed: !single,
+        };
+        let started = Instant::now();
+        let granted = raw::acquire(core, &channel, deadline, || {
+            self.attempt(
+                &hold_key,
+                &queued.waiter,
+                lease_ms,
+                deadline,
+                single,
+                &queued.abandoned,
+            )
+        })
+        .await;
+        let holds = match granted {
+            // The lock script removed us from the queue when it granted the lock.
+            Ok(Some(holds)) => {
+                queued.armed = false;
+                holds
+            }
+            Ok(None) => {
+                queued.leave_now().await;
+                tracing::debug!(lock = %self.inner.name, waited_ms = started.elapsed().as_millis() as u64, "fair try_lock timed out");
+                return Ok(None);
+            }
+            Err(e) => return Err(e), // `queued` leaves in the background
+        };
+        tracing::debug!(
+            lock = %self.inner.name,
+            kind = "fair",
+            holds,
+            waited_ms = started.elapsed().as_millis() as u64,
+            "lock acquired"
+        );
+        Ok(Some(FairLockGuard {
+            hold: Hold::register(self.clone(), hold_key, holds, lease),
+        }))
+    }
+
+    /// One run of the lock script, cleaning up after itself when abandoned (see
+    /// [`raw`](crate::raw) "Cancellation"): an abandoned attempt that queued the waiter again
+    /// after it left also runs the leave script.
+    fn attempt(
+        &self,
+        hold_key: &HoldKey,
+        waiter: &Arc<str>,
+        lease_ms: u64,
+        deadline: Option<Instant>,
+        single: bool,
+        abandoned: &Arc<AtomicBool>,
+    ) -> impl Future<Output = Result<Attempt<u32>>> + Send + 'static {
+        let core = &self.inner.core;
+        let owner = hold_key.1.clone();
+        let expected = core.watchdog.local_holds(hold_key) + 1;
+        let lease = self.inner.waiter_lease;
+        let budget = match deadline {
+            _ if single => Duration::ZERO,
+            None => lease,
+            Some(d) => d.saturating_duration_since(Instant::now()).min(lease),
+        };
+        // At least 1 ms: 0 would mean "do not queue".
+        let budget_ms = if single {
+            0
+        } else {
+            (budget.as_millis() as u64).max(1)
+        };
+        let lock = self.clone();
+        let call_owner = owner.clone();
+        let waiter = waiter.clone();
+        let abandoned = abandoned.clone();
+        let call = async move {
+            let mut conn = lock.inner.core.conn.clone();
+            let reply = FAIR_LOCK
+                .run::<Vec<i64>, _>(
+                    &mut conn,
+                    &lock.keys(),
+                    &[
+                        &lease_ms,
+                        &&*call_owner,
+                        &&*waiter,
+                        &budget_ms,
+                        &lock.inner.channel_prefix.as_str(),
+                    ],
+                )
+                .await;
+            // The waiter is gone and may have left before this late attempt queued it again.
+            if abandoned.load(Ordering::SeqCst) && budget_ms > 0 {
+                let _ = lock.leave(&waiter).await;
+            }
+            reply
+        }
+        .boxed();
+        let reply = raw::guarded_call(self, owner, expected, call, |r: &Vec<i64>| {
+            r.first() == Some(&1)
+        });
+        // Wake at least every third of the waiter lease to refresh the queue entry.
+        let refresh = lease / 3;
+        async move {
+            match reply.await?.as_slice() {
+                [1, holds] if *holds >= 1 => Ok(Attempt::Acquired(*holds as u32)),
+                [0, wait] => Ok(Attempt::Held(Some(
+                    pttl_from(*wait).map_or(refresh, |w| w.min(refresh)),
+                ))),
+                other => Err(Error::UnexpectedReply(format!(
+                    "fair lock script answered {other:?}"
+                ))),
+            }
+        }
+    }
+
+    /// Runs the leave script for the queue entry `waiter`.
+    async fn leave(&self, waiter: &str) -> Result<bool> {
+        let mut conn = self.inner.core.conn.clone();
+        let left: i64 = FAIR_LEAVE
+            .run(
+                &mut conn,
+                &self.keys(),
+                &[&waiter, &self.inner.channel_prefix.as_str()],
+            )
+            .await?;
+        Ok(left == 1)
+    }
+
+    /// Runs the unlock script: `expected` 0 releases any one hold of `owner`.
+    async fn release_hold(&self, owner: &str, expected: u32) -> Result<i64> {
+        let mut conn = self.inner.core.conn.clone();
+        // The wakeup goes to the head's own channel with a payload that is no client's id, so
+        // the listener delivers it even when the head lives in this client: no local notify.
+        Ok(FAIR_UNLOCK
+            .run(
+                &mut conn,
+                &self.keys(),
+                &[&owner, &expected, &self.inner.channel_prefix.as_str()],
+            )
+            .await?)
+    }
+
+    /// Deletes the lock whoever holds it and wakes the head of the queue; the queue is kept.
+    /// Returns whether it was locked. The former holders' guards then fail to unlock with
+    /// [`Error::NotHeld`]; watchdog holders also see [`FairLockGuard::lost`] fire at their
+    /// next renewal.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.check()?;
+        let deleted: i64 = FAIR_FORCE_UNLOCK
+            .run(
+                &mut self.inner.core.conn.clone(),
+                &self.keys(),
+                &[&self.inner.channel_prefix.as_str()],
+            )
+            .await?;
+        if deleted == 1 {
+            tracing::debug!(lock = %self.inner.name, "fair lock force-unlocked");
+        }
+        Ok(deleted == 1)
+    }
+
+    /// Whether any owner holds the lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.check()?;
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(self.key())
+            .query_async(&mut self.inner.core.conn.clone())
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Whether the calling task (through this client) holds the lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn is_held_by_current_task(&self) -> Result<bool> {
+        Ok(self.hold_count().await? > 0)
+    }
+
+    /// How many holds the calling task (through this client) has on the lock; 0 if none.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn hold_count(&self) -> Result<u32> {
+        self.check()?;
+        let owner = current_owner(&self.inner.core.id_str);
+        let n: Option<u32> = redis::cmd("HGET")
+            .arg(self.key())
+            .arg(&*owner)
+            .query_async(&mut self.inner.core.conn.clone())
+            .await?;
+        Ok(n.unwrap_or(0))
+    }
+
+    /// Time until the lock expires; `None` when it is not locked. A lock without TTL (never
+    /// written by relock) reports `Duration::MAX`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.check()?;
+        let ms: i64 = redis::cmd("PTTL")
+            .arg(self.key())
+            .query_async(&mut self.inner.core.conn.clone())
+            .await?;
+        Ok(match ms {
+            -2 => None,
+            -1 => Some(Duration::MAX),
+            ms => Some(Duration::from_millis(ms.max(0) as u64)),
+        })
+    }
+
+    /// How many waiters are queued (LLEN of the queue), including crashed waiters whose
+    /// deadline has passed but who were not purged yet (the next script call does that).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn queue_len(&self) -> Result<usize> {
+        self.check()?;
+        Ok(redis::cmd("LLEN")
+            .arg(&self.inner.queue)
+            .query_async(&mut self.inner.core.conn.clone())
+            .await?)
+    }
+}
+
+impl std::fmt::Debug for FairLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairLock")
+            .field("name", &self.inner.name)
+            .field("key", &self.inner.key)
+            .field("waiter_lease", &self.inner.waiter_lease)
+            .finish()
+    }
+}
+
+fn far_future() -> Instant {
+    // About 30 years: far enough to mean "no limit", near enough not to overflow.
+    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+}
+
+impl raw::Kind for FairLock {
+    fn core(&self) -> &Arc<Core> {
+        &self.inner.core
+    }
+
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
+        let lock = self.clone();
+        async move { lock.release_hold(&owner, expected).await }.boxed()
+    }
+}
+
+/// A waiter's place in the queue: leaves it (in the background) unless disarmed, so a waiter
+/// that fails or whose future is dropped does not hold up the others until its deadline.
+struct Queued {
+    lock: FairLock,
+    /// The queue entry (`<owner>:<n>`).
+    waiter: Arc<str>,
+    /// Set once the waiter is gone; an attempt still in flight then leaves after it ran.
+    abandoned: Arc<AtomicBool>,
+    armed: bool,
+}
+
+impl Queued {
+    /// Leaves now (after a timeout: the last attempt has completed).
+    async fn leave_now(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Err(e) = self.lock.leave(&self.waiter).await {
+            tracing::warn!(lock = %self.lock.inner.name, error = %e, "could not leave the fair queue; the entry expires at its deadline");
+        }
+        self.armed = false;
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.abandoned.store(true, Ordering::SeqCst);
+        let lock = self.lock.clone();
+        let waiter = self.waiter.clone();
+        self.lock.inner.core.handle.spawn(async move {
+            if let Err(e) = lock.leave(&waiter).await {
+                tracing::warn!(lock = %lock.inner.name, error = %e, "could not leave the fair queue; the entry expires at its deadline");
+            }
+        });
+    }
+}
+
+/// One hold of a [`FairLock`]. Release it with [`unlock`](FairLockGuard::unlock), which
+/// reports errors; dropping it releases in the background instead.
+///
+/// The guard may be moved to, and unlocked from, any task: it remembers its owner.
+///
+/// # Dropping without `unlock`
+/// `Drop` cannot wait, so it stops the watchdog for this hold and hands the unlock script to
+/// the runtime without waiting (never `block_on`). If that unlock cannot reach Redis, the lock
+/// expires with its TTL (the lease, or the watchdog timeout), and the head of the queue takes
+/// it then.
+#[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
+pub struct FairLockGuard {
+    hold: Hold<FairLock>,
+}
+
+impl FairLockGuard {
+    /// Releases this hold; the last hold frees the lock and wakes only the head of the queue.
+    ///
+    /// Not retried on failure: a retried unlock could release a hold that is no longer this
+    /// guard's. On an error the hold is left to expire with its TTL.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when the hold was already gone (expired, force-unlocked, taken over):
+    /// nothing was released. [`Error::Redis`] when Redis failed.
+    ///
+    /// # Cancel safety
+    /// Once called, the release happens: dropping the future lets it finish in the background.
+    pub async fn unlock(mut self) -> Result<()> {
+        self.hold.unlock().await
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.hold.name()
+    }
+
+    /// The owner field of this hold: `<client id>:<task id>`.
+    pub fn owner(&self) -> &str {
+        self.hold.owner()
+    }
+
+    /// The lease this hold was taken with; `None` when the watchdog renews it.
+    pub fn lease(&self) -> Option<Duration> {
+        self.hold.lease()
+    }
+
+    /// Whether the lock is known to be lost: the watchdog found it gone (expired,
+    /// force-unlocked, server restarted without persistence) or stopped (client dropped).
+    /// A lease hold is not watched; only its TTL tells.
+    pub fn is_lost(&self) -> bool {
+        self.hold.is_lost()
+    }
+
+    /// A token cancelled when the lock is known to be lost (see [`is_lost`](Self::is_lost)).
+    pub fn lost(&self) -> CancellationToken {
+        self.hold.lost()
+    }
+}
+
+impl std::fmt::Debug for FairLockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairLockGuard")
+            .field("name", &self.name())
+            .field("owner", &self.owner())
+            .field("lease", &self.lease())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_fair_script_documents_its_interface() {
+        for src in [
+            include_str!("../lua/fair_lock.lua"),
+            include_str!("../lua/fair_unlock.lua"),
+            include_str!("../lua/fair_leave.lua"),
+            include_str!("../lua/fair_force_unlock.lua"),
+        ] {
+            let header: String = src
+                .lines()
+                .take_while(|l| l.starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for needle in ["KEYS[1]", "KEYS[3]", "ARGV[1]", "Returns"] {
+                assert!(header.contains(needle), "{needle} missing in:\n{header}");
+            }
+        }
+    }
+}
