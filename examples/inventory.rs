@@ -20,14 +20,14 @@
 //! their results.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use relock::redis::{self, AsyncCommands};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+#[path = "common/temp_redis.rs"]
+mod temp_redis;
+use temp_redis::{BoxError, TempRedis};
 
 const INITIAL_STOCK: i64 = 100;
 const INSTANCES: [&str; 2] = ["A", "B"];
@@ -391,89 +391,4 @@ async fn purchase(mut conn: redis::aio::MultiplexedConnection) -> Result<bool, B
     }
     let _: () = conn.set(STOCK_KEY, stock - 1).await?;
     Ok(true)
-}
-
-// ---------------------------------------------------------------------------------------
-// A throwaway redis-server for when REDIS_URL is not set.
-// ---------------------------------------------------------------------------------------
-
-/// A redis-server on a free local port in its own temp dir; killed and removed on drop.
-struct TempRedis {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl TempRedis {
-    fn start() -> Result<TempRedis, BoxError> {
-        let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
-        let mut last_err = String::new();
-        // A free port can be taken between probing and binding: retry a few times.
-        for attempt in 0..10 {
-            let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-            let dir = std::env::temp_dir().join(format!(
-                "relock-inventory-{}-{}-{attempt}",
-                std::process::id(),
-                uuid::Uuid::new_v4().simple()
-            ));
-            std::fs::create_dir_all(&dir)?;
-            let child = Command::new(&bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn();
-            let child = match child {
-                Ok(child) => child,
-                Err(e) => {
-                    let _ = std::fs::remove_dir_all(&dir);
-                    return Err(format!(
-                        "cannot run {bin:?}: {e}\nInstall redis-server (bash scripts/with-redis.sh \
-                         cargo run --example inventory), set REDIS_SERVER_BIN, or set REDIS_URL"
-                    )
-                    .into());
-                }
-            };
-            let mut server = TempRedis { child, port, dir };
-            match server.wait_ready(Duration::from_secs(5)) {
-                Ok(()) => return Ok(server),
-                Err(e) => last_err = e.to_string(), // Drop kills it and removes the dir
-            }
-        }
-        Err(format!("redis-server did not start: {last_err}").into())
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn wait_ready(&mut self, timeout: Duration) -> Result<(), BoxError> {
-        let deadline = Instant::now() + timeout;
-        let client = redis::Client::open(self.url().as_str())?;
-        loop {
-            if let Some(status) = self.child.try_wait()? {
-                return Err(format!("redis-server exited ({status})").into());
-            }
-            if let Ok(mut conn) = client.get_connection() {
-                if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
-                    return Ok(());
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err("no answer to PING".into());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for TempRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }

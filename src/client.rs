@@ -221,6 +221,7 @@ impl ClientBuilder {
             .get_multiplexed_async_connection_with_config(&probe_config)
             .await?;
         let _: String = redis::cmd("PING").query_async(&mut probe).await?;
+        crate::scripts::preload(&mut probe).await?;
         drop(probe);
 
         let config = ConnectionManagerConfig::new()

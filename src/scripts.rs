@@ -54,6 +54,16 @@ impl Script {
     }
 }
 
+/// Loads every core script into the server's cache (SCRIPT LOAD), so the first calls do
+/// not pay a NOSCRIPT round trip. Optional: calls fall back to EVAL anyway.
+pub(crate) async fn preload<C: ConnectionLike + Send>(conn: &mut C) -> RedisResult<()> {
+    let mut pipe = redis::pipe();
+    for script in [&*LOCK, &*UNLOCK, &*RENEW, &*FORCE_UNLOCK] {
+        pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
+    }
+    pipe.query_async(conn).await
+}
+
 /// Object-safe adapter so scripts take mixed argument types in one slice.
 pub(crate) trait ToRedisArgsDyn: Sync {
     fn write_to(&self, cmd: &mut Cmd);

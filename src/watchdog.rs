@@ -5,10 +5,10 @@
 //! expose. Registering and releasing are O(1) map operations plus, for the first and last
 //! watchdog guard, one message to the task.
 //!
-//! The task owns a timer wheel ([`DelayQueue`]) with one timer per watched lock. When a timer
-//! fires, the task also takes every timer due within the next quarter period, so locks taken
-//! at about the same time are renewed together; all renewed locks are re-armed with the same
-//! deadline and stay grouped. Each group goes out in calls of up to [`BATCH`] keys, so N locks
+//! The task owns a timer wheel ([`DelayQueue`], O(1) insert and remove) with one timer per
+//! watched lock. Deadlines are rounded up to a grid of a quarter period, so locks taken at
+//! about the same time expire at the same instant and are renewed together; renewed locks are
+//! re-armed on the grid again and stay grouped. Each group goes out in calls of up to [`BATCH`] keys, so N locks
 //! cost about N/100 script calls per period. A renewal that finds a lock gone cancels its
 //! token; a renewal that fails (connection) is retried soon, and the lock is declared lost
 //! once no renewal succeeded for a whole timeout.
@@ -18,7 +18,7 @@
 //! re-arms the timer nor marks a later acquisition lost. The renew script itself only touches
 //! a key whose hash still holds the owner's field, so it never revives a released lock.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +26,7 @@ use std::time::Duration;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use futures::stream::FuturesUnordered;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -37,6 +37,14 @@ use crate::scripts::RENEW;
 
 /// Most keys renewed by one script call.
 pub(crate) const BATCH: usize = 100;
+
+/// Most registration commands handled in one turn of the watchdog loop.
+const COMMAND_BATCH: usize = 1024;
+
+/// Most renew calls in flight at once. Redis runs scripts one at a time, so more would only
+/// queue on the connection, where the last ones could exceed the response timeout (1,000
+/// calls sent at once for 100k locks did); the rest wait in `pending`.
+const MAX_INFLIGHT: usize = 8;
 
 /// (lock key, owner field): one local hold entry.
 pub(crate) type HoldKey = (Arc<str>, Arc<str>);
@@ -93,6 +101,8 @@ impl Watchdog {
             conn,
             timeout,
             period: (timeout / 3).max(Duration::from_millis(1)),
+            grid: (timeout / 12).max(Duration::from_millis(1)),
+            epoch: Instant::now(),
             wheel: DelayQueue::new(),
             timers: HashMap::new(),
         };
@@ -199,6 +209,10 @@ struct Task {
     conn: ConnectionManager,
     timeout: Duration,
     period: Duration,
+    /// Deadlines are rounded up to multiples of `grid` after `epoch`, so timers due close
+    /// together expire at the same instant and are renewed in the same batches.
+    grid: Duration,
+    epoch: Instant,
     wheel: DelayQueue<(HoldKey, u64)>,
     timers: HashMap<HoldKey, (delay_queue::Key, u64)>,
 }
@@ -208,27 +222,39 @@ type Renewal = (Vec<(HoldKey, u64)>, redis::RedisResult<Vec<i64>>);
 impl Task {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Cmd>, shutdown: CancellationToken) {
         let mut inflight = FuturesUnordered::new();
+        let mut pending: VecDeque<Vec<(HoldKey, u64)>> = VecDeque::new();
+        let mut commands = Vec::with_capacity(COMMAND_BATCH);
         loop {
+            while inflight.len() < MAX_INFLIGHT {
+                let Some(batch) = pending.pop_front() else {
+                    break;
+                };
+                inflight.push(renew(self.conn.clone(), self.timeout, batch));
+            }
+            // Not `biased`: a steady stream of registrations must never starve the timers
+            // or the renewals in flight (it once let 100k locks expire while they were taken).
             tokio::select! {
-                biased;
                 _ = shutdown.cancelled() => break,
-                cmd = rx.recv() => match cmd {
-                    Some(Cmd::Watch(key, gen)) => self.arm(key, gen, Instant::now() + self.period),
-                    Some(Cmd::Unwatch(key, gen)) => {
-                        if let Some((timer, g)) = self.timers.get(&key) {
-                            if *g == gen {
-                                self.wheel.try_remove(timer);
-                                self.timers.remove(&key);
-                            }
-                        }
+                n = rx.recv_many(&mut commands, COMMAND_BATCH) => {
+                    if n == 0 {
+                        break;
                     }
-                    None => break,
-                },
+                    let now = Instant::now();
+                    for cmd in commands.drain(..) {
+                        self.command(cmd, now);
+                    }
+                }
                 Some(done) = inflight.next(), if !inflight.is_empty() => self.settle(done),
                 Some(expired) = self.wheel.next(), if !self.wheel.is_empty() => {
-                    for batch in self.collect_due(expired.into_inner()) {
-                        inflight.push(renew(self.conn.clone(), self.timeout, batch));
+                    // Everything else already expired comes out without waiting (outside
+                    // tokio's coop budget, which would cut the drain into small pieces).
+                    let mut due = vec![expired.into_inner()];
+                    while let Some(Some(more)) =
+                        tokio::task::unconstrained(self.wheel.next()).now_or_never()
+                    {
+                        due.push(more.into_inner());
                     }
+                    self.enqueue(due, &mut pending);
                 }
             }
         }
@@ -240,26 +266,35 @@ impl Task {
         }
     }
 
+    fn command(&mut self, cmd: Cmd, now: Instant) {
+        match cmd {
+            Cmd::Watch(key, gen) => self.arm(key, gen, now + self.period),
+            Cmd::Unwatch(key, gen) => {
+                if let Some((timer, g)) = self.timers.get(&key) {
+                    if *g == gen {
+                        self.wheel.try_remove(timer);
+                        self.timers.remove(&key);
+                    }
+                }
+            }
+        }
+    }
+
     fn arm(&mut self, key: HoldKey, gen: u64, when: Instant) {
         if let Some((old, _)) = self.timers.remove(&key) {
             self.wheel.try_remove(&old);
         }
-        let timer = self.wheel.insert_at((key.clone(), gen), when);
+        let timer = self.wheel.insert_at((key.clone(), gen), self.on_grid(when));
         self.timers.insert(key, (timer, gen));
     }
 
-    /// The expired entry plus everything due within a quarter period, still watched, in
-    /// batches of at most [`BATCH`].
-    fn collect_due(&mut self, first: (HoldKey, u64)) -> Vec<Vec<(HoldKey, u64)>> {
-        let horizon = Instant::now() + self.period / 4;
-        let mut due = vec![first];
-        while let Some(timer) = self.wheel.peek() {
-            if self.wheel.deadline(&timer) > horizon {
-                break;
-            }
-            due.push(self.wheel.remove(&timer).into_inner());
-        }
-        let mut batches: Vec<Vec<(HoldKey, u64)>> = Vec::new();
+    fn on_grid(&self, when: Instant) -> Instant {
+        on_grid(self.epoch, self.grid, when)
+    }
+
+    /// Queues the expired timers still watched, in batches of at most [`BATCH`] keys; a
+    /// batch not yet sent is topped up first.
+    fn enqueue(&mut self, due: Vec<(HoldKey, u64)>, pending: &mut VecDeque<Vec<(HoldKey, u64)>>) {
         for (key, gen) in due {
             self.timers.remove(&key);
             let current = self
@@ -269,12 +304,11 @@ impl Task {
             if !current {
                 continue;
             }
-            match batches.last_mut() {
+            match pending.back_mut() {
                 Some(b) if b.len() < BATCH => b.push((key, gen)),
-                _ => batches.push(vec![(key, gen)]),
+                _ => pending.push_back(vec![(key, gen)]),
             }
         }
-        batches
     }
 
     fn settle(&mut self, (batch, result): Renewal) {
@@ -344,6 +378,16 @@ impl Task {
     }
 }
 
+/// `when` rounded up to a multiple of `grid` after `epoch`: renewals happen at most one grid
+/// step late, which the TTL (three periods) absorbs, and locks due in one step share their
+/// script calls.
+fn on_grid(epoch: Instant, grid: Duration, when: Instant) -> Instant {
+    let grid = grid.as_nanos().max(1);
+    let since = when.saturating_duration_since(epoch).as_nanos();
+    let steps = since.div_ceil(grid);
+    epoch + Duration::from_nanos(u64::try_from(steps * grid).unwrap_or(u64::MAX))
+}
+
 async fn renew(mut conn: ConnectionManager, ttl: Duration, batch: Vec<(HoldKey, u64)>) -> Renewal {
     let keys: Vec<&str> = batch.iter().map(|((k, _), _)| &**k).collect();
     let ttl_ms = ttl.as_millis() as u64;
@@ -358,4 +402,30 @@ async fn renew(mut conn: ConnectionManager, ttl: Duration, batch: Vec<(HoldKey, 
     drop(owners);
     drop(keys);
     (batch, result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_round_up_to_the_grid() {
+        let epoch = Instant::now();
+        let grid = Duration::from_millis(250);
+        let at = |ms: u64| epoch + Duration::from_millis(ms);
+        assert_eq!(on_grid(epoch, grid, at(0)), at(0));
+        assert_eq!(on_grid(epoch, grid, at(1)), at(250));
+        assert_eq!(on_grid(epoch, grid, at(250)), at(250));
+        assert_eq!(on_grid(epoch, grid, at(251)), at(500));
+        // Timers due within one step share a deadline, hence a renewal batch.
+        assert_eq!(
+            on_grid(epoch, grid, at(1010)),
+            on_grid(epoch, grid, at(1240))
+        );
+        // Never earlier than asked, never more than one step later.
+        for ms in [3, 777, 1999, 12_345] {
+            let g = on_grid(epoch, grid, at(ms));
+            assert!(g >= at(ms) && g < at(ms) + grid, "{ms}");
+        }
+    }
 }

@@ -1,0 +1,650 @@
+//! relock benchmark: `cargo run --release --example bench [-- --json PATH] [--seconds N]`.
+//!
+//! A program, not a test: it prints a table and (with `--json`) writes the figures; nothing
+//! asserts a timing. Without `REDIS_URL` it starts its own redis-server. Every library figure
+//! is set against a ceiling measured in the same run on the same kind of connection, because
+//! shared machines are noisy: read the ratios, not the absolute numbers.
+//!
+//! Workloads (see BENCHMARKS.md for what each figure means):
+//! 1. ceiling: the raw lock and unlock scripts (EVALSHA) at the same concurrency; PING RTT.
+//! 2. uncontended: 64 tasks, lock -> unlock on their own keys.
+//! 3. contended handoff: 4 Clients x 8 tasks on one lock, 1,600 acquisitions.
+//! 4. watchdog scale: 100,000 watchdog locks held for 3 renewal periods.
+//! 5. waiter scale: 10,000 waiters on 10,000 locks held by another Client.
+
+#[path = "common/temp_redis.rs"]
+mod temp_redis;
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::stream::{self, StreamExt};
+use relock::redis::{self, aio::ConnectionManager};
+use serde_json::{json, Value as Json};
+use temp_redis::BoxError;
+
+const CONCURRENCY: usize = 64;
+
+struct Args {
+    json: Option<String>,
+    seconds: f64,
+    watchdog_locks: usize,
+    waiters: usize,
+}
+
+fn parse_args() -> Result<Args, BoxError> {
+    let mut args = Args {
+        json: None,
+        seconds: 3.0,
+        watchdog_locks: 100_000,
+        waiters: 10_000,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--json" => args.json = Some(value()?),
+            "--seconds" => args.seconds = value()?.parse()?,
+            "--watchdog-locks" => args.watchdog_locks = value()?.parse()?,
+            "--waiters" => args.waiters = value()?.parse()?,
+            "-h" | "--help" => {
+                println!(
+                    "usage: bench [--json PATH] [--seconds N (per timed round, default 3)] \
+                     [--watchdog-locks N (100000)] [--waiters N (10000)]"
+                );
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?} (try --help)").into()),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> Result<(), BoxError> {
+    let args = parse_args()?;
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .init();
+    }
+    let (url, _server) = temp_redis::url_or_start()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(run(args, url))
+}
+
+async fn run(args: Args, url: String) -> Result<(), BoxError> {
+    let mut report = serde_json::Map::new();
+    let machine = machine(&url).await?;
+    println!(
+        "relock bench: {} cores ({}), redis {}, tokio workers = cores\n",
+        machine["cores"], machine["cpu"], machine["redis_version"]
+    );
+    report.insert("machine".into(), machine);
+
+    let ping = ping_rtt(&url).await?;
+    println!(
+        "PING round trip          p50 {:>7.1} µs   p99 {:>7.1} µs",
+        ping.0, ping.1
+    );
+    report.insert("ping_rtt_us".into(), json!({"p50": ping.0, "p99": ping.1}));
+
+    // Ceiling and library interleaved, twice, so drift on a shared machine hits both.
+    let mut ceiling_rounds = Vec::new();
+    let mut library_rounds = Vec::new();
+    for _ in 0..2 {
+        ceiling_rounds.push(ceiling(&url, args.seconds).await?);
+        library_rounds.push(uncontended(&url, args.seconds).await?);
+    }
+    let ceiling_rate = mean(&ceiling_rounds.iter().map(|r| r.rate).collect::<Vec<_>>());
+    let library_rate = mean(&library_rounds.iter().map(|r| r.rate).collect::<Vec<_>>());
+    let last = library_rounds.last().expect("two rounds");
+    let last_ceiling = ceiling_rounds.last().expect("two rounds");
+    println!(
+        "ceiling (raw EVALSHA)    {:>9.0} pairs/s  p50 {:>7.1} µs   p99 {:>7.1} µs",
+        ceiling_rate, last_ceiling.p50, last_ceiling.p99
+    );
+    println!(
+        "uncontended (relock)     {:>9.0} pairs/s  p50 {:>7.1} µs   p99 {:>7.1} µs   ratio {:.2}",
+        library_rate,
+        last.p50,
+        last.p99,
+        library_rate / ceiling_rate
+    );
+    report.insert(
+        "ceiling".into(),
+        json!({"pairs_per_s": ceiling_rate, "rounds": ceiling_rounds.iter().map(|r| r.rate).collect::<Vec<_>>(),
+               "pair_p50_us": last_ceiling.p50, "pair_p99_us": last_ceiling.p99, "tasks": CONCURRENCY}),
+    );
+    report.insert(
+        "uncontended".into(),
+        json!({"pairs_per_s": library_rate, "rounds": library_rounds.iter().map(|r| r.rate).collect::<Vec<_>>(),
+               "pair_p50_us": last.p50, "pair_p99_us": last.p99, "ratio_to_ceiling": library_rate / ceiling_rate,
+               "tasks": CONCURRENCY}),
+    );
+
+    let c = contended(&url).await?;
+    println!(
+        "contended handoff        {:>9.0} acq/s    gap p50 {:>7.1} µs  p99 {:>7.1} µs  max {:>7.1} µs  \
+         (p50 = {:.2} x PING)  overlaps {}  counter {}/{}",
+        c.rate,
+        c.gap_p50,
+        c.gap_p99,
+        c.gap_max,
+        c.gap_p50 / ping.0,
+        c.overlaps,
+        c.counter,
+        c.acquisitions
+    );
+    report.insert(
+        "contended".into(),
+        json!({"clients": 4, "tasks_per_client": 8, "acquisitions": c.acquisitions, "acq_per_s": c.rate,
+               "gap_p50_us": c.gap_p50, "gap_p99_us": c.gap_p99, "gap_max_us": c.gap_max,
+               "gap_p50_over_ping_p50": c.gap_p50 / ping.0, "overlaps": c.overlaps, "counter": c.counter}),
+    );
+
+    let w = watchdog_scale(&url, args.watchdog_locks).await?;
+    println!(
+        "watchdog scale           {} locks (taken in {:.1} s): {:.1} renew calls/period (N/100 = {}), \
+         {:.1} keys/call, {} lost, client CPU {:.2}% of a core at period {:?} ({:.2}% projected at the default 30 s \
+         timeout), {:.0} bytes RSS per lock",
+        w.locks,
+        w.acquire_s,
+        w.calls_per_period,
+        w.locks / 100,
+        w.keys_per_call,
+        w.lost,
+        w.cpu_percent,
+        w.period,
+        w.cpu_percent_default,
+        w.rss_per_lock
+    );
+    report.insert(
+        "watchdog".into(),
+        json!({"locks": w.locks, "watchdog_timeout_ms": w.period.as_millis() as u64 * 3,
+               "renew_calls_per_period": w.calls_per_period, "renewed_keys_per_call": w.keys_per_call,
+               "lost": w.lost,
+               "client_cpu_percent_of_core": w.cpu_percent,
+               "client_cpu_percent_projected_default_timeout": w.cpu_percent_default,
+               "rss_bytes_per_lock": w.rss_per_lock, "acquire_all_s": w.acquire_s}),
+    );
+
+    let s = waiter_scale(&url, args.waiters).await?;
+    println!(
+        "waiter scale             {} waiters: {} subscription connection(s) for 1 waiting Client, \
+         all acquired {:.0} ms after release, {} channels left",
+        s.waiters, s.pubsub_connections, s.all_acquired_ms, s.channels_left
+    );
+    report.insert(
+        "waiters".into(),
+        json!({"waiters": s.waiters, "acquired": s.acquired, "pubsub_connections": s.pubsub_connections,
+               "all_acquired_ms": s.all_acquired_ms, "channels_left": s.channels_left}),
+    );
+
+    if let Some(path) = args.json {
+        std::fs::write(&path, serde_json::to_string_pretty(&Json::Object(report))?)?;
+        println!("\nfigures written to {path}");
+    }
+    Ok(())
+}
+
+async fn machine(url: &str) -> Result<Json, BoxError> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown cpu".into());
+    let mut conn = raw_conn(url).await?;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn)
+        .await?;
+    let version = info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .unwrap_or("?")
+        .trim()
+        .to_string();
+    Ok(json!({"cores": cores, "cpu": cpu, "redis_version": version}))
+}
+
+/// The same kind of connection relock uses: a RESP3 ConnectionManager.
+async fn raw_conn(url: &str) -> Result<ConnectionManager, BoxError> {
+    let client = redis::Client::open(format!(
+        "{url}{}protocol=resp3",
+        if url.contains('?') { "&" } else { "?" }
+    ))?;
+    Ok(ConnectionManager::new(client).await?)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+async fn ping_rtt(url: &str) -> Result<(f64, f64), BoxError> {
+    let mut conn = raw_conn(url).await?;
+    let mut samples = Vec::with_capacity(2000);
+    for i in 0..2200 {
+        let t = Instant::now();
+        let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+        if i >= 200 {
+            samples.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok((percentile(&samples, 0.5), percentile(&samples, 0.99)))
+}
+
+struct Rate {
+    rate: f64,
+    p50: f64,
+    p99: f64,
+}
+
+/// Runs `CONCURRENCY` tasks of `pair` for `seconds`; pairs/s and pair latency percentiles.
+async fn timed_pairs<F, Fut>(seconds: f64, pair: F) -> Result<Rate, BoxError>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(), BoxError>> + Send,
+{
+    let pair = Arc::new(pair);
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..CONCURRENCY {
+        let pair = pair.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                pair(i).await?;
+                lat.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            Ok::<_, BoxError>(lat)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    all.sort_by(f64::total_cmp);
+    Ok(Rate {
+        rate: all.len() as f64 / elapsed,
+        p50: percentile(&all, 0.5),
+        p99: percentile(&all, 0.99),
+    })
+}
+
+/// 1. The raw scripts through the same kind of connection: what Redis itself can serve.
+async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
+    let conn = raw_conn(url).await?;
+    let lock = redis::Script::new(include_str!("../lua/lock.lua"));
+    let unlock = redis::Script::new(include_str!("../lua/unlock.lua"));
+    let (lock_sha, unlock_sha) = (lock.get_hash().to_string(), unlock.get_hash().to_string());
+    let mut c = conn.clone();
+    for script in [
+        include_str!("../lua/lock.lua"),
+        include_str!("../lua/unlock.lua"),
+    ] {
+        let _: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script)
+            .query_async(&mut c)
+            .await?;
+    }
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    timed_pairs(seconds, move |i| {
+        let mut conn = conn.clone();
+        let (lock_sha, unlock_sha) = (lock_sha.clone(), unlock_sha.clone());
+        let key = format!("bench:ceiling:lock:{{{run_id}-{i}}}");
+        let channel = format!("bench:ceiling:channel:{{{run_id}-{i}}}");
+        let owner = format!("{run_id}:{i}");
+        let run_id = run_id.clone();
+        async move {
+            let _: Vec<i64> = redis::cmd("EVALSHA")
+                .arg(&lock_sha)
+                .arg(1)
+                .arg(&key)
+                .arg(30_000)
+                .arg(&owner)
+                .query_async(&mut conn)
+                .await?;
+            let _: i64 = redis::cmd("EVALSHA")
+                .arg(&unlock_sha)
+                .arg(2)
+                .arg(&key)
+                .arg(&channel)
+                .arg(&owner)
+                .arg(&run_id)
+                .arg(0)
+                .query_async(&mut conn)
+                .await?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+/// 2. The library: lock() -> unlock() with the watchdog, each task on its own lock.
+async fn uncontended(url: &str, seconds: f64) -> Result<Rate, BoxError> {
+    let client = relock::Client::builder(url)
+        .namespace("bench-uncontended")
+        .build()
+        .await?;
+    let locks: Arc<Vec<relock::RLock>> = Arc::new(
+        (0..CONCURRENCY)
+            .map(|i| client.lock(format!("k{i}")))
+            .collect(),
+    );
+    timed_pairs(seconds, move |i| {
+        let lock = locks[i].clone();
+        async move {
+            lock.lock().await?.unlock().await?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+struct Contended {
+    acquisitions: usize,
+    rate: f64,
+    gap_p50: f64,
+    gap_p99: f64,
+    gap_max: f64,
+    overlaps: usize,
+    counter: u64,
+}
+
+/// 3. 4 Clients x 8 tasks on one lock; each hold does a non-atomic read-modify-write.
+async fn contended(url: &str) -> Result<Contended, BoxError> {
+    const TOTAL: usize = 1600;
+    let ns = format!("bench-contended-{}", uuid::Uuid::new_v4().simple());
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(
+            relock::Client::builder(url)
+                .namespace(ns.clone())
+                .build()
+                .await?,
+        );
+    }
+    let remaining = Arc::new(AtomicUsize::new(TOTAL));
+    let counter = Arc::new(AtomicU64::new(0));
+    let holds: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for client in &clients {
+        for _ in 0..8 {
+            let lock = client.lock("the-lock");
+            let (remaining, counter, holds) = (remaining.clone(), counter.clone(), holds.clone());
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    if remaining
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| r.checked_sub(1))
+                        .is_err()
+                    {
+                        return Ok::<_, BoxError>(());
+                    }
+                    let guard = lock.lock().await?;
+                    let acquired = Instant::now();
+                    // The protected read-modify-write: racy without the lock.
+                    let v = counter.load(Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                    counter.store(v + 1, Ordering::Relaxed);
+                    let released = Instant::now();
+                    guard.unlock().await?;
+                    holds.lock().unwrap().push((acquired, released));
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut holds = std::mem::take(&mut *holds.lock().unwrap());
+    holds.sort_by_key(|h| h.0);
+    let mut gaps = Vec::new();
+    let mut overlaps = 0;
+    for w in holds.windows(2) {
+        if w[1].0 < w[0].1 {
+            overlaps += 1;
+        } else {
+            gaps.push((w[1].0 - w[0].1).as_secs_f64() * 1e6);
+        }
+    }
+    gaps.sort_by(f64::total_cmp);
+    Ok(Contended {
+        acquisitions: holds.len(),
+        rate: holds.len() as f64 / elapsed,
+        gap_p50: percentile(&gaps, 0.5),
+        gap_p99: percentile(&gaps, 0.99),
+        gap_max: gaps.last().copied().unwrap_or(0.0),
+        overlaps,
+        counter: counter.load(Ordering::SeqCst),
+    })
+}
+
+/// Process CPU time (user + system) from /proc/self/stat, in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Resident set size from /proc/self/statm, in bytes.
+fn rss_bytes() -> f64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: f64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0.0);
+    pages * 4096.0
+}
+
+/// (script calls, HEXISTS calls) so far: the renew script runs one HEXISTS per key.
+async fn script_calls(conn: &mut ConnectionManager) -> Result<(u64, u64), BoxError> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await?;
+    let calls = |cmd: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+            .and_then(|r| r.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    Ok((calls("evalsha") + calls("eval"), calls("hexists")))
+}
+
+struct WatchdogScale {
+    locks: usize,
+    period: Duration,
+    calls_per_period: f64,
+    keys_per_call: f64,
+    lost: usize,
+    cpu_percent: f64,
+    cpu_percent_default: f64,
+    rss_per_lock: f64,
+    acquire_s: f64,
+}
+
+/// 4. Many watchdog locks on one Client: renew calls, losses, CPU and memory.
+async fn watchdog_scale(url: &str, n: usize) -> Result<WatchdogScale, BoxError> {
+    // Short for the run, but not so short that renewing 100k keys per period saturates a
+    // Redis that shares two cores with this client (at 3 s it did: keys expired).
+    let timeout = Duration::from_secs(6);
+    let period = timeout / 3;
+    let client = relock::Client::builder(url)
+        .namespace(format!("bench-watchdog-{}", uuid::Uuid::new_v4().simple()))
+        .watchdog_timeout(timeout)
+        .build()
+        .await?;
+    let mut conn = raw_conn(url).await?;
+    let rss_before = rss_bytes();
+    let t = Instant::now();
+    let guards: Vec<relock::RLockGuard> = stream::iter(0..n)
+        .map(|i| {
+            let lock = client.lock(format!("w{i}"));
+            async move { lock.lock().await }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+    let acquire_s = t.elapsed().as_secs_f64();
+    let rss_after = rss_bytes();
+    // Let the first renewals happen, then measure three whole periods.
+    tokio::time::sleep(period + period / 2).await;
+    let calls0 = script_calls(&mut conn).await?;
+    let cpu0 = cpu_seconds();
+    let t0 = Instant::now();
+    tokio::time::sleep(period * 3).await;
+    let calls1 = script_calls(&mut conn).await?;
+    let (calls, keys) = (calls1.0 - calls0.0, calls1.1 - calls0.1);
+    let cpu = cpu_seconds() - cpu0;
+    let wall = t0.elapsed().as_secs_f64();
+    let lost = guards.iter().filter(|g| g.is_lost()).count();
+    // Release everything (and check nothing was lost meanwhile).
+    stream::iter(guards)
+        .map(|g| g.unlock())
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>, _>>()?;
+    let cpu_percent = cpu / wall * 100.0;
+    Ok(WatchdogScale {
+        locks: n,
+        period,
+        calls_per_period: calls as f64 * period.as_secs_f64() / wall,
+        keys_per_call: keys as f64 / calls.max(1) as f64,
+        lost,
+        cpu_percent,
+        // Renewal work scales with renewals per second: the default timeout (period 10 s)
+        // renews 10 s / period times less often.
+        cpu_percent_default: cpu_percent * period.as_secs_f64() / 10.0,
+        rss_per_lock: (rss_after - rss_before) / n as f64,
+        acquire_s,
+    })
+}
+
+struct WaiterScale {
+    waiters: usize,
+    acquired: usize,
+    pubsub_connections: usize,
+    all_acquired_ms: f64,
+    channels_left: usize,
+}
+
+async fn pubsub_channels(conn: &mut ConnectionManager) -> Result<usize, BoxError> {
+    let info: String = redis::cmd("INFO").arg("stats").query_async(conn).await?;
+    Ok(info
+        .lines()
+        .find_map(|l| l.strip_prefix("pubsub_channels:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0))
+}
+
+/// 5. Many waiters on distinct locks held by another Client, then release all.
+async fn waiter_scale(url: &str, n: usize) -> Result<WaiterScale, BoxError> {
+    let ns = format!("bench-waiters-{}", uuid::Uuid::new_v4().simple());
+    let holder = relock::Client::builder(url)
+        .namespace(ns.clone())
+        .build()
+        .await?;
+    let waiter = relock::Client::builder(url).namespace(ns).build().await?;
+    let mut conn = raw_conn(url).await?;
+    let held: Vec<relock::RLockGuard> = stream::iter(0..n)
+        .map(|i| {
+            let lock = holder.lock(format!("l{i}"));
+            async move { lock.lock().await }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+    let acquired_at: Arc<Mutex<Vec<Instant>>> = Arc::new(Mutex::new(Vec::with_capacity(n)));
+    let mut tasks = Vec::with_capacity(n);
+    for i in 0..n {
+        let lock = waiter.lock(format!("l{i}"));
+        let acquired_at = acquired_at.clone();
+        tasks.push(tokio::spawn(async move {
+            let guard = lock.lock().await?;
+            acquired_at.lock().unwrap().push(Instant::now());
+            guard.unlock().await?;
+            Ok::<_, BoxError>(())
+        }));
+    }
+    // Wait until every waiter is subscribed.
+    let wait_start = Instant::now();
+    while pubsub_channels(&mut conn).await? < n {
+        if wait_start.elapsed() > Duration::from_secs(60) {
+            return Err("waiters did not all subscribe within 60 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut conn)
+        .await?;
+    let pubsub_connections = clients.lines().filter(|l| !l.trim().is_empty()).count();
+    let released = Instant::now();
+    stream::iter(held)
+        .map(|g| g.unlock())
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>, _>>()?;
+    for t in tasks {
+        t.await??;
+    }
+    let acquired_at = std::mem::take(&mut *acquired_at.lock().unwrap());
+    let last = acquired_at.iter().max().copied().unwrap_or(released);
+    // Unsubscribing happens in the background: give it a moment.
+    let mut channels_left = pubsub_channels(&mut conn).await?;
+    let settle = Instant::now();
+    while channels_left > 0 && settle.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        channels_left = pubsub_channels(&mut conn).await?;
+    }
+    Ok(WaiterScale {
+        waiters: n,
+        acquired: acquired_at.len(),
+        pubsub_connections,
+        all_acquired_ms: (last - released).as_secs_f64() * 1e3,
+        channels_left,
+    })
+}
