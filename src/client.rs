@@ -117,6 +117,18 @@ impl Client {
         crate::fenced::FencedValue::new(self.inner.core.clone(), key.as_ref())
     }
 
+    /// A handle to the multi-lock over the reentrant locks `names`: all of them or none
+    /// (see [`MultiLock`](crate::MultiLock)). Names are sorted and deduplicated; an empty
+    /// list or an invalid name is reported by the handle's methods as
+    /// [`Error::InvalidArgument`]. Cheap; nothing is sent to Redis.
+    pub fn multi_lock<I, S>(&self, names: I) -> crate::MultiLock
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        crate::multi::MultiLock::new(self.inner.core.clone(), names)
+    }
+
     /// This client's id, the first part of every owner field it writes.
     pub fn id(&self) -> Uuid {
         self.inner.core.id
@@ -130,6 +142,11 @@ impl Client {
     /// The prefix of every key and channel this client uses.
     pub fn namespace(&self) -> &str {
         &self.inner.core.namespace
+    }
+
+    /// The shared state behind this client, for lock kinds built outside this module.
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.inner.core
     }
 }
 

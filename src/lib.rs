@@ -8,7 +8,9 @@ mod fair;
 mod fenced;
 mod keys;
 mod listener;
+mod multi;
 mod raw;
+mod redlock;
 mod reentrant;
 mod scripts;
 mod watchdog;
@@ -21,6 +23,11 @@ pub use error::{Error, Result};
 pub use fair::{FairLock, FairLockGuard};
 pub use fenced::{FencedLock, FencedLockGuard, FencedValue};
 pub use keys::MAX_NAME_LEN;
+pub use multi::{MultiLock, MultiLockGuard};
+pub use redlock::{
+    RedLock, RedLockGuard, RedLockOptions, RedLockSet, DEFAULT_NODE_TIMEOUT, DEFAULT_REDLOCK_TTL,
+    DEFAULT_RETRY_DELAY,
+};
 pub use reentrant::{RLock, RLockGuard};
 
 /// The redis-rs version relock is built on, so callers name the same types.

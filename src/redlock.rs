@@ -1,0 +1,988 @@
+//! [`RedLock`]: the Redlock algorithm over several independent Redis masters.
+//!
+//! # How it works
+//!
+//! A [`RedLockSet`] holds N [`Client`]s, each connected to its own independent master, and a
+//! set id (a uuid). A lock's owner is `<set id>:<task id>`, the same on every node, and each
+//! node keeps the lock as the reentrant hash of [`RLock`](crate::RLock) (the same
+//! `lua/lock.lua`, `lua/unlock.lua` and `lua/renew.lua`), under `<namespace>:redlock:{<name>}`.
+//!
+//! One *round* of an acquire:
+//!
+//! 1. Note the start time; send the lock script to every node at once, each bounded by the
+//!    short per-node timeout ([`RedLockOptions::node_timeout`]), so a dead node costs at most
+//!    that long.
+//! 2. The round succeeds iff a majority (N/2 + 1) granted a hold AND the validity
+//!    `ttl - elapsed - drift` (drift = 1% of the ttl + 2 ms) is still positive.
+//! 3. Otherwise release every hold the round may have taken: the granted ones at once, and
+//!    the ones whose reply was lost or late (timeout, connection drop) as soon as their
+//!    outcome is known, with a conditional release that only undoes a hold the round added.
+//!    Then sleep a random delay (to break symmetric split votes) and try again.
+//!
+//! Waiting is a bounded, randomized retry, as the Redlock algorithm prescribes: this is the
+//! one lock kind of the crate that does not wait on pub/sub (a wakeup from one node says
+//! nothing about a majority).
+//!
+//! While a watchdog guard lives, one task per guard extends the lock on every node every
+//! `ttl / 3` (the renew script only extends a hash that still holds the owner's field). An
+//! extension counts iff a majority confirmed it within the validity it restores. When no
+//! extension reached a majority before the validity ran out, or a majority answered that the
+//! lock is gone, the guard is *lost*.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use futures::future::{join_all, BoxFuture};
+use futures::FutureExt;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::client::{Client, Core};
+use crate::error::{Error, Result};
+use crate::keys::{check_millis, check_name, Keys};
+use crate::raw::{current_owner, Inflight};
+use crate::scripts::{LOCK, RENEW, UNLOCK};
+
+/// Default TTL of a Redlock taken without a lease; extended every third of it.
+pub const DEFAULT_REDLOCK_TTL: Duration = Duration::from_secs(30);
+/// Default per-node timeout of one lock or extension call.
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
+/// Default base delay between two acquire rounds (randomized to 0.5x..1.5x).
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
+
+/// Settings of a [`RedLockSet`]. Start from [`RedLockOptions::default`].
+#[derive(Debug, Clone)]
+#[must_use = "options do nothing until passed to RedLockSet::with_options"]
+pub struct RedLockOptions {
+    ttl: Duration,
+    node_timeout: Duration,
+    retry_delay: Duration,
+    retry_count: Option<u32>,
+}
+
+impl Default for RedLockOptions {
+    fn default() -> Self {
+        RedLockOptions {
+            ttl: DEFAULT_REDLOCK_TTL,
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+            retry_delay: DEFAULT_RETRY_DELAY,
+            retry_count: None,
+        }
+    }
+}
+
+impl RedLockOptions {
+    /// TTL of locks taken without a lease; the extension task renews them every `ttl / 3`.
+    /// A crashed owner's lock is free again at most this long after the crash. Default
+    /// [`DEFAULT_REDLOCK_TTL`] (30 s).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How long one node may take to answer a lock or extension call before it counts as
+    /// failed. Keep it small next to the TTL (the Redis documentation suggests 5-50 ms for a
+    /// 10 s TTL): a slow node then costs the round little validity. Default
+    /// [`DEFAULT_NODE_TIMEOUT`] (50 ms); raise it for far-away nodes.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// Base delay before retrying a failed round; each delay is drawn at random from
+    /// `0.5 × delay .. 1.5 × delay`. Default [`DEFAULT_RETRY_DELAY`] (200 ms).
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// At most this many retries after the first round of a
+    /// [`try_lock`](RedLock::try_lock), on top of its `wait` bound. `None` (the default):
+    /// only `wait` bounds it. [`lock`](RedLock::lock) waits as long as it takes.
+    pub fn retry_count(mut self, retries: Option<u32>) -> Self {
+        self.retry_count = retries;
+        self
+    }
+}
+
+/// The drift allowance of the Redlock algorithm: 1% of the TTL plus 2 ms.
+fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// A random delay in `base / 2 .. base * 3 / 2`.
+fn jitter(base: Duration) -> Duration {
+    let span = base.as_nanos().max(1);
+    let r = Uuid::new_v4().as_u128() % span;
+    base / 2 + Duration::from_nanos(r as u64)
+}
+
+/// The error of a node that did not answer within the node timeout (retryable).
+fn node_timeout_error(timeout: Duration) -> Error {
+    Error::Redis(
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no reply within the node timeout ({timeout:?})"),
+        )
+        .into(),
+    )
+}
+
+/// N/2 + 1.
+fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// A set of independent Redis masters to run [Redlock] on, and the owner id its locks share.
+///
+/// Build it from one [`Client`] per master (each connected to a different, independent
+/// server: not replicas of each other, not nodes of one cluster), then take lock handles
+/// with [`lock`](RedLockSet::lock). Cheap to clone.
+///
+/// Owners are `<set id>:<task id>`: every [`RedLock`] of one set is the same owner within one
+/// task (re-entry works across handles of one set), two sets are always different owners.
+///
+/// [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+#[derive(Clone)]
+pub struct RedLockSet {
+    inner: Arc<SetInner>,
+}
+
+struct SetInner {
+    /// Kept so the clients (and their connections) live as long as the set.
+    clients: Vec<Client>,
+    id: Uuid,
+    id_str: Arc<str>,
+    options: RedLockOptions,
+    /// (lock name, owner) -> guards alive in this process; the expected hold count of a
+    /// conditional release is this + 1.
+    holds: DashMap<(Arc<str>, Arc<str>), u32>,
+}
+
+impl RedLockSet {
+    /// A set over `clients` with the default [`RedLockOptions`]. An empty slice is reported
+    /// by the lock methods as [`Error::InvalidArgument`].
+    pub fn new(clients: &[Client]) -> RedLockSet {
+        RedLockSet::with_options(clients, RedLockOptions::default())
+    }
+
+    /// A set over `clients` with `options`. Invalid options are reported by the lock methods
+    /// as [`Error::InvalidArgument`].
+    pub fn with_options(clients: &[Client], options: RedLockOptions) -> RedLockSet {
+        let id = Uuid::new_v4();
+        RedLockSet {
+            inner: Arc::new(SetInner {
+                clients: clients.to_vec(),
+                id,
+                id_str: id.to_string().into(),
+                options,
+                holds: DashMap::new(),
+            }),
+        }
+    }
+
+    /// A handle to the Redlock `name` on every node of this set. Cheap; nothing is sent.
+    pub fn lock(&self, name: impl AsRef<str>) -> RedLock {
+        RedLock::in_set(self.inner.clone(), name.as_ref())
+    }
+
+    /// This set's id, the first part of every owner field it writes.
+    pub fn id(&self) -> Uuid {
+        self.inner.id
+    }
+
+    /// Number of nodes (clients).
+    pub fn nodes(&self) -> usize {
+        self.inner.clients.len()
+    }
+
+    /// How many nodes must grant a lock: `nodes() / 2 + 1`.
+    pub fn quorum(&self) -> usize {
+        quorum(self.inner.clients.len())
+    }
+
+    /// The set's options.
+    pub fn options(&self) -> &RedLockOptions {
+        &self.inner.options
+    }
+}
+
+impl std::fmt::Debug for RedLockSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedLockSet")
+            .field("id", &self.inner.id)
+            .field("nodes", &self.inner.clients.len())
+            .field("options", &self.inner.options)
+            .finish()
+    }
+}
+
+/// One node of a lock: its client and keys there.
+#[derive(Clone)]
+struct Node {
+    core: Arc<Core>,
+    key: Arc<str>,
+    channel: Arc<str>,
+}
+
+impl Node {
+    /// `lua/unlock.lua` for one hold of `owner` (`expected` 0: any hold count).
+    fn release(
+        &self,
+        owner: Arc<str>,
+        set_id: Arc<str>,
+        expected: u32,
+    ) -> BoxFuture<'static, redis::RedisResult<i64>> {
+        let (mut conn, key, channel) = (
+            self.core.conn.clone(),
+            self.key.clone(),
+            self.channel.clone(),
+        );
+        async move {
+            UNLOCK
+                .run(
+                    &mut conn,
+                    &[&key, &channel],
+                    &[&&*owner, &&*set_id, &expected],
+                )
+                .await
+        }
+        .boxed()
+    }
+
+    /// `lua/renew.lua` for this node's key: `true` renewed, `false` gone.
+    fn renew(&self, owner: Arc<str>, ttl_ms: u64) -> impl Future<Output = Result<bool>> {
+        let (mut conn, key) = (self.core.conn.clone(), self.key.clone());
+        async move {
+            let reply: Vec<i64> = RENEW.run(&mut conn, &[&key], &[&ttl_ms, &&*owner]).await?;
+            match reply.as_slice() {
+                [1] => Ok(true),
+                [0] => Ok(false),
+                other => Err(Error::UnexpectedReply(format!(
+                    "renew script answered {other:?}"
+                ))),
+            }
+        }
+    }
+}
+
+/// What one node answered in one acquire round.
+enum NodeReply {
+    /// A hold was granted.
+    Granted,
+    /// Held by another owner.
+    Held,
+    /// No usable answer: an error or the per-node timeout. Whatever the call may have taken
+    /// is released in the background.
+    Failed(Error),
+}
+
+/// A lock over the nodes of a [`RedLockSet`], acquired with the [Redlock] algorithm:
+/// held while a majority of the nodes hold it, for a validity that accounts for the time the
+/// acquire took and for clock drift.
+///
+/// Get one from [`RedLockSet::lock`] or [`RedLock::new`]. Cheap handle (`Clone`, `Send`,
+/// `Sync`); nothing is sent until used. Reentrant: the same task may lock it again through
+/// any handle of the same set; each [`RedLockGuard`] is one hold.
+///
+/// # When to use it
+/// When the lock must survive the loss of a minority of independent Redis masters, and a
+/// lock is an *efficiency* measure (avoid doing work twice), or when you add fencing on the
+/// resource yourself. With one Redis (plus replicas or Sentinel), an [`RLock`](crate::RLock)
+/// costs one round trip instead of N and is as safe during normal operation.
+///
+/// # What it guarantees, and what it does not
+/// * While every node keeps its data and clocks advance at about the same rate, at most one
+///   owner holds a majority for a given time: mutual exclusion holds for
+///   [`RedLockGuard::validity`].
+/// * It relies on timing: bounded clock drift between nodes (1% of the TTL + 2 ms is
+///   allowed for), no clock jumps (ops adjusting wall clocks can expire keys early), and
+///   holders that do not pause (GC, SIGSTOP, swapping, a long `.await` elsewhere) past their
+///   validity. Martin Kleppmann's critique ("How to do distributed locking", 2016) shows
+///   how a paused holder and a second owner then both act as holders.
+/// * It issues **no fencing tokens**: the protected resource cannot reject a late write from
+///   a holder that lost the lock without noticing. When correctness (not just efficiency)
+///   depends on the lock, use a fenced lock on a single, well-replicated Redis, or a
+///   consensus system, and check the token at the resource.
+/// * A node restarted without persistence forgets the holds it had: a majority may then be
+///   formed by another owner. Run nodes with `appendfsync always`, or keep a restarted node
+///   out of service for longer than the TTL (the "delayed restart" of the Redis docs).
+///   Extensions do not re-create a hold on a node that lost it.
+///
+/// # Waiting
+/// Unlike the other kinds, waiting is a randomized retry (see [`RedLockOptions::retry_delay`]):
+/// a failed round releases what it took and tries again after a random delay, as the
+/// algorithm prescribes. There is no pub/sub wakeup.
+///
+/// [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+#[derive(Clone)]
+pub struct RedLock {
+    inner: Arc<LockInner>,
+}
+
+struct LockInner {
+    set: Arc<SetInner>,
+    name: Arc<str>,
+    nodes: Vec<Node>,
+    /// The argument a lock method must reject, if any.
+    invalid: Option<(&'static str, String)>,
+}
+
+impl RedLock {
+    /// A Redlock named `name` over `clients` (one per independent master), with a set of its
+    /// own: shorthand for `RedLockSet::new(clients).lock(name)`. Take several locks from one
+    /// [`RedLockSet`] instead when one task should re-enter through different handles.
+    pub fn new(clients: &[Client], name: impl AsRef<str>) -> RedLock {
+        RedLockSet::new(clients).lock(name)
+    }
+
+    fn in_set(set: Arc<SetInner>, name: &str) -> RedLock {
+        let o = &set.options;
+        let invalid = if set.clients.is_empty() {
+            Some((
+                "clients",
+                "a RedLockSet needs at least one client".to_string(),
+            ))
+        } else {
+            [
+                check_name(name).err(),
+                check_millis("ttl", o.ttl).err(),
+                check_millis("node_timeout", o.node_timeout).err(),
+                check_millis("retry_delay", o.retry_delay).err(),
+            ]
+            .into_iter()
+            .flatten()
+            .next()
+            .map(|e| match e {
+                Error::InvalidArgument { argument, reason } => (argument, reason),
+                other => ("name", other.to_string()),
+            })
+        };
+        let nodes = if invalid.is_some() {
+            Vec::new()
+        } else {
+            set.clients
+                .iter()
+                .map(|c| {
+                    let core = c.core().clone();
+                    let keys = Keys::new(&core.namespace, name);
+                    Node {
+                        key: keys.derived("redlock").into(),
+                        channel: keys.derived("redlock-channel").into(),
+                        core,
+                    }
+                })
+                .collect()
+        };
+        RedLock {
+            inner: Arc::new(LockInner {
+                name: if invalid.is_some() { "" } else { name }.into(),
+                set,
+                nodes,
+                invalid,
+            }),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The Redis key of the lock hash on node `i` (`<namespace>:redlock:{<name>}`); `None`
+    /// for an index out of range or an invalid lock.
+    pub fn key(&self, i: usize) -> Option<&str> {
+        self.inner.nodes.get(i).map(|n| &*n.key)
+    }
+
+    fn check(&self) -> Result<()> {
+        match &self.inner.invalid {
+            Some((argument, reason)) => Err(Error::invalid(argument, reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Acquires the lock on a majority of the nodes, retrying as long as it takes; the
+    /// guard's task extends it by quorum until the guard is released.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name, option or empty set.
+    /// [`Error::Redis`] (the first node's error) when, in one round, so many nodes failed
+    /// (error or per-node timeout) that no majority was possible: the deployment is down
+    /// rather than contended. Contention alone never ends the wait.
+    ///
+    /// # Cancel safety
+    /// Cancel safe. Dropping the future at any point leaves no hold behind: each node call
+    /// abandoned mid-flight finishes in the background and releases what it took.
+    pub async fn lock(&self) -> Result<RedLockGuard> {
+        self.acquire(None, None)
+            .await?
+            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+    }
+
+    /// Like [`lock`](Self::lock), with a fixed lease and no extensions: the holds expire
+    /// `lease` after they were taken unless released before.
+    ///
+    /// # Errors
+    /// As for [`lock`](Self::lock); also [`Error::InvalidArgument`] for a lease below 1 ms,
+    /// above 2<sup>53</sup> ms, or not longer than its drift allowance.
+    ///
+    /// # Cancel safety
+    /// As for [`lock`](Self::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
+        self.acquire(None, Some(lease))
+            .await?
+            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+    }
+
+    /// Tries to acquire the lock on a majority of the nodes for at most `wait` (and at most
+    /// [`retry_count`](RedLockOptions::retry_count) retries). `Ok(None)`: not acquired in
+    /// time. `Duration::ZERO` makes a single round. With `lease: None` the guard's task
+    /// extends the lock; with `Some(lease)` it expires after the lease.
+    ///
+    /// # Errors
+    /// As for [`lock_with_lease`](Self::lock_with_lease). Contention is never an error.
+    ///
+    /// # Cancel safety
+    /// As for [`lock`](Self::lock).
+    pub async fn try_lock(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<RedLockGuard>> {
+        let deadline = Instant::now()
+            .checked_add(wait)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365 * 30));
+        self.acquire(Some(deadline), lease).await
+    }
+
+    async fn acquire(
+        &self,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> Result<Option<RedLockGuard>> {
+        self.check()?;
+        let set = &self.inner.set;
+        let ttl = lease.unwrap_or(set.options.ttl);
+        let ttl_ms = check_millis("lease", ttl)?;
+        if ttl <= drift(ttl) {
+            return Err(Error::invalid(
+                "lease",
+                format!("must be longer than its drift allowance (1% + 2 ms), got {ttl:?}"),
+            ));
+        }
+        let owner = current_owner(&set.id_str);
+        let hold_id = (self.inner.name.clone(), owner.clone());
+        let n = self.inner.nodes.len();
+        let started = Instant::now();
+        let mut rounds = 0u32;
+        loop {
+            rounds += 1;
+            let expected = set.holds.get(&hold_id).map_or(0, |h| *h) + 1;
+            let round_start = Instant::now();
+            let replies = join_all(
+                self.inner
+                    .nodes
+                    .iter()
+                    .map(|node| self.node_acquire(node, &owner, ttl_ms, expected)),
+            )
+            .await;
+            let elapsed = round_start.elapsed();
+            let granted: Vec<bool> = replies
+                .iter()
+                .map(|r| matches!(r, NodeReply::Granted))
+                .collect();
+            let acquired = granted.iter().filter(|g| **g).count();
+            let validity = ttl.checked_sub(elapsed + drift(ttl)).unwrap_or_default();
+            if acquired >= quorum(n) && !validity.is_zero() {
+                // No .await from here until the guard owns the holds.
+                *set.holds.entry(hold_id.clone()).or_insert(0) += 1;
+                tracing::debug!(
+                    lock = %self.inner.name,
+                    kind = "redlock",
+                    nodes = acquired,
+                    of = n,
+                    rounds,
+                    validity_ms = validity.as_millis() as u64,
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    "lock acquired"
+                );
+                return Ok(Some(RedLockGuard::new(
+                    self.clone(),
+                    owner,
+                    lease,
+                    ttl,
+                    granted,
+                    round_start,
+                )));
+            }
+            // Failed round: give back what it took (late or lost replies undo themselves).
+            for (node, _) in self.inner.nodes.iter().zip(&granted).filter(|(_, g)| **g) {
+                let (name, release) = (
+                    self.inner.name.clone(),
+                    node.release(owner.clone(), set.id_str.clone(), 0),
+                );
+                node.core.handle.spawn(async move {
+                    if let Err(e) = release.await {
+                        tracing::debug!(lock = %name, error = %e, "release after a failed round failed; the hold expires with its TTL");
+                    }
+                });
+            }
+            let mut errors = replies.into_iter().filter_map(|r| match r {
+                NodeReply::Failed(e) => Some(e),
+                _ => None,
+            });
+            let first_error = errors.next();
+            let failed = first_error.is_some() as usize + errors.count();
+            tracing::debug!(
+                lock = %self.inner.name,
+                granted = acquired,
+                failed,
+                of = n,
+                elapsed_ms = elapsed.as_millis() as u64,
+                "redlock round failed"
+            );
+            match first_error {
+                // No majority was possible: a failure of the deployment, not contention.
+                Some(e) if failed > n - quorum(n) => return Err(e),
+                _ => {}
+            }
+            // Randomized retry, bounded by the caller's wait and the retry count.
+            let mut delay = jitter(set.options.retry_delay);
+            if let Some(d) = deadline {
+                if set.options.retry_count.is_some_and(|c| rounds > c) {
+                    return Ok(None);
+                }
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    tracing::debug!(lock = %self.inner.name, rounds, "try_lock timed out");
+                    return Ok(None);
+                }
+                delay = delay.min(left);
+            }
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// One node's share of a round: the lock script, bounded by the node timeout, cleaning
+    /// up after itself when its reply is late, lost or never awaited.
+    fn node_acquire(
+        &self,
+        node: &Node,
+        owner: &Arc<str>,
+        ttl_ms: u64,
+        expected: u32,
+    ) -> impl Future<Output = NodeReply> + Send + 'static {
+        let set_id = self.inner.set.id_str.clone();
+        let timeout = self.inner.set.options.node_timeout;
+        let call = {
+            let (mut conn, key, owner) = (node.core.conn.clone(), node.key.clone(), owner.clone());
+            async move {
+                LOCK.run::<Vec<i64>, _>(&mut conn, &[&key], &[&ttl_ms, &&*owner])
+                    .await
+            }
+            .boxed()
+        };
+        let (undo_node, undo_owner, undo_set) = (node.clone(), owner.clone(), set_id.clone());
+        let inflight = Inflight::new(node.core.handle.clone(), call, move |reply| {
+            async move {
+                let expected = match &reply {
+                    // Granted to nobody: give it back (holds of one owner are interchangeable).
+                    Ok(r) if r.first() == Some(&1) => 0,
+                    Ok(_) => return,
+                    // Unknown outcome: only if the count shows this call's hold.
+                    Err(_) => expected,
+                };
+                let _ = undo_node.release(undo_owner, undo_set, expected).await;
+            }
+            .boxed()
+        });
+        let (node, owner) = (node.clone(), owner.clone());
+        async move {
+            match tokio::time::timeout(timeout, inflight).await {
+                // Dropping the call made it finish (and undo) in the background.
+                Err(_) => NodeReply::Failed(node_timeout_error(timeout)),
+                Ok(Ok(reply)) => match reply.as_slice() {
+                    [1, holds] if *holds >= 1 => NodeReply::Granted,
+                    [0, _] => NodeReply::Held,
+                    other => NodeReply::Failed(Error::UnexpectedReply(format!(
+                        "lock script answered {other:?}"
+                    ))),
+                },
+                Ok(Err(e)) => {
+                    if e.code().is_none() {
+                        // No error reply from the server: the script may have run.
+                        let release = node.release(owner, set_id, expected);
+                        node.core.handle.spawn(async move {
+                            let _ = release.await;
+                        });
+                    }
+                    NodeReply::Failed(e.into())
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for RedLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedLock")
+            .field("name", &self.inner.name)
+            .field("set", &self.inner.set.id)
+            .field("nodes", &self.inner.nodes.len())
+            .finish()
+    }
+}
+
+/// State shared by a guard and its extension task.
+struct Shared {
+    /// Start of the last round (acquire or extension) confirmed by a majority, + ttl - drift.
+    valid_until: Mutex<Instant>,
+    lost: CancellationToken,
+    /// Cancelled when the guard is released: the task stops.
+    stop: CancellationToken,
+}
+
+impl Shared {
+    fn valid_until(&self) -> Instant {
+        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One hold of a [`RedLock`] on a majority of its nodes. Release it with
+/// [`unlock`](RedLockGuard::unlock), which reports errors; dropping it releases in the
+/// background instead.
+///
+/// The guard may be moved to, and unlocked from, any task: it remembers its owner.
+///
+/// Check [`validity`](Self::validity) before acting on the lock (for example before each
+/// write of a long job), and select on [`lost`](Self::lost) to stop when extensions fail.
+///
+/// # Dropping without `unlock`
+/// `Drop` cannot wait: it stops the extension task and hands the releases to the runtime
+/// without waiting (never `block_on`). Nodes that cannot be reached let the hold expire with
+/// its TTL.
+#[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
+pub struct RedLockGuard {
+    state: Option<GuardState>,
+}
+
+struct GuardState {
+    lock: RedLock,
+    owner: Arc<str>,
+    lease: Option<Duration>,
+    /// Nodes that granted this hold.
+    granted: Vec<bool>,
+    shared: Arc<Shared>,
+}
+
+impl RedLockGuard {
+    fn new(
+        lock: RedLock,
+        owner: Arc<str>,
+        lease: Option<Duration>,
+        ttl: Duration,
+        granted: Vec<bool>,
+        round_start: Instant,
+    ) -> RedLockGuard {
+        let shared = Arc::new(Shared {
+            valid_until: Mutex::new(round_start + ttl - drift(ttl)),
+            lost: CancellationToken::new(),
+            stop: CancellationToken::new(),
+        });
+        let task = keep(
+            lock.clone(),
+            owner.clone(),
+            ttl,
+            lease.is_none(),
+            round_start,
+            shared.clone(),
+        );
+        lock.inner.nodes[0].core.handle.spawn(task);
+        RedLockGuard {
+            state: Some(GuardState {
+                lock,
+                owner,
+                lease,
+                granted,
+                shared,
+            }),
+        }
+    }
+
+    /// Releases this hold on every node that granted it; the last hold frees the lock.
+    ///
+    /// Not retried on failure (a retried unlock could release a hold that is no longer this
+    /// guard's); unreachable nodes let the hold expire with its TTL.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when fewer than a majority of the nodes still held it (expired,
+    /// restarted nodes, taken over), or when the guard was already [lost](Self::is_lost) and
+    /// no majority confirmed the release: the holds still found were released, but the lock
+    /// was not safely held any more. [`Error::Redis`] (the first failure) when node errors
+    /// leave it unknown whether a majority held it.
+    ///
+    /// # Cancel safety
+    /// Once called, the releases happen: dropping the future lets them finish in the
+    /// background.
+    pub async fn unlock(mut self) -> Result<()> {
+        let Some(state) = self.state.take() else {
+            return Ok(());
+        };
+        let name = state.lock.inner.name.clone();
+        let was_lost = state.shared.lost.is_cancelled();
+        let calls = state.release();
+        // Each node gets the node timeout; a release still running then finishes in the
+        // background (a hung or reconnecting node must not stall the unlock).
+        let timeout = state.lock.inner.set.options.node_timeout;
+        let replies = join_all(calls.into_iter().map(|call| async move {
+            match tokio::time::timeout(timeout, call).await {
+                Ok(reply) => reply.map_err(Error::from),
+                Err(_) => Err(node_timeout_error(timeout)),
+            }
+        }))
+        .await;
+        let n = state.lock.inner.nodes.len();
+        let (mut released, mut errors) = (0, Vec::new());
+        for reply in replies {
+            match reply {
+                Ok(r) if r >= 0 => released += 1,
+                Ok(-1) => {}
+                Ok(other) => errors.push(Error::UnexpectedReply(format!(
+                    "unlock script answered {other}"
+                ))),
+                Err(e) => errors.push(e),
+            }
+        }
+        tracing::debug!(lock = %name, released, failed = errors.len(), of = n, "redlock released");
+        if released >= quorum(n) {
+            Ok(())
+        } else if !was_lost && released + errors.len() >= quorum(n) {
+            Err(errors.remove(0))
+        } else {
+            Err(Error::NotHeld {
+                name: name.to_string(),
+            })
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.state.as_ref().map_or("", |s| &s.lock.inner.name)
+    }
+
+    /// The owner field of this hold on every node: `<set id>:<task id>`.
+    pub fn owner(&self) -> &str {
+        self.state.as_ref().map_or("", |s| &s.owner)
+    }
+
+    /// The lease this hold was taken with; `None` when its task extends it.
+    pub fn lease(&self) -> Option<Duration> {
+        self.state.as_ref().and_then(|s| s.lease)
+    }
+
+    /// How many nodes granted this hold when it was acquired (at least the quorum).
+    pub fn acquired_nodes(&self) -> usize {
+        self.state
+            .as_ref()
+            .map_or(0, |s| s.granted.iter().filter(|g| **g).count())
+    }
+
+    /// How long the lock is still safely held: from the start of the last round a majority
+    /// confirmed (the acquire or an extension), the TTL minus the drift allowance, minus the
+    /// time since; zero once it ran out. Never more than the TTL.
+    pub fn validity(&self) -> Duration {
+        self.state.as_ref().map_or(Duration::ZERO, |s| {
+            s.shared
+                .valid_until()
+                .saturating_duration_since(Instant::now())
+        })
+    }
+
+    /// Whether the lock is known to be lost: no extension reached a majority within the
+    /// validity, a majority answered that the lock is gone, or (lease holds too) the
+    /// validity ran out.
+    pub fn is_lost(&self) -> bool {
+        self.state
+            .as_ref()
+            .is_none_or(|s| s.shared.lost.is_cancelled())
+            || self.validity().is_zero()
+    }
+
+    /// A token cancelled when the lock is known to be lost (see [`is_lost`](Self::is_lost));
+    /// also for lease holds, when their validity runs out. Select on `lost().cancelled()` to
+    /// stop work that must not continue without the lock.
+    pub fn lost(&self) -> CancellationToken {
+        self.state
+            .as_ref()
+            .map_or_else(CancellationToken::new, |s| s.shared.lost.clone())
+    }
+}
+
+impl GuardState {
+    /// Stops the extension task, forgets the local hold and starts the releases (each
+    /// finishes in the background if its future is dropped).
+    fn release(&self) -> Vec<Inflight<redis::RedisResult<i64>>> {
+        self.shared.stop.cancel();
+        let inner = &self.lock.inner;
+        let hold_id = (inner.name.clone(), self.owner.clone());
+        if let dashmap::mapref::entry::Entry::Occupied(mut e) = inner.set.holds.entry(hold_id) {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
+        }
+        inner
+            .nodes
+            .iter()
+            .zip(&self.granted)
+            .filter(|(_, g)| **g)
+            .map(|(node, _)| {
+                let call = node.release(self.owner.clone(), inner.set.id_str.clone(), 0);
+                Inflight::new(node.core.handle.clone(), call, |_| async {}.boxed())
+            })
+            .collect()
+    }
+}
+
+impl Drop for RedLockGuard {
+    fn drop(&mut self) {
+        let Some(state) = self.state.take() else {
+            return;
+        };
+        tracing::debug!(lock = %state.lock.inner.name, "redlock guard dropped; releasing in the background");
+        // Dropping the unawaited calls hands them to the runtime.
+        drop(state.release());
+    }
+}
+
+impl std::fmt::Debug for RedLockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedLockGuard")
+            .field("name", &self.name())
+            .field("owner", &self.owner())
+            .field("lease", &self.lease())
+            .field("nodes", &self.acquired_nodes())
+            .field("validity", &self.validity())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+/// The guard's task: extends the lock by quorum every `ttl / 3` (watchdog holds), and marks
+/// it lost when its validity runs out unconfirmed. Ends when the guard is released.
+async fn keep(
+    lock: RedLock,
+    owner: Arc<str>,
+    ttl: Duration,
+    extend: bool,
+    acquired_at: Instant,
+    shared: Arc<Shared>,
+) {
+    let inner = &lock.inner;
+    let n = inner.nodes.len();
+    let ttl_ms = ttl.as_millis() as u64;
+    let period = (ttl / 3).max(Duration::from_millis(1));
+    let retry = (period / 4).clamp(Duration::from_millis(1), Duration::from_millis(500));
+    let timeout = inner.set.options.node_timeout;
+    let mut next = acquired_at + period;
+    loop {
+        let valid_until = shared.valid_until();
+        let wake = if extend {
+            next.min(valid_until)
+        } else {
+            valid_until
+        };
+        tokio::select! {
+            _ = shared.stop.cancelled() => return,
+            _ = tokio::time::sleep_until(wake) => {}
+        }
+        if Instant::now() >= valid_until {
+            if extend {
+                lose(
+                    &shared,
+                    &inner.name,
+                    "no extension reached a majority within the validity",
+                );
+            } else {
+                tracing::debug!(lock = %inner.name, "redlock lease ran out");
+                shared.lost.cancel();
+            }
+            return;
+        }
+        // One extension round on every node at once.
+        let round_start = Instant::now();
+        let answers = join_all(
+            inner
+                .nodes
+                .iter()
+                .map(|node| tokio::time::timeout(timeout, node.renew(owner.clone(), ttl_ms))),
+        )
+        .await;
+        if shared.stop.is_cancelled() {
+            return; // released meanwhile: whatever the answers say is moot
+        }
+        let confirmed = answers.iter().filter(|a| matches!(a, Ok(Ok(true)))).count();
+        let gone = answers
+            .iter()
+            .filter(|a| matches!(a, Ok(Ok(false))))
+            .count();
+        let new_valid = round_start + ttl - drift(ttl);
+        if confirmed >= quorum(n) && Instant::now() < new_valid {
+            let mut v = shared.valid_until.lock().unwrap_or_else(|e| e.into_inner());
+            *v = (*v).max(new_valid);
+            next = round_start + period;
+            tracing::trace!(lock = %inner.name, confirmed, of = n, "redlock extended");
+        } else if gone > n - quorum(n) {
+            lose(
+                &shared,
+                &inner.name,
+                "a majority of the nodes no longer hold it",
+            );
+            return;
+        } else {
+            tracing::debug!(lock = %inner.name, confirmed, gone, of = n, "redlock extension without quorum; retrying");
+            next = Instant::now() + retry;
+        }
+    }
+}
+
+fn lose(shared: &Shared, name: &str, why: &str) {
+    if !shared.lost.is_cancelled() {
+        tracing::warn!(lock = %name, kind = "redlock", reason = why, "lock lost");
+        shared.lost.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drift_is_one_percent_plus_two_ms() {
+        assert_eq!(drift(Duration::from_secs(10)), Duration::from_millis(102));
+        assert_eq!(drift(Duration::from_millis(1)), Duration::from_micros(2010));
+    }
+
+    #[test]
+    fn quorum_is_a_strict_majority() {
+        assert_eq!(quorum(1), 1);
+        assert_eq!(quorum(2), 2);
+        assert_eq!(quorum(3), 2);
+        assert_eq!(quorum(4), 3);
+        assert_eq!(quorum(5), 3);
+    }
+
+    #[test]
+    fn jitter_stays_within_half_to_one_and_a_half() {
+        let base = Duration::from_millis(200);
+        for _ in 0..1000 {
+            let d = jitter(base);
+            assert!(d >= base / 2 && d < base * 3 / 2, "{d:?}");
+        }
+        assert!(jitter(Duration::ZERO) <= Duration::from_nanos(1));
+    }
+}
