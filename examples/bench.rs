@@ -11,6 +11,7 @@
 //! 3. contended handoff: 4 Clients x 8 tasks on one lock, 1,600 acquisitions.
 //! 4. watchdog scale: 100,000 watchdog locks held for 3 renewal periods.
 //! 5. waiter scale: 10,000 waiters on 10,000 locks held by another Client.
+//! 6. fair handoff: workload 3 on a FairLock; lock-script calls per handoff.
 
 #[path = "common/temp_redis.rs"]
 mod temp_redis;
@@ -125,25 +126,9 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
                "tasks": CONCURRENCY}),
     );
 
-    let c = contended(&url).await?;
-    println!(
-        "contended handoff        {:>9.0} acq/s    gap p50 {:>7.1} µs  p99 {:>7.1} µs  max {:>7.1} µs  \
-         (p50 = {:.2} x PING)  overlaps {}  counter {}/{}",
-        c.rate,
-        c.gap_p50,
-        c.gap_p99,
-        c.gap_max,
-        c.gap_p50 / ping.0,
-        c.overlaps,
-        c.counter,
-        c.acquisitions
-    );
-    report.insert(
-        "contended".into(),
-        json!({"clients": 4, "tasks_per_client": 8, "acquisitions": c.acquisitions, "acq_per_s": c.rate,
-               "gap_p50_us": c.gap_p50, "gap_p99_us": c.gap_p99, "gap_max_us": c.gap_max,
-               "gap_p50_over_ping_p50": c.gap_p50 / ping.0, "overlaps": c.overlaps, "counter": c.counter}),
-    );
+    let c = contended(&url, LockKind::Plain, 0).await?;
+    print_contended("contended handoff", &c, ping.0);
+    report.insert("contended".into(), contended_json(&c, ping.0));
 
     let w = watchdog_scale(&url, args.watchdog_locks).await?;
     println!(
@@ -183,11 +168,39 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
                "all_acquired_ms": s.all_acquired_ms, "channels_left": s.channels_left}),
     );
 
+    let f = contended(&url, LockKind::Fair, 800).await?;
+    print_contended("fair handoff", &f, ping.0);
+    report.insert("fair".into(), contended_json(&f, ping.0));
+
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&Json::Object(report))?)?;
         println!("\nfigures written to {path}");
     }
     Ok(())
+}
+
+fn print_contended(label: &str, c: &Contended, ping_p50: f64) {
+    println!(
+        "{label:<24} {:>9.0} acq/s    gap p50 {:>7.1} µs  p99 {:>7.1} µs  max {:>7.1} µs  \
+         (p50 = {:.2} x PING)  lock calls/acq {:.2}  overlaps {}  counter {}/{}",
+        c.rate,
+        c.gap_p50,
+        c.gap_p99,
+        c.gap_max,
+        c.gap_p50 / ping_p50,
+        c.lock_calls_per_acquisition,
+        c.overlaps,
+        c.counter,
+        c.acquisitions
+    );
+}
+
+fn contended_json(c: &Contended, ping_p50: f64) -> Json {
+    json!({"clients": 4, "tasks_per_client": 8, "acquisitions": c.acquisitions, "acq_per_s": c.rate,
+           "gap_p50_us": c.gap_p50, "gap_p99_us": c.gap_p99, "gap_max_us": c.gap_max,
+           "gap_p50_over_ping_p50": c.gap_p50 / ping_p50,
+           "lock_script_calls_per_acquisition": c.lock_calls_per_acquisition,
+           "overlaps": c.overlaps, "counter": c.counter})
 }
 
 async fn machine(url: &str) -> Result<Json, BoxError> {
@@ -370,11 +383,35 @@ struct Contended {
     gap_max: f64,
     overlaps: usize,
     counter: u64,
+    lock_calls_per_acquisition: f64,
 }
 
-/// 3. 4 Clients x 8 tasks on one lock; each hold does a non-atomic read-modify-write.
-async fn contended(url: &str) -> Result<Contended, BoxError> {
-    const TOTAL: usize = 1600;
+#[derive(Clone, Copy, PartialEq)]
+enum LockKind {
+    Plain,
+    Fair,
+}
+
+/// An acquired lock of either kind, released by `unlock`.
+enum AnyGuard {
+    Plain(relock::RLockGuard),
+    Fair(relock::FairLockGuard),
+}
+
+impl AnyGuard {
+    async fn unlock(self) -> relock::Result<()> {
+        match self {
+            AnyGuard::Plain(g) => g.unlock().await,
+            AnyGuard::Fair(g) => g.unlock().await,
+        }
+    }
+}
+
+/// 3 and 6. 4 Clients x 8 tasks on one lock; each hold does a non-atomic read-modify-write.
+async fn contended(url: &str, kind: LockKind, total: usize) -> Result<Contended, BoxError> {
+    const TOTAL_DEFAULT: usize = 1600;
+    let total = if total == 0 { TOTAL_DEFAULT } else { total };
+    let mut stats = raw_conn(url).await?;
     let ns = format!("bench-contended-{}", uuid::Uuid::new_v4().simple());
     let mut clients = Vec::new();
     for _ in 0..4 {
@@ -385,14 +422,15 @@ async fn contended(url: &str) -> Result<Contended, BoxError> {
                 .await?,
         );
     }
-    let remaining = Arc::new(AtomicUsize::new(TOTAL));
+    let calls0 = script_calls(&mut stats).await?.0;
+    let remaining = Arc::new(AtomicUsize::new(total));
     let counter = Arc::new(AtomicU64::new(0));
     let holds: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
     let mut tasks = Vec::new();
     for client in &clients {
         for _ in 0..8 {
-            let lock = client.lock("the-lock");
+            let (plain, fair) = (client.lock("the-lock"), client.fair_lock("the-fair-lock"));
             let (remaining, counter, holds) = (remaining.clone(), counter.clone(), holds.clone());
             tasks.push(tokio::spawn(async move {
                 loop {
@@ -402,7 +440,10 @@ async fn contended(url: &str) -> Result<Contended, BoxError> {
                     {
                         return Ok::<_, BoxError>(());
                     }
-                    let guard = lock.lock().await?;
+                    let guard = match kind {
+                        LockKind::Plain => AnyGuard::Plain(plain.lock().await?),
+                        LockKind::Fair => AnyGuard::Fair(fair.lock().await?),
+                    };
                     let acquired = Instant::now();
                     // The protected read-modify-write: racy without the lock.
                     let v = counter.load(Ordering::Relaxed);
@@ -419,6 +460,7 @@ async fn contended(url: &str) -> Result<Contended, BoxError> {
         t.await??;
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let calls = script_calls(&mut stats).await?.0 - calls0;
     let mut holds = std::mem::take(&mut *holds.lock().unwrap());
     holds.sort_by_key(|h| h.0);
     let mut gaps = Vec::new();
@@ -439,6 +481,8 @@ async fn contended(url: &str) -> Result<Contended, BoxError> {
         gap_max: gaps.last().copied().unwrap_or(0.0),
         overlaps,
         counter: counter.load(Ordering::SeqCst),
+        // Every acquisition costs one unlock call; the rest are lock attempts.
+        lock_calls_per_acquisition: calls as f64 / holds.len().max(1) as f64 - 1.0,
     })
 }
 
