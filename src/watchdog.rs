@@ -62,6 +62,8 @@ struct Hold {
     /// Last successful acquire or renewal.
     last_ok: Instant,
     lost: CancellationToken,
+    /// Mirrors `lost.is_cancelled()` without the token's lock (checked per renewal).
+    is_lost: bool,
 }
 
 impl Hold {
@@ -73,13 +75,14 @@ impl Hold {
             gen: 0,
             last_ok: Instant::now(),
             lost: CancellationToken::new(),
+            is_lost: false,
         }
     }
 }
 
 enum Cmd {
     Watch(HoldKey, u64),
-    Unwatch(HoldKey, u64),
+    Unwatch(u64),
 }
 
 /// Handle to the client's watchdog task and its registry.
@@ -192,7 +195,7 @@ impl Watchdog {
             }
         }
         if let Some(gen) = unwatch {
-            let _ = self.tx.send(Cmd::Unwatch(key.clone(), gen));
+            let _ = self.tx.send(Cmd::Unwatch(gen));
         }
         true
     }
@@ -214,7 +217,8 @@ struct Task {
     grid: Duration,
     epoch: Instant,
     wheel: DelayQueue<(HoldKey, u64)>,
-    timers: HashMap<HoldKey, (delay_queue::Key, u64)>,
+    /// Timer of each live watch, by generation (unique per watch, and cheap to hash).
+    timers: HashMap<u64, delay_queue::Key>,
 }
 
 type Renewal = (Vec<(HoldKey, u64)>, redis::RedisResult<Vec<i64>>);
@@ -259,8 +263,9 @@ impl Task {
             }
         }
         // The client is gone: nothing renews these locks any more.
-        for h in self.registry.iter() {
+        for mut h in self.registry.iter_mut() {
             if h.watch_refs > 0 {
+                h.is_lost = true;
                 h.lost.cancel();
             }
         }
@@ -269,23 +274,19 @@ impl Task {
     fn command(&mut self, cmd: Cmd, now: Instant) {
         match cmd {
             Cmd::Watch(key, gen) => self.arm(key, gen, now + self.period),
-            Cmd::Unwatch(key, gen) => {
-                if let Some((timer, g)) = self.timers.get(&key) {
-                    if *g == gen {
-                        self.wheel.try_remove(timer);
-                        self.timers.remove(&key);
-                    }
+            Cmd::Unwatch(gen) => {
+                if let Some(timer) = self.timers.remove(&gen) {
+                    self.wheel.try_remove(&timer);
                 }
             }
         }
     }
 
     fn arm(&mut self, key: HoldKey, gen: u64, when: Instant) {
-        if let Some((old, _)) = self.timers.remove(&key) {
+        let timer = self.wheel.insert_at((key, gen), self.on_grid(when));
+        if let Some(old) = self.timers.insert(gen, timer) {
             self.wheel.try_remove(&old);
         }
-        let timer = self.wheel.insert_at((key.clone(), gen), self.on_grid(when));
-        self.timers.insert(key, (timer, gen));
     }
 
     fn on_grid(&self, when: Instant) -> Instant {
@@ -296,11 +297,11 @@ impl Task {
     /// batch not yet sent is topped up first.
     fn enqueue(&mut self, due: Vec<(HoldKey, u64)>, pending: &mut VecDeque<Vec<(HoldKey, u64)>>) {
         for (key, gen) in due {
-            self.timers.remove(&key);
+            self.timers.remove(&gen);
             let current = self
                 .registry
                 .get(&key)
-                .is_some_and(|h| h.watch_refs > 0 && h.gen == gen && !h.lost.is_cancelled());
+                .is_some_and(|h| h.watch_refs > 0 && h.gen == gen && !h.is_lost);
             if !current {
                 continue;
             }
@@ -358,7 +359,7 @@ impl Task {
 
     fn still_watched(&self, key: &HoldKey, gen: u64, renewed_at: Option<Instant>) -> bool {
         match self.registry.get_mut(key) {
-            Some(mut h) if h.watch_refs > 0 && h.gen == gen && !h.lost.is_cancelled() => {
+            Some(mut h) if h.watch_refs > 0 && h.gen == gen && !h.is_lost => {
                 if let Some(at) = renewed_at {
                     h.last_ok = at;
                 }
@@ -369,8 +370,9 @@ impl Task {
     }
 
     fn lose(&mut self, key: &HoldKey, gen: u64, why: &str) {
-        if let Some(h) = self.registry.get(key) {
-            if h.gen == gen && h.watch_refs > 0 && !h.lost.is_cancelled() {
+        if let Some(mut h) = self.registry.get_mut(key) {
+            if h.gen == gen && h.watch_refs > 0 && !h.is_lost {
+                h.is_lost = true;
                 tracing::warn!(lock = %key.0, owner = %key.1, reason = why, "lock lost");
                 h.lost.cancel();
             }
