@@ -9,31 +9,14 @@
 -- are deleted when empty. The head is woken with the payload 'wake'.
 --
 -- Returns  1 the lock existed and was deleted; 0 it was not locked
-local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- (queue, deadlines, now, purge_expired, live_head, tidy: lua/fair_queue.lua, prepended)
+local lock = KEYS[1]
 
-for _, w in ipairs(redis.call('zrangebyscore', deadlines, '-inf', now)) do
-    redis.call('lrem', queue, 0, w)
-    redis.call('zrem', deadlines, w)
-end
-local head = redis.call('lindex', queue, 0)
-while head and not redis.call('zscore', deadlines, head) do
-    redis.call('lpop', queue)
-    head = redis.call('lindex', queue, 0)
-end
-
+purge_expired()
+live_head()
 local deleted = redis.call('del', lock)
-if not head then
-    redis.call('del', queue, deadlines)
-else
-    local last = redis.call('zrange', deadlines, -1, -1, 'withscores')
-    local ttl = 1000
-    if last[2] then
-        ttl = math.max(tonumber(last[2]) - now, 0) + 1000
-    end
-    redis.call('pexpire', queue, ttl)
-    redis.call('pexpire', deadlines, ttl)
+local head = tidy()
+if head then
     redis.call('publish', ARGV[1] .. ':' .. head, 'wake')
 end
 return deleted

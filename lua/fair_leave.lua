@@ -11,36 +11,17 @@
 -- stalls. The queue keys get the TTL "latest deadline + 1 s", or are deleted when empty.
 --
 -- Returns  1 the waiter was queued and left; 0 it was not queued
-local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- (queue, deadlines, now, purge_expired, live_head, tidy: lua/fair_queue.lua, prepended)
+local lock = KEYS[1]
 
 local old_head = redis.call('lindex', queue, 0)
-for _, w in ipairs(redis.call('zrangebyscore', deadlines, '-inf', now)) do
-    redis.call('lrem', queue, 0, w)
-    redis.call('zrem', deadlines, w)
-end
+purge_expired()
 local removed = redis.call('lrem', queue, 0, ARGV[1])
 redis.call('zrem', deadlines, ARGV[1])
-local head = redis.call('lindex', queue, 0)
-while head and not redis.call('zscore', deadlines, head) do
-    redis.call('lpop', queue)
-    head = redis.call('lindex', queue, 0)
-end
-
-if not head then
-    redis.call('del', queue, deadlines)
-else
-    local last = redis.call('zrange', deadlines, -1, -1, 'withscores')
-    local ttl = 1000
-    if last[2] then
-        ttl = math.max(tonumber(last[2]) - now, 0) + 1000
-    end
-    redis.call('pexpire', queue, ttl)
-    redis.call('pexpire', deadlines, ttl)
-    if head ~= old_head and redis.call('exists', lock) == 0 then
-        redis.call('publish', ARGV[2] .. ':' .. head, 'wake')
-    end
+live_head()
+local head = tidy()
+if head and head ~= old_head and redis.call('exists', lock) == 0 then
+    redis.call('publish', ARGV[2] .. ':' .. head, 'wake')
 end
 if removed > 0 then
     return 1

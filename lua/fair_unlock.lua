@@ -18,39 +18,13 @@
 --          0      released the last hold: lock deleted, head woken
 --          -1     not held by this owner (expired, force-unlocked, or never taken)
 --          -2     hold count differs from ARGV[2]: nothing released
-local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
+-- (queue, deadlines, now, purge_expired, live_head, tidy: lua/fair_queue.lua, prepended)
+local lock = KEYS[1]
 local owner = ARGV[1]
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local purged = 0
-for _, w in ipairs(redis.call('zrangebyscore', deadlines, '-inf', now)) do
-    redis.call('lrem', queue, 0, w)
-    redis.call('zrem', deadlines, w)
-    purged = purged + 1
-end
-local head = redis.call('lindex', queue, 0)
-while head and not redis.call('zscore', deadlines, head) do
-    redis.call('lpop', queue)
-    purged = purged + 1
-    head = redis.call('lindex', queue, 0)
-end
-
--- Deletes the queue when empty, else sets its TTL; returns the head (or false).
-local function tidy()
-    if redis.call('llen', queue) == 0 then
-        redis.call('del', queue, deadlines)
-        return false
-    end
-    local last = redis.call('zrange', deadlines, -1, -1, 'withscores')
-    local ttl = 1000
-    if last[2] then
-        ttl = math.max(tonumber(last[2]) - now, 0) + 1000
-    end
-    redis.call('pexpire', queue, ttl)
-    redis.call('pexpire', deadlines, ttl)
-    return redis.call('lindex', queue, 0)
-end
+local purged = purge_expired()
+local head, dropped = live_head()
+purged = purged + dropped
 
 local function wake_head()
     head = tidy()

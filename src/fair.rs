@@ -51,18 +51,34 @@ use crate::raw::{self, current_owner, pttl_from, Attempt, Hold};
 use crate::scripts::Script;
 use crate::watchdog::HoldKey;
 
-/// `lua/fair_lock.lua`
-static FAIR_LOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/fair_lock.lua")));
-/// `lua/fair_unlock.lua`
-static FAIR_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/fair_unlock.lua")));
-/// `lua/fair_leave.lua`
-static FAIR_LEAVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/fair_leave.lua")));
-/// `lua/fair_force_unlock.lua`
-static FAIR_FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/fair_force_unlock.lua")));
+/// `lua/fair_lock.lua`, after the shared `lua/fair_queue.lua`
+static FAIR_LOCK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lua/fair_queue.lua"),
+        include_str!("../lua/fair_lock.lua")
+    ))
+});
+/// `lua/fair_unlock.lua`, after the shared `lua/fair_queue.lua`
+static FAIR_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lua/fair_queue.lua"),
+        include_str!("../lua/fair_unlock.lua")
+    ))
+});
+/// `lua/fair_leave.lua`, after the shared `lua/fair_queue.lua`
+static FAIR_LEAVE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lua/fair_queue.lua"),
+        include_str!("../lua/fair_leave.lua")
+    ))
+});
+/// `lua/fair_force_unlock.lua`, after the shared `lua/fair_queue.lua`
+static FAIR_FORCE_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../lua/fair_queue.lua"),
+        include_str!("../lua/fair_force_unlock.lua")
+    ))
+});
 
 /// Upper bound of the waiter lease (see the module docs).
 const MAX_WAITER_LEASE: Duration = Duration::from_secs(5);
@@ -438,11 +454,7 @@ impl FairLock {
     /// Cancel safe (read only).
     pub async fn is_locked(&self) -> Result<bool> {
         self.check()?;
-        let n: i64 = redis::cmd("EXISTS")
-            .arg(self.key())
-            .query_async(&mut self.inner.core.conn.clone())
-            .await?;
-        Ok(n == 1)
+        raw::is_locked(&self.inner.core, self.key()).await
     }
 
     /// Whether the calling task (through this client) holds the lock.
@@ -465,13 +477,7 @@ impl FairLock {
     /// Cancel safe (read only).
     pub async fn hold_count(&self) -> Result<u32> {
         self.check()?;
-        let owner = current_owner(&self.inner.core.id_str);
-        let n: Option<u32> = redis::cmd("HGET")
-            .arg(self.key())
-            .arg(&*owner)
-            .query_async(&mut self.inner.core.conn.clone())
-            .await?;
-        Ok(n.unwrap_or(0))
+        raw::hold_count(&self.inner.core, self.key()).await
     }
 
     /// Time until the lock expires; `None` when it is not locked. A lock without TTL (never
@@ -484,15 +490,7 @@ impl FairLock {
     /// Cancel safe (read only).
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
         self.check()?;
-        let ms: i64 = redis::cmd("PTTL")
-            .arg(self.key())
-            .query_async(&mut self.inner.core.conn.clone())
-            .await?;
-        Ok(match ms {
-            -2 => None,
-            -1 => Some(Duration::MAX),
-            ms => Some(Duration::from_millis(ms.max(0) as u64)),
-        })
+        raw::remaining_ttl(&self.inner.core, self.key()).await
     }
 
     /// How many waiters are queued (LLEN of the queue), including crashed waiters whose
@@ -656,18 +654,21 @@ impl std::fmt::Debug for FairLockGuard {
 mod tests {
     #[test]
     fn every_fair_script_documents_its_interface() {
-        for src in [
-            include_str!("../lua/fair_lock.lua"),
-            include_str!("../lua/fair_unlock.lua"),
-            include_str!("../lua/fair_leave.lua"),
-            include_str!("../lua/fair_force_unlock.lua"),
+        let script = ["KEYS[1]", "KEYS[3]", "ARGV[1]", "Returns"];
+        let prelude = ["KEYS[2]", "KEYS[3]", "ARGV", "Returns"];
+        for (src, needles) in [
+            (include_str!("../lua/fair_queue.lua"), prelude),
+            (include_str!("../lua/fair_lock.lua"), script),
+            (include_str!("../lua/fair_unlock.lua"), script),
+            (include_str!("../lua/fair_leave.lua"), script),
+            (include_str!("../lua/fair_force_unlock.lua"), script),
         ] {
             let header: String = src
                 .lines()
                 .take_while(|l| l.starts_with("--"))
                 .collect::<Vec<_>>()
                 .join("\n");
-            for needle in ["KEYS[1]", "KEYS[3]", "ARGV[1]", "Returns"] {
+            for needle in needles {
                 assert!(header.contains(needle), "{needle} missing in:\n{header}");
             }
         }

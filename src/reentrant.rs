@@ -275,11 +275,7 @@ impl RLock {
     /// Cancel safe (read only).
     pub async fn is_locked(&self) -> Result<bool> {
         self.check()?;
-        let n: i64 = redis::cmd("EXISTS")
-            .arg(self.key())
-            .query_async(&mut self.inner.core.conn.clone())
-            .await?;
-        Ok(n == 1)
+        raw::is_locked(&self.inner.core, self.key()).await
     }
 
     /// Whether the calling task (through this client) holds the lock.
@@ -302,13 +298,7 @@ impl RLock {
     /// Cancel safe (read only).
     pub async fn hold_count(&self) -> Result<u32> {
         self.check()?;
-        let owner = current_owner(&self.inner.core.id_str);
-        let n: Option<u32> = redis::cmd("HGET")
-            .arg(self.key())
-            .arg(&*owner)
-            .query_async(&mut self.inner.core.conn.clone())
-            .await?;
-        Ok(n.unwrap_or(0))
+        raw::hold_count(&self.inner.core, self.key()).await
     }
 
     /// Time until the lock expires; `None` when it is not locked. A lock without TTL (never
@@ -321,15 +311,7 @@ impl RLock {
     /// Cancel safe (read only).
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
         self.check()?;
-        let ms: i64 = redis::cmd("PTTL")
-            .arg(self.key())
-            .query_async(&mut self.inner.core.conn.clone())
-            .await?;
-        Ok(match ms {
-            -2 => None,
-            -1 => Some(Duration::MAX),
-            ms => Some(Duration::from_millis(ms.max(0) as u64)),
-        })
+        raw::remaining_ttl(&self.inner.core, self.key()).await
     }
 }
 

@@ -1,0 +1,54 @@
+-- fair_queue.lua: the queue helpers shared by every fair-lock script. Not a script of its own:
+-- src/fair.rs prepends it to each fair_*.lua at build time, so each still runs as one EVAL.
+--
+-- KEYS[2]  queue: list of waiter ids ("<owner>:<n>"), oldest first
+-- KEYS[3]  deadlines: sorted set, waiter id -> deadline in server ms (redis TIME)
+-- ARGV     none of its own
+--
+-- Defines (as locals of the script it is prepended to):
+--   queue, deadlines, now   the two keys and the server time in ms
+--   purge_expired()         drops waiters past their deadline; Returns how many
+--   live_head()             drops heads without a deadline (never written by relock);
+--                           Returns the head (or false) and how many were dropped
+--   tidy()                  deletes both keys when the queue is empty, else sets their TTL to
+--                           "latest deadline + 1 s"; Returns the head (or false)
+local queue, deadlines = KEYS[2], KEYS[3]
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function purge_expired()
+    local n = 0
+    for _, w in ipairs(redis.call('zrangebyscore', deadlines, '-inf', now)) do
+        redis.call('lrem', queue, 0, w)
+        redis.call('zrem', deadlines, w)
+        n = n + 1
+    end
+    return n
+end
+
+local function live_head()
+    local n = 0
+    local head = redis.call('lindex', queue, 0)
+    while head and not redis.call('zscore', deadlines, head) do
+        redis.call('lpop', queue)
+        n = n + 1
+        head = redis.call('lindex', queue, 0)
+    end
+    return head, n
+end
+
+local function tidy()
+    if redis.call('llen', queue) == 0 then
+        redis.call('del', queue, deadlines)
+        return false
+    end
+    local last = redis.call('zrange', deadlines, -1, -1, 'withscores')
+    local ttl = 1000
+    if last[2] then
+        ttl = math.max(tonumber(last[2]) - now, 0) + 1000
+    end
+    redis.call('pexpire', queue, ttl)
+    redis.call('pexpire', deadlines, ttl)
+    return redis.call('lindex', queue, 0)
+end
+
