@@ -38,6 +38,16 @@ if redis.call('hexists', lock, owner) == 1 then
     if redis.call('pttl', lock) < lease then
         redis.call('pexpire', lock, lease)
     end
+    -- A call of the holder that had queued (e.g. two joined lock() futures of one task) is
+    -- granted by re-entry: its entry goes too, or it would head the queue with nobody
+    -- listening and the next waiter would sleep until its deadline. The lock stays held,
+    -- so nobody needs waking.
+    if redis.call('zrem', deadlines, waiter) == 1 then
+        redis.call('lrem', queue, 0, waiter)
+        tidy()
+    elseif purged > 0 then
+        tidy()
+    end
     return {1, holds}
 end
 

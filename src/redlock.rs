@@ -30,6 +30,7 @@
 //! lock is gone, the guard is *lost*.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -158,8 +159,17 @@ struct SetInner {
     id_str: Arc<str>,
     options: RedLockOptions,
     /// (lock name, owner) -> guards alive in this process; the expected hold count of a
-    /// conditional release is this + 1.
-    holds: DashMap<(Arc<str>, Arc<str>), u32>,
+    /// conditional release is their count + 1.
+    holds: DashMap<(Arc<str>, Arc<str>), HoldRun>,
+    next_epoch: AtomicU64,
+}
+
+/// The local guards of one (lock, owner) since it was last granted afresh.
+struct HoldRun {
+    count: u32,
+    /// A guard from an earlier run (its hold expired, then the same owner took the lock again)
+    /// must not release the new run's hold: it carries its run's epoch.
+    epoch: u64,
 }
 
 impl RedLockSet {
@@ -180,6 +190,7 @@ impl RedLockSet {
                 id_str: id.to_string().into(),
                 options,
                 holds: DashMap::new(),
+                next_epoch: AtomicU64::new(1),
             }),
         }
     }
@@ -271,8 +282,8 @@ impl Node {
 
 /// What one node answered in one acquire round.
 enum NodeReply {
-    /// A hold was granted.
-    Granted,
+    /// A hold was granted; the owner's hold count on that node.
+    Granted(u32),
     /// Held by another owner.
     Held,
     /// No usable answer: an error or the per-node timeout. Whatever the call may have taken
@@ -481,7 +492,7 @@ impl RedLock {
         let mut rounds = 0u32;
         loop {
             rounds += 1;
-            let expected = set.holds.get(&hold_id).map_or(0, |h| *h) + 1;
+            let expected = set.holds.get(&hold_id).map_or(0, |h| h.count) + 1;
             let round_start = Instant::now();
             let replies = join_all(
                 self.inner
@@ -493,13 +504,29 @@ impl RedLock {
             let elapsed = round_start.elapsed();
             let granted: Vec<bool> = replies
                 .iter()
-                .map(|r| matches!(r, NodeReply::Granted))
+                .map(|r| matches!(r, NodeReply::Granted(_)))
                 .collect();
+            // Every node counted 1: a fresh hold, whatever local guards think they hold.
+            let fresh = replies
+                .iter()
+                .all(|r| !matches!(r, NodeReply::Granted(h) if *h > 1));
             let acquired = granted.iter().filter(|g| **g).count();
             let validity = ttl.checked_sub(elapsed + drift(ttl)).unwrap_or_default();
             if acquired >= quorum(n) && !validity.is_zero() {
                 // No .await from here until the guard owns the holds.
-                *set.holds.entry(hold_id.clone()).or_insert(0) += 1;
+                let epoch = {
+                    let new_run = || HoldRun {
+                        count: 0,
+                        epoch: set.next_epoch.fetch_add(1, Ordering::Relaxed),
+                    };
+                    let mut run = set.holds.entry(hold_id.clone()).or_insert_with(new_run);
+                    if fresh && run.count > 0 {
+                        // The older guards' holds are gone on the nodes: they are stale.
+                        *run = new_run();
+                    }
+                    run.count += 1;
+                    run.epoch
+                };
                 tracing::debug!(
                     lock = %self.inner.name,
                     kind = "redlock",
@@ -517,6 +544,7 @@ impl RedLock {
                     ttl,
                     granted,
                     round_start,
+                    epoch,
                 )));
             }
             // Failed round: give back what it took (late or lost replies undo themselves).
@@ -606,7 +634,7 @@ impl RedLock {
                 // Dropping the call made it finish (and undo) in the background.
                 Err(_) => NodeReply::Failed(node_timeout_error(timeout)),
                 Ok(Ok(reply)) => match reply.as_slice() {
-                    [1, holds] if *holds >= 1 => NodeReply::Granted,
+                    [1, holds] if *holds >= 1 => NodeReply::Granted(*holds as u32),
                     [0, _] => NodeReply::Held,
                     other => NodeReply::Failed(Error::UnexpectedReply(format!(
                         "lock script answered {other:?}"
@@ -677,6 +705,8 @@ struct GuardState {
     /// Nodes that granted this hold.
     granted: Vec<bool>,
     shared: Arc<Shared>,
+    /// The local hold run this guard belongs to (see [`HoldRun`]).
+    epoch: u64,
 }
 
 impl RedLockGuard {
@@ -687,6 +717,7 @@ impl RedLockGuard {
         ttl: Duration,
         granted: Vec<bool>,
         round_start: Instant,
+        epoch: u64,
     ) -> RedLockGuard {
         let shared = Arc::new(Shared {
             valid_until: Mutex::new(round_start + ttl - drift(ttl)),
@@ -709,6 +740,7 @@ impl RedLockGuard {
                 lease,
                 granted,
                 shared,
+                epoch,
             }),
         }
     }
@@ -734,7 +766,12 @@ impl RedLockGuard {
         };
         let name = state.lock.inner.name.clone();
         let was_lost = state.shared.lost.is_cancelled();
-        let calls = state.release();
+        let Some(calls) = state.release() else {
+            // Our hold expired and this owner took the lock again: that hold is not ours.
+            return Err(Error::NotHeld {
+                name: name.to_string(),
+            });
+        };
         // Each node gets the node timeout; a release still running then finishes in the
         // background (a hung or reconnecting node must not stall the unlock).
         let timeout = state.lock.inner.set.options.node_timeout;
@@ -824,18 +861,22 @@ impl RedLockGuard {
 
 impl GuardState {
     /// Stops the extension task, forgets the local hold and starts the releases (each
-    /// finishes in the background if its future is dropped).
-    fn release(&self) -> Vec<Inflight<redis::RedisResult<i64>>> {
+    /// finishes in the background if its future is dropped). `None` for a stale guard (its
+    /// run ended, see [`HoldRun`]): nothing may be released in its name.
+    fn release(&self) -> Option<Vec<Inflight<redis::RedisResult<i64>>>> {
         self.shared.stop.cancel();
         let inner = &self.lock.inner;
         let hold_id = (inner.name.clone(), self.owner.clone());
-        if let dashmap::mapref::entry::Entry::Occupied(mut e) = inner.set.holds.entry(hold_id) {
-            *e.get_mut() -= 1;
-            if *e.get() == 0 {
-                e.remove();
+        match inner.set.holds.entry(hold_id) {
+            dashmap::mapref::entry::Entry::Occupied(mut e) if e.get().epoch == self.epoch => {
+                e.get_mut().count -= 1;
+                if e.get().count == 0 {
+                    e.remove();
+                }
             }
+            _ => return None,
         }
-        inner
+        let calls = inner
             .nodes
             .iter()
             .zip(&self.granted)
@@ -844,7 +885,8 @@ impl GuardState {
                 let call = node.release(self.owner.clone(), inner.set.id_str.clone(), 0);
                 Inflight::new(node.core.handle.clone(), call, |_| async {}.boxed())
             })
-            .collect()
+            .collect();
+        Some(calls)
     }
 }
 

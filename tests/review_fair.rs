@@ -2,7 +2,7 @@
 mod support;
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use relock::{Client, FairLock};
 use support::RedisServer;
@@ -38,6 +38,59 @@ async fn queue_reaches(lock: &FairLock, n: usize) {
         "queue length stayed {} (wanted {n})",
         lock.queue_len().await.unwrap()
     );
+}
+
+/// Two lock calls of one task (joined futures) queue behind another holder. The second call
+/// is granted by re-entry once the first one holds; its queue entry must go too, or it stays
+/// head of the queue with nobody behind it listening: the next waiter then sleeps until that
+/// entry's deadline although the lock is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentry_of_a_queued_call_leaves_no_queue_entry_behind() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("review-fair-reentry");
+    let c = client(server.url(), &ns, Duration::from_secs(30)).await;
+    let lock = c.fair_lock("re");
+    in_task(async move {
+        let holder = lock.lock().await.unwrap();
+        let l = lock.clone();
+        let joined = tokio::spawn(async move {
+            let (a, b) = tokio::join!(l.lock(), l.lock());
+            (a.unwrap(), b.unwrap())
+        });
+        queue_reaches(&lock, 2).await;
+        let l = lock.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel::<Instant>();
+        let last = tokio::spawn(async move {
+            let g = l.lock().await.unwrap();
+            let at = Instant::now();
+            let released: Instant = rx.await.unwrap();
+            g.unlock().await.unwrap();
+            at.saturating_duration_since(released)
+        });
+        queue_reaches(&lock, 3).await;
+        holder.unlock().await.unwrap();
+        let (a, b) = tokio::time::timeout(Duration::from_secs(5), joined)
+            .await
+            .expect("both calls of the task get the lock")
+            .unwrap();
+        let left = lock.queue_len().await.unwrap();
+        a.unlock().await.unwrap();
+        b.unlock().await.unwrap();
+        let released = Instant::now();
+        // `last` sends its acquisition time only after it got the lock; give it the release
+        // instant meanwhile through the channel.
+        let _ = tx.send(released);
+        let waited = tokio::time::timeout(Duration::from_secs(10), last)
+            .await
+            .expect("the last waiter gets the lock")
+            .unwrap();
+        assert!(
+            left == 1 && waited < Duration::from_secs(1),
+            "queue entries left once the task held both holds: {left} (want 1: the last \
+             waiter); the last waiter got the free lock {waited:?} after the release"
+        );
+    })
+    .await;
 }
 
 /// The counterpart of the RedLock stale-guard bug: a fair lease guard whose hold expired must
