@@ -239,6 +239,7 @@ impl ClientBuilder {
             .await?;
         let _: String = redis::cmd("PING").query_async(&mut probe).await?;
         crate::scripts::preload(&mut probe).await?;
+        warn_if_evicting(&mut probe).await;
         drop(probe);
 
         let config = ConnectionManagerConfig::new()
@@ -266,5 +267,32 @@ impl ClientBuilder {
         Ok(Client {
             inner: Arc::new(ClientHandle { core }),
         })
+    }
+}
+
+/// Warns (once per client, at connect) when the server may evict keys: an evicted lock is a
+/// lock silently released while its holder works, and an evicted fencing counter restarts
+/// from the server clock. Under `noeviction` a full server refuses writes instead, and lock
+/// calls fail closed with an OOM error ([`Error::is_oom`]).
+async fn warn_if_evicting(conn: &mut redis::aio::MultiplexedConnection) {
+    let info: redis::RedisResult<String> =
+        redis::cmd("INFO").arg("memory").query_async(conn).await;
+    let Ok(info) = info else {
+        return; // INFO may be renamed or forbidden (managed Redis): nothing to check
+    };
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    let maxmemory: u64 = field("maxmemory").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let policy = field("maxmemory_policy").unwrap_or("noeviction");
+    if maxmemory > 0 && policy != "noeviction" {
+        tracing::warn!(
+            maxmemory,
+            policy,
+            "redis may evict keys (maxmemory-policy is not noeviction): an evicted lock is \
+             released while its holder still works; use noeviction for lock data"
+        );
     }
 }

@@ -59,6 +59,12 @@ impl Error {
         }
     }
 
+    /// Whether Redis refused a write because it is out of memory (`OOM`, under
+    /// `maxmemory-policy noeviction`). Lock calls then fail closed: nothing was taken.
+    pub fn is_oom(&self) -> bool {
+        matches!(self, Error::Redis(e) if e.code() == Some("OOM"))
+    }
+
     /// Whether this is [`Error::NotHeld`].
     pub fn is_not_held(&self) -> bool {
         matches!(self, Error::NotHeld { .. })
