@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Usage: bash scripts/with-redis.sh <command...>
 #
-# Makes sure `redis-server` (and `redis-cli`) are installed, then runs the command.
+# Makes sure `redis-server`, `redis-cli` and `redis-sentinel` are installed, then runs the command.
 # The tests and the inventory example start their own throwaway redis-server on a
 # random port; this script only installs the binary. It does not start a server.
 #
 # - redis present (or REDIS_SERVER_BIN points to an executable): silent, just runs the command.
-# - missing, Debian/Ubuntu: apt-get install redis-server redis-tools (sudo if not root).
+# - missing, Debian/Ubuntu: apt-get install redis-server redis-tools redis-sentinel (sudo if not root).
 # - missing, macOS with Homebrew: brew install redis.
 # - otherwise: explains what to install and exits with status 127.
 set -euo pipefail
@@ -17,7 +17,7 @@ redis_present() {
     if [[ -n "${REDIS_SERVER_BIN:-}" && -x "${REDIS_SERVER_BIN}" ]]; then
         return 0
     fi
-    have redis-server && have redis-cli
+    have redis-server && have redis-cli && have redis-sentinel
 }
 
 install_redis() {
@@ -29,7 +29,7 @@ install_redis() {
                 sudo=(sudo)
             else
                 echo "with-redis: not root and sudo is missing; as root run:" >&2
-                echo "    apt-get update && apt-get install -y redis-server redis-tools" >&2
+                echo "    apt-get update && apt-get install -y redis-server redis-tools redis-sentinel" >&2
                 exit 127
             fi
         fi
@@ -37,7 +37,7 @@ install_redis() {
         # service, which is harmless: the tests and the example run their own servers.
         ${sudo[@]+"${sudo[@]}"} env DEBIAN_FRONTEND=noninteractive apt-get update -qq
         ${sudo[@]+"${sudo[@]}"} env DEBIAN_FRONTEND=noninteractive \
-            apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null
+            apt-get install -y -qq --no-install-recommends redis-server redis-tools redis-sentinel >/dev/null
     elif have brew; then
         brew install redis
     else

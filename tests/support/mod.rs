@@ -5,6 +5,8 @@
 //! test. `REDIS_SERVER_BIN` selects the binary. Clients still use unique key namespaces.
 #![allow(dead_code)]
 
+pub mod topology;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
