@@ -275,8 +275,7 @@ impl ClientBuilder {
 /// from the server clock. Under `noeviction` a full server refuses writes instead, and lock
 /// calls fail closed with an OOM error ([`Error::is_oom`]).
 async fn warn_if_evicting(conn: &mut redis::aio::MultiplexedConnection) {
-    let info: redis::RedisResult<String> =
-        redis::cmd("INFO").arg("memory").query_async(conn).await;
+    let info: redis::RedisResult<String> = redis::cmd("INFO").arg("memory").query_async(conn).await;
     let Ok(info) = info else {
         return; // INFO may be renamed or forbidden (managed Redis): nothing to check
     };
