@@ -5,6 +5,7 @@
 //! test. `REDIS_SERVER_BIN` selects the binary. Clients still use unique key namespaces.
 #![allow(dead_code)]
 
+pub mod checker;
 pub mod topology;
 
 use std::net::TcpListener;

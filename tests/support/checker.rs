@@ -1,0 +1,905 @@
+//! A history checker for the fault-injection suite: record what every client saw, then check
+//! the invariants on the whole history instead of by eye.
+//!
+//! # What is recorded
+//! Per acquisition attempt (an [`Acquisition`]): the client (process / task label), the lock,
+//! the owner string the library reports, the outcome ([`Op`]: invoke, ok, fail, unknown), and
+//! on this host's monotonic clock (nanoseconds of `CLOCK_MONOTONIC`, the same clock in every
+//! process, see [`now_ns`]): when the call was invoked, when it returned the guard, when the
+//! holder stopped relying on it (sent its unlock, was killed, was stopped, saw `lost()`), the
+//! lease (validity) if any, and the fencing token if any. Besides: fenced writes
+//! ([`FencedWrite`]), hold-count samples and TTL samples taken by the test.
+//!
+//! Recorded hold intervals are *inner* bounds of the real holds: the lock script ran after
+//! `invoke` and before `acquired`, the unlock script after `released`. So an overlap of two
+//! recorded intervals is a real overlap, never an artefact of the recording. A lease is
+//! counted from `invoke` (it started after that), so an interval counts until
+//! `min(released, invoke + validity)`.
+//!
+//! # Several processes
+//! A child process records into its own [`History`] and prints it ([`History::to_text`], or
+//! [`History::line_of`] right after each step when it may be SIGKILLed); the parent feeds the
+//! child's stdout to [`History::merge_text`]. Every line starts with [`LINE_PREFIX`]; other
+//! lines (libtest's chatter) are ignored. A line is a full snapshot of one record keyed by a
+//! host-unique id (`<pid>-<n>`), so a later line for the same id replaces the earlier one.
+//!
+//! # Checks
+//! Each check returns a list of [`Violation`]s; [`assert_clean`] panics listing them all.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+
+/// Every history line starts with this.
+pub const LINE_PREFIX: &str = "@relock-hist";
+
+// ---------------------------------------------------------------------------------------------
+// Clock
+
+/// Parses `Instant`'s Debug form, which on Linux is the raw `CLOCK_MONOTONIC` reading
+/// (`Instant { tv_sec: 4560, tv_nsec: 449067141 }`): one clock for all processes of the host.
+fn parse_instant(i: Instant) -> Option<u64> {
+    let s = format!("{i:?}");
+    let num = |field: &str| -> Option<u64> {
+        let at = s.find(field)? + field.len();
+        let digits: String = s[at..]
+            .chars()
+            .skip_while(|c| !c.is_ascii_digit())
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
+        digits.parse().ok()
+    };
+    Some(num("tv_sec")? * 1_000_000_000 + num("tv_nsec")?)
+}
+
+/// Whether [`now_ns`] reads `CLOCK_MONOTONIC` (true on Linux) or falls back to the wall clock
+/// (`SystemTime`, fine on one host as long as nothing steps the clock during a test). Every
+/// process runs the same binary, so all of them make the same choice.
+pub fn clock_is_monotonic() -> bool {
+    static MONO: OnceLock<bool> = OnceLock::new();
+    *MONO.get_or_init(|| {
+        let a = Instant::now();
+        match (
+            parse_instant(a),
+            parse_instant(a + Duration::from_millis(1)),
+        ) {
+            (Some(x), Some(y)) => y - x == 1_000_000,
+            _ => false,
+        }
+    })
+}
+
+/// Nanoseconds on the host-wide clock of the histories (see [`clock_is_monotonic`]).
+pub fn now_ns() -> u64 {
+    ns_of(Instant::now())
+}
+
+/// An `Instant` on the host-wide clock of the histories.
+pub fn ns_of(i: Instant) -> u64 {
+    if clock_is_monotonic() {
+        parse_instant(i).expect("Instant debug form")
+    } else {
+        let age = i.elapsed();
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        (wall - age).as_nanos() as u64
+    }
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records
+
+/// Outcome of an acquisition attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Invoked, no answer yet (a process killed mid-call stays here: unknown outcome).
+    Invoke,
+    /// Acquired.
+    Ok,
+    /// Definitely not acquired (contention, or a typed error that guarantees nothing held).
+    Fail,
+    /// The outcome is unknown (a Redis error or timeout in the middle of the call).
+    Unknown,
+}
+
+impl Op {
+    fn as_str(self) -> &'static str {
+        match self {
+            Op::Invoke => "invoke",
+            Op::Ok => "ok",
+            Op::Fail => "fail",
+            Op::Unknown => "unknown",
+        }
+    }
+    fn parse(s: &str) -> Option<Op> {
+        Some(match s {
+            "invoke" => Op::Invoke,
+            "ok" => Op::Ok,
+            "fail" => Op::Fail,
+            "unknown" => Op::Unknown,
+            _ => return None,
+        })
+    }
+}
+
+/// One acquisition attempt and, if it succeeded, its hold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Acquisition {
+    /// Host-unique id (`<pid>-<n>`).
+    pub id: String,
+    /// Who: e.g. `p3/t1` (process 3, task 1).
+    pub client: String,
+    /// Lock name (or key).
+    pub lock: String,
+    /// Owner string of the guard (`<client uuid>:<task id>`), empty if unknown.
+    pub owner: String,
+    pub op: Op,
+    /// When the call was made (ns, [`now_ns`]).
+    pub invoke: u64,
+    /// When the guard was returned.
+    pub acquired: Option<u64>,
+    /// When the holder stopped relying on the lock (unlock sent, killed, stopped, lost seen).
+    /// `None`: never observed; the hold then counts only up to its validity, if any.
+    pub released: Option<u64>,
+    /// Lease (ns) when the lock was taken with one; `None` in watchdog mode.
+    pub validity: Option<u64>,
+    /// Fencing token, for fenced locks.
+    pub token: Option<u64>,
+    /// Free text (no newline), e.g. an error message.
+    pub note: String,
+}
+
+impl Acquisition {
+    /// End of the hold interval that counts for mutual exclusion:
+    /// `min(released, invoke + validity)`; `None` if the hold never counts.
+    pub fn effective_end(&self) -> Option<u64> {
+        if self.op != Op::Ok {
+            return None;
+        }
+        let by_lease = self.validity.map(|v| self.invoke + v);
+        match (self.released, by_lease) {
+            (Some(r), Some(l)) => Some(r.min(l)),
+            (Some(r), None) => Some(r),
+            (None, Some(l)) => Some(l),
+            (None, None) => None,
+        }
+    }
+}
+
+/// A write to a fenced resource.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FencedWrite {
+    pub id: String,
+    pub client: String,
+    pub resource: String,
+    pub token: u64,
+    pub invoke: u64,
+    pub complete: u64,
+    /// `Some(true)` accepted, `Some(false)` rejected (StaleToken), `None` unknown.
+    pub accepted: Option<bool>,
+}
+
+/// A hold count read from Redis (a field of the lock hash).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HoldSample {
+    pub lock: String,
+    pub owner: String,
+    pub at: u64,
+    pub count: i64,
+}
+
+/// A PTTL read of a lock's key, with the owners holding it at that moment (sorted, `,`-joined;
+/// empty when the key is gone). Sample with [`sample_lock`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct TtlSample {
+    pub lock: String,
+    pub at: u64,
+    pub pttl: i64,
+    pub holders: String,
+}
+
+/// A broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Which check (`overlap`, `token`, `stale-write`, `no-ttl`, `leftover-key`, `channel`,
+    /// `hold-count`, `ttl-rise`, `history`).
+    pub check: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}] {}", self.check, self.message)
+    }
+}
+
+fn violation(check: &'static str, message: String) -> Violation {
+    Violation { check, message }
+}
+
+/// Panics listing every violation (at most 50 in full) if there is any.
+#[track_caller]
+pub fn assert_clean(violations: &[Violation]) {
+    if violations.is_empty() {
+        return;
+    }
+    let mut msg = format!("{} invariant violation(s):\n", violations.len());
+    for v in violations.iter().take(50) {
+        msg.push_str(&format!("  {v}\n"));
+    }
+    if violations.len() > 50 {
+        msg.push_str(&format!("  ... and {} more\n", violations.len() - 50));
+    }
+    panic!("{msg}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// History
+
+#[derive(Default)]
+struct Inner {
+    acqs: Vec<Acquisition>,
+    index: HashMap<String, usize>,
+    writes: Vec<FencedWrite>,
+    holds: Vec<HoldSample>,
+    ttls: Vec<TtlSample>,
+}
+
+/// The history of one scenario; clones share it (cheap to hand to tasks).
+#[derive(Clone, Default)]
+pub struct History {
+    inner: Arc<Mutex<Inner>>,
+}
+
+/// Handle to one recorded acquisition, returned by [`History::invoke`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AcqId(pub String);
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+fn next_id() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT_ID.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn no_space(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_whitespace() { '_' } else { c })
+        .collect()
+}
+
+impl History {
+    pub fn new() -> History {
+        History::default()
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
+        f(&mut self.inner.lock().unwrap())
+    }
+
+    /// Records an attempt to acquire `lock` by `client`, invoked now.
+    pub fn invoke(&self, client: &str, lock: &str) -> AcqId {
+        self.invoke_at(client, lock, now_ns())
+    }
+
+    /// Records an attempt invoked at `at` ([`now_ns`] clock).
+    pub fn invoke_at(&self, client: &str, lock: &str, at: u64) -> AcqId {
+        let id = next_id();
+        self.record(Acquisition {
+            id: id.clone(),
+            client: client.to_string(),
+            lock: lock.to_string(),
+            owner: String::new(),
+            op: Op::Invoke,
+            invoke: at,
+            acquired: None,
+            released: None,
+            validity: None,
+            token: None,
+            note: String::new(),
+        });
+        AcqId(id)
+    }
+
+    fn update(&self, id: &AcqId, f: impl FnOnce(&mut Acquisition)) {
+        self.with(|h| {
+            let i = *h
+                .index
+                .get(&id.0)
+                .unwrap_or_else(|| panic!("unknown acquisition {}", id.0));
+            f(&mut h.acqs[i]);
+        })
+    }
+
+    /// The attempt acquired, now: `validity` is its lease (`None`: watchdog mode).
+    pub fn ok(&self, id: &AcqId, owner: &str, token: Option<u64>, validity: Option<Duration>) {
+        let at = now_ns();
+        self.update(id, |a| {
+            a.op = Op::Ok;
+            a.owner = owner.to_string();
+            a.acquired = Some(at);
+            a.token = token;
+            a.validity = validity.map(|v| v.as_nanos() as u64);
+        })
+    }
+
+    /// The holder stops relying on the lock now (call right before sending the unlock).
+    pub fn release(&self, id: &AcqId) {
+        self.release_at(id, now_ns(), "")
+    }
+
+    /// The holder stopped relying on the lock at `at` (killed, stopped, saw it lost...).
+    pub fn release_at(&self, id: &AcqId, at: u64, note: &str) {
+        self.update(id, |a| {
+            a.released = Some(at);
+            if !note.is_empty() {
+                a.note = note.to_string();
+            }
+        })
+    }
+
+    /// Definitely not acquired.
+    pub fn fail(&self, id: &AcqId, note: &str) {
+        self.update(id, |a| {
+            a.op = Op::Fail;
+            a.note = note.to_string();
+        })
+    }
+
+    /// Unknown outcome (the call errored mid-flight).
+    pub fn unknown(&self, id: &AcqId, note: &str) {
+        self.update(id, |a| {
+            a.op = Op::Unknown;
+            a.note = note.to_string();
+        })
+    }
+
+    /// Appends a note to the record (e.g. `lost-seen`, `unlock=NotHeld`).
+    pub fn note(&self, id: &AcqId, note: &str) {
+        self.update(id, |a| {
+            if !a.note.is_empty() {
+                a.note.push(';');
+            }
+            a.note.push_str(note);
+        })
+    }
+
+    /// Adds or replaces (same id) a whole record.
+    pub fn record(&self, a: Acquisition) {
+        self.with(|h| match h.index.get(&a.id) {
+            Some(&i) => h.acqs[i] = a,
+            None => {
+                h.index.insert(a.id.clone(), h.acqs.len());
+                h.acqs.push(a);
+            }
+        })
+    }
+
+    /// Records a fenced write of `token` that ran from `invoke` to now.
+    pub fn write(
+        &self,
+        client: &str,
+        resource: &str,
+        token: u64,
+        invoke: u64,
+        accepted: Option<bool>,
+    ) {
+        let w = FencedWrite {
+            id: next_id(),
+            client: client.to_string(),
+            resource: resource.to_string(),
+            token,
+            invoke,
+            complete: now_ns(),
+            accepted,
+        };
+        self.with(|h| h.writes.push(w));
+    }
+
+    pub fn hold_sample(&self, s: HoldSample) {
+        self.with(|h| h.holds.push(s));
+    }
+
+    pub fn ttl_sample(&self, s: TtlSample) {
+        self.with(|h| h.ttls.push(s));
+    }
+
+    pub fn acquisitions(&self) -> Vec<Acquisition> {
+        self.with(|h| h.acqs.clone())
+    }
+
+    pub fn get(&self, id: &AcqId) -> Acquisition {
+        self.with(|h| h.acqs[h.index[&id.0]].clone())
+    }
+
+    pub fn writes(&self) -> Vec<FencedWrite> {
+        self.with(|h| h.writes.clone())
+    }
+
+    /// Number of successful acquisitions.
+    pub fn ok_count(&self) -> usize {
+        self.with(|h| h.acqs.iter().filter(|a| a.op == Op::Ok).count())
+    }
+
+    // ---- text format ----
+
+    /// One line for the acquisition `id` (its current state).
+    pub fn line_of(&self, id: &AcqId) -> String {
+        acq_line(&self.get(id))
+    }
+
+    /// Every record, one line each.
+    pub fn to_text(&self) -> String {
+        self.with(|h| {
+            let mut out = String::new();
+            for a in &h.acqs {
+                out.push_str(&acq_line(a));
+                out.push('\n');
+            }
+            for w in &h.writes {
+                out.push_str(&format!(
+                    "{LINE_PREFIX} write id={} client={} resource={} token={} invoke={} complete={} accepted={}\n",
+                    w.id,
+                    no_space(&w.client),
+                    no_space(&w.resource),
+                    w.token,
+                    w.invoke,
+                    w.complete,
+                    match w.accepted {
+                        Some(true) => "yes",
+                        Some(false) => "no",
+                        None => "unknown",
+                    }
+                ));
+            }
+            for s in &h.holds {
+                out.push_str(&format!(
+                    "{LINE_PREFIX} hold lock={} owner={} at={} count={}\n",
+                    no_space(&s.lock),
+                    no_space(&s.owner),
+                    s.at,
+                    s.count
+                ));
+            }
+            for s in &h.ttls {
+                out.push_str(&format!(
+                    "{LINE_PREFIX} ttl lock={} at={} pttl={} holders={}\n",
+                    no_space(&s.lock),
+                    s.at,
+                    s.pttl,
+                    no_space(&s.holders)
+                ));
+            }
+            out
+        })
+    }
+
+    /// Merges every history line of `text` (other lines are ignored); returns how many lines
+    /// were merged. Acquisition lines replace the record with the same id.
+    pub fn merge_text(&self, text: &str) -> usize {
+        let mut n = 0;
+        for line in text.lines() {
+            let Some(rest) = line.trim().strip_prefix(LINE_PREFIX) else {
+                continue;
+            };
+            let mut parts = rest.split_whitespace();
+            let kind = parts.next().unwrap_or("");
+            let kv: HashMap<&str, &str> = parts.filter_map(|p| p.split_once('=')).collect();
+            let s = |k: &str| kv.get(k).copied().unwrap_or("").to_string();
+            let opt = |k: &str| -> Option<u64> {
+                kv.get(k)
+                    .and_then(|v| if *v == "-" { None } else { v.parse().ok() })
+            };
+            let int = |k: &str| -> i64 {
+                kv.get(k)
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| panic!("history line without {k}: {line}"))
+            };
+            match kind {
+                "acq" => self.record(Acquisition {
+                    id: s("id"),
+                    client: s("client"),
+                    lock: s("lock"),
+                    owner: s("owner"),
+                    op: Op::parse(&s("op")).unwrap_or_else(|| panic!("bad op: {line}")),
+                    invoke: int("invoke") as u64,
+                    acquired: opt("acquired"),
+                    released: opt("released"),
+                    validity: opt("validity"),
+                    token: opt("token"),
+                    note: s("note"),
+                }),
+                "write" => {
+                    let w = FencedWrite {
+                        id: s("id"),
+                        client: s("client"),
+                        resource: s("resource"),
+                        token: int("token") as u64,
+                        invoke: int("invoke") as u64,
+                        complete: int("complete") as u64,
+                        accepted: match s("accepted").as_str() {
+                            "yes" => Some(true),
+                            "no" => Some(false),
+                            _ => None,
+                        },
+                    };
+                    self.with(|h| {
+                        if !h.writes.iter().any(|x| x.id == w.id) {
+                            h.writes.push(w)
+                        }
+                    });
+                }
+                "hold" => self.hold_sample(HoldSample {
+                    lock: s("lock"),
+                    owner: s("owner"),
+                    at: int("at") as u64,
+                    count: int("count"),
+                }),
+                "ttl" => self.ttl_sample(TtlSample {
+                    lock: s("lock"),
+                    at: int("at") as u64,
+                    pttl: int("pttl"),
+                    holders: s("holders"),
+                }),
+                _ => panic!("unknown history line: {line}"),
+            }
+            n += 1;
+        }
+        n
+    }
+
+    // ---- checks on the history ----
+
+    /// Every history check: overlaps, tokens, stale writes, hold counts, TTL rises.
+    pub fn check(&self) -> Vec<Violation> {
+        let mut v = self.check_overlaps();
+        v.extend(self.check_tokens());
+        v.extend(self.check_stale_writes());
+        v.extend(self.check_hold_counts());
+        v.extend(self.check_ttl_after_release());
+        v
+    }
+
+    /// Two successful holds of one lock whose counted intervals
+    /// `[acquired, min(released, invoke + validity))` overlap. Re-entry (the same owner
+    /// acquiring again while it holds) is not an overlap.
+    pub fn check_overlaps(&self) -> Vec<Violation> {
+        let acqs = self.acquisitions();
+        let mut by_lock: BTreeMap<&str, Vec<(u64, u64, &Acquisition)>> = BTreeMap::new();
+        for a in &acqs {
+            if let (Some(start), Some(end)) = (a.acquired, a.effective_end()) {
+                if end > start {
+                    by_lock.entry(&a.lock).or_default().push((start, end, a));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (lock, mut iv) in by_lock {
+            iv.sort_by_key(|x| x.0);
+            // Sweep: comparing each interval with the one reaching furthest so far finds an
+            // overlap between different owners whenever there is one.
+            let mut furthest: Option<(u64, &Acquisition)> = None;
+            for &(start, end, a) in &iv {
+                if let Some((fend, f)) = furthest {
+                    let reentry = f.owner == a.owner && !a.owner.is_empty();
+                    if start < fend && !reentry {
+                        out.push(violation(
+                            "overlap",
+                            format!(
+                                "lock {lock}: {} ({}, id {}, token {:?}) held [{:.3}, {:.3}) ms and {} ({}, id {}, token {:?}) from {:.3} ms: {:.3} ms overlap",
+                                f.client,
+                                f.owner,
+                                f.id,
+                                f.token,
+                                ms(f.acquired.unwrap()),
+                                ms(fend),
+                                a.client,
+                                a.owner,
+                                a.id,
+                                a.token,
+                                ms(start),
+                                ms(fend.min(end) - start)
+                            ),
+                        ));
+                    }
+                }
+                if furthest.is_none_or(|(fend, _)| end > fend) {
+                    furthest = Some((end, a));
+                }
+            }
+        }
+        out
+    }
+
+    /// Fencing tokens in acquisition order: a successful acquisition invoked after another one
+    /// returned must get a larger token (equal is allowed only for re-entry by the same owner
+    /// while it still held).
+    pub fn check_tokens(&self) -> Vec<Violation> {
+        let acqs = self.acquisitions();
+        let mut by_lock: BTreeMap<&str, Vec<&Acquisition>> = BTreeMap::new();
+        for a in &acqs {
+            if a.op == Op::Ok && a.token.is_some() && a.acquired.is_some() {
+                by_lock.entry(&a.lock).or_default().push(a);
+            }
+        }
+        let mut out = Vec::new();
+        for (lock, list) in by_lock {
+            let mut by_acquired = list.clone();
+            by_acquired.sort_by_key(|a| a.acquired.unwrap());
+            let mut by_invoke = list;
+            by_invoke.sort_by_key(|a| a.invoke);
+            let mut i = 0;
+            let mut best: Option<&Acquisition> = None; // largest token among those returned
+            for b in by_invoke {
+                while i < by_acquired.len() && by_acquired[i].acquired.unwrap() < b.invoke {
+                    let a = by_acquired[i];
+                    if best.is_none_or(|x| a.token > x.token) {
+                        best = Some(a);
+                    }
+                    i += 1;
+                }
+                let Some(a) = best else { continue };
+                let (ta, tb) = (a.token.unwrap(), b.token.unwrap());
+                let reentry = a.owner == b.owner
+                    && !a.owner.is_empty()
+                    && a.released.is_none_or(|r| b.invoke < r);
+                let ok = tb > ta || (reentry && tb == ta);
+                if !ok {
+                    out.push(violation(
+                        "token",
+                        format!(
+                            "lock {lock}: {} (id {}) got token {tb} at {:.3} ms, but {} (id {}) already had token {ta} at {:.3} ms",
+                            b.client,
+                            b.id,
+                            ms(b.acquired.unwrap()),
+                            a.client,
+                            a.id,
+                            ms(a.acquired.unwrap())
+                        ),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// A write accepted although a write with a larger token had been accepted before it was
+    /// invoked.
+    pub fn check_stale_writes(&self) -> Vec<Violation> {
+        let writes = self.writes();
+        let mut out = Vec::new();
+        for w in writes.iter().filter(|w| w.accepted == Some(true)) {
+            if let Some(newer) = writes.iter().find(|v| {
+                v.resource == w.resource
+                    && v.accepted == Some(true)
+                    && v.complete < w.invoke
+                    && v.token > w.token
+            }) {
+                out.push(violation(
+                    "stale-write",
+                    format!(
+                        "{}: {} wrote with token {} at {:.3} ms after {} had written with token {} at {:.3} ms",
+                        w.resource,
+                        w.client,
+                        w.token,
+                        ms(w.invoke),
+                        newer.client,
+                        newer.token,
+                        ms(newer.complete)
+                    ),
+                ));
+            }
+        }
+        out
+    }
+
+    /// A hold count below 1 in a lock hash (a field at 0 must have been deleted; below 0 is
+    /// an unlock that released more than was held).
+    pub fn check_hold_counts(&self) -> Vec<Violation> {
+        self.with(|h| {
+            h.holds
+                .iter()
+                .filter(|s| s.count < 1)
+                .map(|s| {
+                    violation(
+                        "hold-count",
+                        format!(
+                            "lock {} owner {}: hold count {} at {:.3} ms",
+                            s.lock,
+                            s.owner,
+                            s.count,
+                            ms(s.at)
+                        ),
+                    )
+                })
+                .collect()
+        })
+    }
+
+    /// A lock's TTL that rose between two samples with the same holders while none of them
+    /// held it (per the history: no attempt of theirs on that lock spans the two samples,
+    /// an attempt of unknown outcome or one never released counting as holding forever).
+    pub fn check_ttl_after_release(&self) -> Vec<Violation> {
+        let (acqs, mut ttls) = self.with(|h| (h.acqs.clone(), h.ttls.clone()));
+        ttls.sort_by(|a, b| (&a.lock, a.at).cmp(&(&b.lock, b.at)));
+        let mut out = Vec::new();
+        for w in ttls.windows(2) {
+            let (s1, s2) = (&w[0], &w[1]);
+            if s1.lock != s2.lock || s1.holders.is_empty() || s1.holders != s2.holders {
+                continue;
+            }
+            if s1.pttl < 0 || s2.pttl <= s1.pttl {
+                continue;
+            }
+            let holders: Vec<&str> = s1.holders.split(',').collect();
+            let holding = acqs.iter().any(|a| {
+                a.lock == s1.lock
+                    && holders.contains(&a.owner.as_str())
+                    && a.op != Op::Fail
+                    && a.invoke <= s2.at
+                    && (a.op != Op::Ok || a.released.is_none_or(|r| r >= s1.at))
+            });
+            if !holding {
+                out.push(violation(
+                    "ttl-rise",
+                    format!(
+                        "lock {}: PTTL rose from {} ms at {:.3} ms to {} ms at {:.3} ms while its holders {} had released it",
+                        s1.lock,
+                        s1.pttl,
+                        ms(s1.at),
+                        s2.pttl,
+                        ms(s2.at),
+                        s1.holders
+                    ),
+                ));
+            }
+        }
+        out
+    }
+}
+
+fn acq_line(a: &Acquisition) -> String {
+    let o = |v: Option<u64>| v.map_or("-".to_string(), |x| x.to_string());
+    format!(
+        "{LINE_PREFIX} acq id={} client={} lock={} owner={} op={} invoke={} acquired={} released={} validity={} token={} note={}",
+        a.id,
+        no_space(&a.client),
+        no_space(&a.lock),
+        no_space(&a.owner),
+        a.op.as_str(),
+        a.invoke,
+        o(a.acquired),
+        o(a.released),
+        o(a.validity),
+        o(a.token),
+        no_space(&a.note)
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks against the server
+
+type Conn = redis::aio::MultiplexedConnection;
+
+/// Keys of namespace `ns` (prefix `<ns>:`) without a TTL, except fencing counters (`:fence:`).
+pub async fn check_ttls(conn: &mut Conn, ns: &str) -> Vec<Violation> {
+    let prefix = format!("{ns}:");
+    super::keys_with_pttl(conn)
+        .await
+        .into_iter()
+        .filter(|(k, pttl)| *pttl == -1 && k.starts_with(&prefix) && !k.contains(":fence:"))
+        .map(|(k, _)| violation("no-ttl", format!("key {k} has no TTL")))
+        .collect()
+}
+
+/// Waits up to `timeout` for quiescence: no key of namespace `ns` left (fencing counters
+/// excepted) and no channel subscribed (PUBSUB CHANNELS and NUMSUB of each); then reports
+/// what is left, and keys without TTL.
+pub async fn check_quiescent(conn: &mut Conn, ns: &str, timeout: Duration) -> Vec<Violation> {
+    let prefix = format!("{ns}:");
+    let leftovers = |keys: Vec<(String, i64)>| -> Vec<(String, i64)> {
+        keys.into_iter()
+            .filter(|(k, _)| k.starts_with(&prefix) && !k.contains(":fence:"))
+            .collect()
+    };
+    let deadline = Instant::now() + timeout;
+    loop {
+        let keys = leftovers(super::keys_with_pttl(conn).await);
+        let channels = subscribed_channels(conn).await;
+        if (keys.is_empty() && channels.is_empty()) || Instant::now() >= deadline {
+            let mut out = check_ttls(conn, ns).await;
+            out.extend(keys.into_iter().map(|(k, pttl)| {
+                violation(
+                    "leftover-key",
+                    format!("key {k} left after quiescence (pttl {pttl} ms)"),
+                )
+            }));
+            out.extend(channels.into_iter().map(|(c, n)| {
+                violation(
+                    "channel",
+                    format!("channel {c} still has {n} subscriber(s) after quiescence"),
+                )
+            }));
+            return out;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Channels with subscribers (PUBSUB CHANNELS), each with its NUMSUB.
+pub async fn subscribed_channels(conn: &mut Conn) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for c in super::active_channels(conn).await {
+        let n = super::numsub(conn, &c).await;
+        if n > 0 {
+            out.push((c, n));
+        }
+    }
+    out
+}
+
+/// Reads every field of the lock hash `key` into hold samples of `history` (label `lock`),
+/// and a TTL sample with the holders; returns the PTTL.
+pub async fn sample_lock(history: &History, conn: &mut Conn, lock: &str, key: &str) -> i64 {
+    let (fields, pttl): (Vec<(String, i64)>, i64) = redis::pipe()
+        .cmd("HGETALL")
+        .arg(key)
+        .cmd("PTTL")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .expect("sample lock");
+    let at = now_ns();
+    let mut owners: Vec<String> = Vec::new();
+    for (owner, count) in fields {
+        history.hold_sample(HoldSample {
+            lock: lock.to_string(),
+            owner: owner.clone(),
+            at,
+            count,
+        });
+        owners.push(owner);
+    }
+    owners.sort();
+    history.ttl_sample(TtlSample {
+        lock: lock.to_string(),
+        at,
+        pttl,
+        holders: owners.join(","),
+    });
+    pttl
+}
+
+/// Hold counts of every lock hash (`*:lock*` keys of type hash) of namespace `ns`, recorded
+/// into `history` as samples (checked by [`History::check_hold_counts`]).
+pub async fn sample_all_hold_counts(history: &History, conn: &mut Conn, ns: &str) {
+    let keys: Vec<String> = conn.keys(format!("{ns}:lock*")).await.unwrap();
+    for k in keys {
+        let fields: Vec<(String, i64)> = match conn.hgetall(&k).await {
+            Ok(f) => f,
+            Err(_) => continue, // not a hash
+        };
+        let at = now_ns();
+        for (owner, count) in fields {
+            history.hold_sample(HoldSample {
+                lock: k.clone(),
+                owner,
+                at,
+                count,
+            });
+        }
+    }
+}
