@@ -492,9 +492,11 @@ impl History {
     pub fn merge_text(&self, text: &str) -> usize {
         let mut n = 0;
         for line in text.lines() {
-            let Some(rest) = line.trim().strip_prefix(LINE_PREFIX) else {
+            // Anywhere in the line: libtest prints `test name ... ` before a test's output.
+            let Some(at) = line.find(LINE_PREFIX) else {
                 continue;
             };
+            let rest = &line[at + LINE_PREFIX.len()..];
             let mut parts = rest.split_whitespace();
             let kind = parts.next().unwrap_or("");
             let kv: HashMap<&str, &str> = parts.filter_map(|p| p.split_once('=')).collect();
@@ -851,7 +853,7 @@ pub async fn subscribed_channels(conn: &mut Conn) -> Vec<(String, u64)> {
     out
 }
 
-/// Reads every field of the lock hash `key` into hold samples of `history` (label `lock`),
+/// Reads every owner field of the lock hash `key` into hold samples of `history` (label `lock`),
 /// and a TTL sample with the holders; returns the PTTL.
 pub async fn sample_lock(history: &History, conn: &mut Conn, lock: &str, key: &str) -> i64 {
     let (fields, pttl): (Vec<(String, i64)>, i64) = redis::pipe()
@@ -864,7 +866,8 @@ pub async fn sample_lock(history: &History, conn: &mut Conn, lock: &str, key: &s
         .expect("sample lock");
     let at = now_ns();
     let mut owners: Vec<String> = Vec::new();
-    for (owner, count) in fields {
+    // A fenced lock's hash also has the field `token` (owner fields start with a uuid).
+    for (owner, count) in fields.into_iter().filter(|(f, _)| f != "token") {
         history.hold_sample(HoldSample {
             lock: lock.to_string(),
             owner: owner.clone(),
@@ -893,7 +896,7 @@ pub async fn sample_all_hold_counts(history: &History, conn: &mut Conn, ns: &str
             Err(_) => continue, // not a hash
         };
         let at = now_ns();
-        for (owner, count) in fields {
+        for (owner, count) in fields.into_iter().filter(|(f, _)| f != "token") {
             history.hold_sample(HoldSample {
                 lock: k.clone(),
                 owner,
