@@ -39,6 +39,8 @@ struct Shared {
     conn: OnceLock<ConnectionManager>,
     handle: Handle,
     resyncing: AtomicBool,
+    /// Disconnections seen so far; lets a resync notice one that happened meanwhile.
+    disconnects: AtomicUsize,
 }
 
 /// What the server knows about one channel, as far as this client can tell.
@@ -77,6 +79,7 @@ impl Listener {
             conn: OnceLock::new(),
             handle: Handle::current(),
             resyncing: AtomicBool::new(false),
+            disconnects: AtomicUsize::new(0),
         });
         let weak = Arc::downgrade(&shared);
         let config = config
@@ -167,7 +170,7 @@ impl Drop for Subscription {
             let channel = self.channel.clone();
             self.shared
                 .handle
-                .spawn(async move { shared.unsubscribe_if_idle(&name, &channel).await });
+                .spawn(async move { shared.release_channel(&name, &channel).await });
         }
     }
 }
@@ -180,18 +183,19 @@ impl Shared {
             .clone()
     }
 
-    async fn unsubscribe_if_idle(&self, name: &str, channel: &Arc<Channel>) {
+    /// Unsubscribes `channel` if no waiter uses it; returns `false` when UNSUBSCRIBE failed.
+    async fn unsubscribe_if_idle(&self, name: &str, channel: &Arc<Channel>) -> bool {
         let mut state = channel.state.lock().await;
         if channel.refs.load(Ordering::SeqCst) != 0 {
-            return; // a new waiter arrived and keeps the subscription
+            return true; // a new waiter arrived and keeps the subscription
         }
         if *state != SubState::Unsubscribed {
             *state = SubState::Unknown;
             match self.conn().unsubscribe(name).await {
                 Ok(()) => *state = SubState::Unsubscribed,
                 Err(e) => {
-                    tracing::warn!(channel = name, error = %e, "unsubscribe failed; retried after reconnect");
-                    return;
+                    tracing::warn!(channel = name, error = %e, "unsubscribe failed; retrying");
+                    return false;
                 }
             }
         }
@@ -200,6 +204,20 @@ impl Shared {
         self.channels.remove_if(name, |_, c| {
             Arc::ptr_eq(c, channel) && c.refs.load(Ordering::SeqCst) == 0
         });
+        true
+    }
+
+    /// [`Shared::unsubscribe_if_idle`], retried with backoff while it fails (a few times; a
+    /// reconnect's resync retries idle channels again).
+    async fn release_channel(&self, name: &str, channel: &Arc<Channel>) {
+        let mut delay = Duration::from_millis(100);
+        for _ in 0..5 {
+            if self.unsubscribe_if_idle(name, channel).await {
+                return;
+            }
+            tokio::time::sleep(delay).await;
+            delay *= 4;
+        }
     }
 
     fn on_push(self: &Arc<Self>, push: PushInfo) {
@@ -227,6 +245,7 @@ impl Shared {
                 tracing::warn!(
                     "subscription connection lost; waking all waiters and resubscribing"
                 );
+                self.disconnects.fetch_add(1, Ordering::SeqCst);
                 self.wake_all();
                 if !self.resyncing.swap(true, Ordering::SeqCst) {
                     let this = self.clone();
@@ -246,20 +265,32 @@ impl Shared {
     /// After a reconnect: wait until the manager has replayed the subscriptions (any command
     /// completes only after that), then wake everyone again and drop idle channels.
     async fn resync(self: Arc<Self>) {
-        let mut delay = Duration::from_millis(10);
         loop {
-            let ping: redis::RedisResult<Value> =
-                redis::cmd("PING").query_async(&mut self.conn()).await;
-            if ping.is_ok() {
+            let seen = self.disconnects.load(Ordering::SeqCst);
+            let mut delay = Duration::from_millis(10);
+            loop {
+                let ping: redis::RedisResult<Value> =
+                    redis::cmd("PING").query_async(&mut self.conn()).await;
+                if ping.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(1));
+                if Arc::strong_count(&self) == 1 {
+                    self.resyncing.store(false, Ordering::SeqCst);
+                    return; // the client is gone
+                }
+            }
+            self.resyncing.store(false, Ordering::SeqCst);
+            if self.disconnects.load(Ordering::SeqCst) == seen {
                 break;
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(1));
-            if Arc::strong_count(&self) == 1 {
-                return; // the client is gone
+            // Another disconnect came while we checked: its messages may be lost too. Go
+            // again, unless that disconnect's handler already started a resync.
+            if self.resyncing.swap(true, Ordering::SeqCst) {
+                return;
             }
         }
-        self.resyncing.store(false, Ordering::SeqCst);
         tracing::warn!("subscription connection restored; resubscribed");
         self.wake_all();
         let idle: Vec<(String, Arc<Channel>)> = self

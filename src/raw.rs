@@ -89,8 +89,11 @@ where
         notified.as_mut().enable();
         let outcome = attempt().await;
         // The attempt saw the state after the wakeup: from now on the next unlock wakes us
-        // (or someone else) again, so the consumed wakeup needs no passing on.
-        woken.armed = false;
+        // (or someone else) again, so the consumed wakeup needs no passing on. A failed
+        // attempt returns below, and the drop passes the wakeup on.
+        if outcome.is_ok() {
+            woken.armed = false;
+        }
         let held_for = match outcome? {
             Attempt::Acquired(t) => return Ok(Some(t)),
             Attempt::Held(pttl) => pttl,
@@ -249,8 +252,12 @@ pub(crate) fn guarded_call<K: Kind, R: Send + 'static>(
         let reply = inflight.await;
         if let Err(e) = &reply {
             if e.code().is_none() {
-                // No error reply from the server: the script may have run. Undo its hold if so.
-                handle.spawn(async move { undo(&kind, owner, expected).await });
+                // No error reply from the server: the script may have run. Undo its hold if so,
+                // before returning: the caller's next attempt must reach Redis after the undo,
+                // or a re-entry would change the count the undo expects. If the caller stops
+                // waiting, the undo finishes in the background.
+                let cleanup = async move { undo(&kind, owner, expected).await }.boxed();
+                Inflight::new(handle, cleanup, |_| async {}.boxed()).await;
             }
         }
         reply

@@ -175,7 +175,10 @@ impl Watchdog {
     pub(crate) fn released(&self, key: &HoldKey, watch: bool, epoch: u64) -> bool {
         let mut unwatch = None;
         let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
-            return true; // not tracked (cannot happen for a live guard); let the server decide
+            // A live guard's entry exists until its epoch's last hold is released, so no
+            // entry means this guard is stale (its run ended, the owner may be re-acquiring
+            // right now): releasing would take the new hold.
+            return false;
         };
         {
             let h = e.get_mut();
@@ -230,10 +233,15 @@ impl Task {
         let mut commands = Vec::with_capacity(COMMAND_BATCH);
         loop {
             while inflight.len() < MAX_INFLIGHT {
-                let Some(batch) = pending.pop_front() else {
+                let Some(mut batch) = pending.pop_front() else {
                     break;
                 };
-                inflight.push(renew(self.conn.clone(), self.timeout, batch));
+                // A batch may have waited: drop the locks released (or re-taken, with a new
+                // generation) meanwhile, so a stale renewal never stretches a newer lease.
+                batch.retain(|(key, gen)| self.is_current(key, *gen));
+                if !batch.is_empty() {
+                    inflight.push(renew(self.conn.clone(), self.timeout, batch));
+                }
             }
             // Not `biased`: a steady stream of registrations must never starve the timers
             // or the renewals in flight (it once let 100k locks expire while they were taken).
@@ -298,11 +306,7 @@ impl Task {
     fn enqueue(&mut self, due: Vec<(HoldKey, u64)>, pending: &mut VecDeque<Vec<(HoldKey, u64)>>) {
         for (key, gen) in due {
             self.timers.remove(&gen);
-            let current = self
-                .registry
-                .get(&key)
-                .is_some_and(|h| h.watch_refs > 0 && h.gen == gen && !h.is_lost);
-            if !current {
+            if !self.is_current(&key, gen) {
                 continue;
             }
             match pending.back_mut() {
@@ -310,6 +314,13 @@ impl Task {
                 _ => pending.push_back(vec![(key, gen)]),
             }
         }
+    }
+
+    /// Whether `gen` is still the live watch of `key`.
+    fn is_current(&self, key: &HoldKey, gen: u64) -> bool {
+        self.registry
+            .get(key)
+            .is_some_and(|h| h.watch_refs > 0 && h.gen == gen && !h.is_lost)
     }
 
     fn settle(&mut self, (batch, result): Renewal) {

@@ -5,7 +5,7 @@ mod support;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use relock::Client;
+use relock::{Client, Error};
 use support::RedisServer;
 
 /// Run the test body in a spawned task (so it has a tokio task id, like real callers)
@@ -135,6 +135,186 @@ async fn waiter_survives_subscription_churn_on_its_channel() {
         .await;
         assert!(gone, "a subscription was left behind");
         assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    })
+    .await;
+}
+
+type Conn = redis::aio::MultiplexedConnection;
+
+async fn exists(conn: &mut Conn, key: &str) -> bool {
+    let n: i64 = redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .unwrap();
+    n == 1
+}
+
+async fn hget(conn: &mut Conn, key: &str, field: &str) -> Option<i64> {
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// Blocks the server for `secs` from another OS thread (DEBUG SLEEP on a blocking
+/// connection), so no tokio runtime is involved.
+fn debug_sleep(mut c: redis::Connection, secs: f64) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let _: redis::RedisResult<String> =
+            redis::cmd("DEBUG").arg("SLEEP").arg(secs).query(&mut c);
+    })
+}
+
+/// A guard from an earlier run of holds (its lease ran out, the same task took the lock
+/// again and released it, so the registry has no entry for the owner any more) is stale.
+/// Unlocking it while the same task is taking the lock anew (script ran, guard not yet
+/// registered) must not release that new hold: the stale guard must report `NotHeld`, and
+/// the new guard must really hold the lock. (Review finding: `released()` used to answer
+/// "not tracked, let the server decide" and sent a blind release.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_guard_never_releases_a_hold_being_registered() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("rc-stale");
+    let c = Client::builder(server.url())
+        .namespace(ns.clone())
+        .watchdog_timeout(Duration::from_secs(10))
+        .response_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .expect("build client");
+    let other = client(&server, &ns, Duration::from_secs(10)).await;
+    let mut conn = server.conn().await;
+    let lock = c.lock("stale");
+    let key = lock.key().to_string();
+
+    let (g1_tx, g1_rx) = tokio::sync::oneshot::channel();
+    let (phase_tx, phase_rx) = tokio::sync::oneshot::channel::<()>();
+    let (g3_tx, g3_rx) = tokio::sync::oneshot::channel();
+    let t_lock = lock.clone();
+    // The owner task runs on its own single-threaded runtime, so it can be kept from
+    // registering its guard while the client's connection (on the test runtime) already
+    // delivered the reply.
+    let owner_thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let owner = tokio::spawn(async move {
+                let g1 = t_lock
+                    .lock_with_lease(Duration::from_millis(150))
+                    .await
+                    .unwrap();
+                g1_tx.send(g1).unwrap();
+                tokio::time::sleep(Duration::from_millis(400)).await; // g1's lease runs out
+                let g2 = t_lock.lock().await.unwrap(); // a new run of holds
+                g2.unlock().await.unwrap(); // ... ended: no registry entry for the owner
+                phase_tx.send(()).unwrap();
+                // Send the lock script (first poll), then keep this thread busy for a while
+                // before the reply is looked at: the hold exists, its guard does not yet.
+                let mut acquire = Box::pin(t_lock.lock());
+                let mut first = true;
+                let g3 = std::future::poll_fn(|cx| {
+                    let polled = acquire.as_mut().poll(cx);
+                    if first && polled.is_pending() {
+                        first = false;
+                        std::thread::sleep(Duration::from_millis(1500));
+                    }
+                    polled
+                })
+                .await
+                .unwrap();
+                g3_tx.send(g3).unwrap();
+            });
+            owner.await.unwrap();
+        });
+    });
+
+    let g1 = g1_rx.await.expect("g1");
+    let owner = g1.owner().to_string();
+    phase_rx.await.expect("phase");
+    // The owner's new lock script has run: the hold is on the server, not yet registered.
+    let ran = support::eventually(Duration::from_secs(1), || {
+        let mut c = conn.clone();
+        let (key, owner) = (key.clone(), owner.clone());
+        async move { hget(&mut c, &key, &owner).await == Some(1) }
+    })
+    .await;
+    assert!(ran, "the owner's lock script did not run");
+    let stale = g1.unlock().await;
+    let held_after = hget(&mut conn, &key, &owner).await;
+    let g3 = g3_rx.await.expect("g3");
+    owner_thread.join().unwrap();
+    let intruder = other
+        .lock("stale")
+        .try_lock(Duration::ZERO, Some(Duration::from_secs(5)))
+        .await
+        .expect("try_lock");
+    let both_hold = intruder.is_some();
+    assert!(
+        matches!(stale, Err(Error::NotHeld { .. })),
+        "a stale guard's unlock answered {stale:?}; the owner's hold is now {held_after:?}; \
+         another client acquired while the new guard is live: {both_hold}"
+    );
+    assert_eq!(held_after, Some(1), "the stale guard released the new hold");
+    assert!(!both_hold, "two owners hold the lock at once");
+    g3.unlock().await.expect("unlock g3");
+}
+
+/// A re-entrant `lock()` whose reply comes too late (response timeout) has an unknown
+/// outcome: its conditional undo must remove the hold it took. If the caller re-enters
+/// again right away, the undo must still reach Redis first (its expected hold count would
+/// be stale otherwise): after every guard is unlocked the lock must be free, not held by
+/// nobody until its TTL runs out. (Review finding: the undo used to be spawned and raced
+/// the caller's next attempt.)
+#[tokio::test(flavor = "current_thread")]
+async fn timed_out_reentry_then_reentry_leaks_no_hold() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("rc-reenter");
+    let c = Client::builder(server.url())
+        .namespace(ns.clone())
+        .watchdog_timeout(Duration::from_secs(10))
+        .response_timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .expect("build client");
+    let mut conn = server.conn().await;
+    let sleeper = server.sync_conn();
+    let lock = c.lock("reenter");
+    let key = lock.key().to_string();
+    in_task(async move {
+        let g1 = lock.lock().await.expect("first hold");
+        let stall = debug_sleep(sleeper, 0.6);
+        tokio::time::sleep(Duration::from_millis(100)).await; // the server sleeps now
+        let late = lock.lock().await;
+        assert!(late.is_err(), "re-entry during the stall: {late:?}");
+        // Keep the runtime busy until the server ran the late script.
+        std::thread::sleep(Duration::from_millis(800));
+        let g2 = lock.lock().await.expect("re-entry after the stall");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let count = hget(&mut conn, &key, g1.owner()).await;
+        g2.unlock().await.expect("unlock g2");
+        g1.unlock().await.expect("unlock g1");
+        let freed = support::eventually(Duration::from_secs(1), || {
+            let mut c = conn.clone();
+            let key = key.clone();
+            async move { !exists(&mut c, &key).await }
+        })
+        .await;
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(
+            freed,
+            "after unlocking both guards the lock is still held (count before unlock \
+             {count:?}, pttl {pttl} ms): the timed-out re-entry's hold leaked"
+        );
+        stall.join().unwrap();
     })
     .await;
 }
