@@ -59,7 +59,8 @@ struct Hold {
     watch_refs: u32,
     /// Generation of the current watch; bumped whenever the watch ends.
     gen: u64,
-    /// Last successful acquire or renewal.
+    /// When the last confirmed acquire or renewal was sent: the server's TTL runs from a
+    /// moment after it, so the lock lives at least until `last_ok + timeout`.
     last_ok: Instant,
     lost: CancellationToken,
     /// Mirrors `lost.is_cancelled()` without the token's lock (checked per renewal).
@@ -108,6 +109,8 @@ impl Watchdog {
             epoch: Instant::now(),
             wheel: DelayQueue::new(),
             timers: HashMap::new(),
+            deadlines: DelayQueue::new(),
+            deadline_keys: HashMap::new(),
         };
         tokio::spawn(task.run(rx, shutdown.clone()));
         Watchdog {
@@ -222,9 +225,22 @@ struct Task {
     wheel: DelayQueue<(HoldKey, u64)>,
     /// Timer of each live watch, by generation (unique per watch, and cheap to hash).
     timers: HashMap<u64, delay_queue::Key>,
+    /// Loss deadline of each live watch: `last_ok + timeout - drift`. If no renewal is
+    /// confirmed by then, the lock may already have expired on the server, so the guard is
+    /// told at once, not when a failed renewal's reply finally comes back (a holder cut off
+    /// from Redis must learn it before another owner can take the lock).
+    deadlines: DelayQueue<(HoldKey, u64)>,
+    deadline_keys: HashMap<u64, delay_queue::Key>,
 }
 
-type Renewal = (Vec<(HoldKey, u64)>, redis::RedisResult<Vec<i64>>);
+/// A finished renew call: its batch, when it was sent, and the reply.
+type Renewal = (Vec<(HoldKey, u64)>, Instant, redis::RedisResult<Vec<i64>>);
+
+/// Safety margin of the loss deadline for clock-rate differences between client and server
+/// (as Redlock's drift: 1 % of the TTL + 2 ms).
+fn drift(timeout: Duration) -> Duration {
+    timeout / 100 + Duration::from_millis(2)
+}
 
 impl Task {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Cmd>, shutdown: CancellationToken) {
@@ -257,6 +273,15 @@ impl Task {
                     }
                 }
                 Some(done) = inflight.next(), if !inflight.is_empty() => self.settle(done),
+                Some(expired) = self.deadlines.next(), if !self.deadlines.is_empty() => {
+                    let mut due = vec![expired.into_inner()];
+                    while let Some(Some(more)) =
+                        tokio::task::unconstrained(self.deadlines.next()).now_or_never()
+                    {
+                        due.push(more.into_inner());
+                    }
+                    self.deadlines_passed(due);
+                }
                 Some(expired) = self.wheel.next(), if !self.wheel.is_empty() => {
                     // Everything else already expired comes out without waiting (outside
                     // tokio's coop budget, which would cut the drain into small pieces).
@@ -281,11 +306,54 @@ impl Task {
 
     fn command(&mut self, cmd: Cmd, now: Instant) {
         match cmd {
-            Cmd::Watch(key, gen) => self.arm(key, gen, now + self.period),
+            Cmd::Watch(key, gen) => {
+                let last_ok = self.registry.get(&key).map_or(now, |h| h.last_ok);
+                self.set_deadline(&key, gen, last_ok);
+                self.arm(key, gen, now + self.period);
+            }
             Cmd::Unwatch(gen) => {
                 if let Some(timer) = self.timers.remove(&gen) {
                     self.wheel.try_remove(&timer);
                 }
+                if let Some(deadline) = self.deadline_keys.remove(&gen) {
+                    self.deadlines.try_remove(&deadline);
+                }
+            }
+        }
+    }
+
+    /// (Re)sets the loss deadline of a watch whose last confirmed renewal was sent at `last_ok`.
+    fn set_deadline(&mut self, key: &HoldKey, gen: u64, last_ok: Instant) {
+        let when = last_ok + self.timeout.saturating_sub(drift(self.timeout));
+        match self.deadline_keys.get(&gen) {
+            Some(k) => self.deadlines.reset_at(k, when),
+            None => {
+                let k = self.deadlines.insert_at((key.clone(), gen), when);
+                self.deadline_keys.insert(gen, k);
+            }
+        }
+    }
+
+    /// Loss deadlines that passed: locks still watched and not renewed since are lost.
+    fn deadlines_passed(&mut self, due: Vec<(HoldKey, u64)>) {
+        let now = Instant::now();
+        let margin = self.timeout.saturating_sub(drift(self.timeout));
+        for (key, gen) in due {
+            self.deadline_keys.remove(&gen);
+            let overdue = self
+                .registry
+                .get(&key)
+                .is_some_and(|h| h.gen == gen && now >= h.last_ok + margin);
+            if overdue {
+                self.lose(
+                    &key,
+                    gen,
+                    "no renewal confirmed within the watchdog timeout",
+                );
+            } else if self.is_current(&key, gen) {
+                // Renewed meanwhile without a reset reaching here: watch the new deadline.
+                let last_ok = self.registry.get(&key).map_or(now, |h| h.last_ok);
+                self.set_deadline(&key, gen, last_ok);
             }
         }
     }
@@ -323,14 +391,15 @@ impl Task {
             .is_some_and(|h| h.watch_refs > 0 && h.gen == gen && !h.is_lost)
     }
 
-    fn settle(&mut self, (batch, result): Renewal) {
+    fn settle(&mut self, (batch, sent_at, result): Renewal) {
         let now = Instant::now();
         match result {
             Ok(answers) if answers.len() == batch.len() => {
                 tracing::trace!(locks = batch.len(), "watchdog renewed a batch");
                 for ((key, gen), answer) in batch.into_iter().zip(answers) {
                     if answer == 1 {
-                        if self.still_watched(&key, gen, Some(now)) {
+                        if self.still_watched(&key, gen, Some(sent_at)) {
+                            self.set_deadline(&key, gen, sent_at);
                             self.arm(key, gen, now + self.period);
                         }
                     } else {
@@ -410,11 +479,12 @@ async fn renew(mut conn: ConnectionManager, ttl: Duration, batch: Vec<(HoldKey, 
     for o in &owners {
         args.push(o);
     }
+    let sent_at = Instant::now();
     let result = RENEW.run(&mut conn, &keys, &args).await;
     drop(args);
     drop(owners);
     drop(keys);
-    (batch, result)
+    (batch, sent_at, result)
 }
 
 #[cfg(test)]
