@@ -14,9 +14,10 @@
 //! every waiter at once (each retries its lock) and, once the connection manager has
 //! reconnected and replayed the subscriptions, wakes them all again.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use redis::aio::ConnectionManager;
@@ -41,7 +42,15 @@ struct Shared {
     resyncing: AtomicBool,
     /// Disconnections seen so far; lets a resync notice one that happened meanwhile.
     disconnects: AtomicUsize,
+    /// Channels released lately. A reconnect replays redis-rs's record of subscriptions,
+    /// which can still hold a channel whose UNSUBSCRIBE raced the disconnect: after each
+    /// resync these are unsubscribed again unless a waiter uses them.
+    recent: std::sync::Mutex<VecDeque<(Instant, String)>>,
 }
+
+/// How long a released channel stays in [`Shared::recent`], and at most how many.
+const RECENT_WINDOW: Duration = Duration::from_secs(30);
+const RECENT_MAX: usize = 50_000;
 
 /// What the server knows about one channel, as far as this client can tell.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -80,6 +89,7 @@ impl Listener {
             handle: Handle::current(),
             resyncing: AtomicBool::new(false),
             disconnects: AtomicUsize::new(0),
+            recent: std::sync::Mutex::new(VecDeque::new()),
         });
         let weak = Arc::downgrade(&shared);
         let config = config
@@ -204,7 +214,21 @@ impl Shared {
         self.channels.remove_if(name, |_, c| {
             Arc::ptr_eq(c, channel) && c.refs.load(Ordering::SeqCst) == 0
         });
+        self.remember(name);
         true
+    }
+
+    fn remember(&self, name: &str) {
+        let now = Instant::now();
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        while recent
+            .front()
+            .is_some_and(|(at, _)| now.duration_since(*at) > RECENT_WINDOW)
+            || recent.len() >= RECENT_MAX
+        {
+            recent.pop_front();
+        }
+        recent.push_back((now, name.to_owned()));
     }
 
     /// [`Shared::unsubscribe_if_idle`], retried with backoff while it fails (a few times; a
@@ -293,6 +317,21 @@ impl Shared {
         }
         tracing::warn!("subscription connection restored; resubscribed");
         self.wake_all();
+        // Channels released lately may have been replayed by the reconnect: give each an
+        // entry (so a new waiter serializes behind us) and unsubscribe it if still idle.
+        let recent: Vec<String> = {
+            let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+            recent.iter().map(|(_, name)| name.clone()).collect()
+        };
+        for name in recent {
+            self.channels.entry(name).or_insert_with(|| {
+                Arc::new(Channel {
+                    notify: Notify::new(),
+                    refs: AtomicUsize::new(0),
+                    state: Mutex::new(SubState::Unknown),
+                })
+            });
+        }
         let idle: Vec<(String, Arc<Channel>)> = self
             .channels
             .iter()
