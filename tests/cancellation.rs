@@ -3,6 +3,8 @@
 //! behind, and a dropped guard releases its hold promptly.
 mod support;
 
+use support::in_task;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -13,20 +15,6 @@ use support::RedisServer;
 type Conn = redis::aio::MultiplexedConnection;
 
 const WATCHDOG: Duration = Duration::from_secs(30);
-
-/// Run the test body in a spawned task (so it has a tokio task id, like real callers)
-/// and re-raise its panic with the original message.
-async fn in_task<F>(body: F)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    if let Err(e) = tokio::spawn(body).await {
-        if e.is_panic() {
-            std::panic::resume_unwind(e.into_panic());
-        }
-        panic!("test task failed: {e}");
-    }
-}
 
 async fn client(server: &RedisServer, ns: &str, watchdog: Duration) -> Client {
     Client::builder(server.url())

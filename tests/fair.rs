@@ -2,7 +2,8 @@
 //! waiters, handoff cost, re-entry, mutual exclusion, TTLs on every key, nothing left behind.
 mod support;
 
-use std::future::Future;
+use support::in_task;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,20 +14,6 @@ use support::{Interval, RedisServer};
 type Conn = redis::aio::MultiplexedConnection;
 
 const WATCHDOG: Duration = Duration::from_secs(30);
-
-/// Run the test body in a spawned task (so it has a tokio task id, like real callers) and
-/// re-raise its panic with the original message.
-async fn in_task<F>(body: F)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    if let Err(e) = tokio::spawn(body).await {
-        if e.is_panic() {
-            std::panic::resume_unwind(e.into_panic());
-        }
-        panic!("test task failed: {e}");
-    }
-}
 
 async fn client(url: &str, ns: &str, watchdog: Duration) -> Client {
     Client::builder(url)

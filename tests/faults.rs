@@ -2,7 +2,8 @@
 //! subscription connection while waiters wait, and a server restart under a held lock.
 mod support;
 
-use std::future::Future;
+use support::in_task;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,20 +15,6 @@ use support::{Interval, RedisServer};
 type Conn = redis::aio::MultiplexedConnection;
 
 const WATCHDOG: Duration = Duration::from_secs(30);
-
-/// Run the test body in a spawned task (so it has a tokio task id, like real callers)
-/// and re-raise its panic with the original message.
-async fn in_task<F>(body: F)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    if let Err(e) = tokio::spawn(body).await {
-        if e.is_panic() {
-            std::panic::resume_unwind(e.into_panic());
-        }
-        panic!("test task failed: {e}");
-    }
-}
 
 async fn client(server: &RedisServer, ns: &str, watchdog: Duration) -> Client {
     Client::builder(server.url())

@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::in_task;
+
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,19 +20,6 @@ async fn within<F: Future>(secs: u64, fut: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(secs), fut)
         .await
         .expect("did not finish in time")
-}
-
-/// Run the test body in a spawned task (a well-defined lock owner); re-raise its panic.
-async fn in_task<F>(body: F)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    if let Err(e) = tokio::spawn(body).await {
-        if e.is_panic() {
-            std::panic::resume_unwind(e.into_panic());
-        }
-        panic!("test task failed: {e}");
-    }
 }
 
 async fn client(server: &RedisServer, ns: &str) -> Client {

@@ -3,7 +3,8 @@
 //! independent client sets.
 mod support;
 
-use std::future::Future;
+use support::in_task;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,19 +16,6 @@ type Conn = redis::aio::MultiplexedConnection;
 
 /// Generous for a loaded 2-core machine; the default (50 ms) suits a quiet network.
 const NODE_TIMEOUT: Duration = Duration::from_millis(400);
-
-/// Run the test body in a spawned task (owners are per task) and re-raise its panic.
-async fn in_task<F>(body: F)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    if let Err(e) = tokio::spawn(body).await {
-        if e.is_panic() {
-            std::panic::resume_unwind(e.into_panic());
-        }
-        panic!("test task failed: {e}");
-    }
-}
 
 fn servers() -> Vec<RedisServer> {
     (0..5).map(|_| RedisServer::start()).collect()

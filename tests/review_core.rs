@@ -3,24 +3,13 @@
 mod support;
 
 use std::future::Future;
+
+use support::in_task;
+
 use std::time::{Duration, Instant};
 
 use relock::{Client, Error};
 use support::RedisServer;
-
-/// Run the test body in a spawned task (so it has a tokio task id, like real callers)
-/// and re-raise its panic with the original message.
-async fn in_task<F>(body: F)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    if let Err(e) = tokio::spawn(body).await {
-        if e.is_panic() {
-            std::panic::resume_unwind(e.into_panic());
-        }
-        panic!("test task failed: {e}");
-    }
-}
 
 async fn client(server: &RedisServer, ns: &str, watchdog: Duration) -> Client {
     Client::builder(server.url())

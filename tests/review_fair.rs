@@ -1,23 +1,12 @@
 //! Review tests for FairLock against a real redis-server.
 mod support;
 
-use std::future::Future;
+use support::in_task;
+
 use std::time::{Duration, Instant};
 
 use relock::{Client, FairLock};
 use support::RedisServer;
-
-async fn in_task<F>(body: F)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    if let Err(e) = tokio::spawn(body).await {
-        if e.is_panic() {
-            std::panic::resume_unwind(e.into_panic());
-        }
-        panic!("test task failed: {e}");
-    }
-}
 
 async fn client(url: &str, ns: &str, watchdog: Duration) -> Client {
     Client::builder(url)

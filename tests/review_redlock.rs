@@ -1,7 +1,8 @@
 //! Review tests for RedLock against three real, independent redis-servers.
 mod support;
 
-use std::future::Future;
+use support::in_task;
+
 use std::time::Duration;
 
 use relock::{Client, RedLockOptions, RedLockSet};
@@ -10,18 +11,6 @@ use support::RedisServer;
 type Conn = redis::aio::MultiplexedConnection;
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(400);
-
-async fn in_task<F>(body: F)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    if let Err(e) = tokio::spawn(body).await {
-        if e.is_panic() {
-            std::panic::resume_unwind(e.into_panic());
-        }
-        panic!("test task failed: {e}");
-    }
-}
 
 fn servers(n: usize) -> Vec<RedisServer> {
     (0..n).map(|_| RedisServer::start()).collect()

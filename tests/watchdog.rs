@@ -2,7 +2,8 @@
 //! locks, and batches renewals so 1,000 held locks cost ~10 script calls per period.
 mod support;
 
-use std::future::Future;
+use support::in_task;
+
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
@@ -10,20 +11,6 @@ use relock::{Client, Error};
 use support::RedisServer;
 
 type Conn = redis::aio::MultiplexedConnection;
-
-/// Run the test body in a spawned task (so it has a tokio task id, like real callers)
-/// and re-raise its panic with the original message.
-async fn in_task<F>(body: F)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    if let Err(e) = tokio::spawn(body).await {
-        if e.is_panic() {
-            std::panic::resume_unwind(e.into_panic());
-        }
-        panic!("test task failed: {e}");
-    }
-}
 
 async fn client(server: &RedisServer, ns: &str, watchdog: Duration) -> Client {
     Client::builder(server.url())

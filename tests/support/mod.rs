@@ -267,3 +267,17 @@ pub fn assert_no_overlap(intervals: &mut [Interval]) {
         );
     }
 }
+
+/// Runs a test body in its own spawned task, so it has a real tokio task id (the lock owner)
+/// like application code; a panic inside is re-raised with its own message.
+pub async fn in_task<F>(body: F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    if let Err(e) = tokio::spawn(body).await {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
+        }
+        panic!("test task failed: {e}");
+    }
+}
