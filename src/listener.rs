@@ -15,6 +15,8 @@
 //! reconnected and replayed the subscriptions, wakes them all again.
 
 use std::collections::VecDeque;
+
+use futures::StreamExt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -49,7 +51,7 @@ struct Shared {
 }
 
 /// How long a released channel stays in [`Shared::recent`], and at most how many.
-const RECENT_WINDOW: Duration = Duration::from_secs(30);
+const RECENT_WINDOW: Duration = Duration::from_secs(5);
 const RECENT_MAX: usize = 50_000;
 
 /// What the server knows about one channel, as far as this client can tell.
@@ -338,9 +340,13 @@ impl Shared {
             .filter(|c| c.refs.load(Ordering::SeqCst) == 0)
             .map(|c| (c.key().clone(), c.value().clone()))
             .collect();
-        for (name, channel) in idle {
-            self.unsubscribe_if_idle(&name, &channel).await;
-        }
+        // Retried (a later disconnect may cut some of these off), a few at a time.
+        let this = &self;
+        futures::stream::iter(idle)
+            .for_each_concurrent(16, |(name, channel)| async move {
+                this.release_channel(&name, &channel).await
+            })
+            .await;
     }
 }
 
