@@ -218,9 +218,7 @@ impl FairLock {
     /// within a moment, and the waiter's channel subscription is dropped. The place in the
     /// queue is lost.
     pub async fn lock(&self) -> Result<FairLockGuard> {
-        self.acquire(None, None)
-            .await?
-            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+        raw::never_timed_out(self.acquire(None, None).await?)
     }
 
     /// Like [`lock`](Self::lock), but the lock expires `lease` after it was taken unless
@@ -233,9 +231,7 @@ impl FairLock {
     /// # Cancel safety
     /// As for [`FairLock::lock`].
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<FairLockGuard> {
-        self.acquire(None, Some(lease))
-            .await?
-            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+        raw::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
 
     /// Tries to acquire the lock in turn, waiting at most `wait`. `Ok(None)` means the lock
@@ -255,8 +251,7 @@ impl FairLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<FairLockGuard>> {
-        let deadline = Instant::now().checked_add(wait).unwrap_or_else(far_future);
-        self.acquire(Some(deadline), lease).await
+        self.acquire(Some(raw::deadline_after(wait)), lease).await
     }
 
     async fn acquire(
@@ -518,11 +513,6 @@ impl std::fmt::Debug for FairLock {
             .field("waiter_lease", &self.inner.waiter_lease)
             .finish()
     }
-}
-
-fn far_future() -> Instant {
-    // About 30 years: far enough to mean "no limit", near enough not to overflow.
-    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
 }
 
 impl raw::Kind for FairLock {

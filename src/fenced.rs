@@ -132,9 +132,7 @@ impl FencedLock {
     /// Cancel safe, as [`RLock::lock`]: dropping the future leaves no hold behind. A token
     /// drawn by an abandoned attempt is simply never used; tokens need not be consecutive.
     pub async fn lock(&self) -> Result<FencedLockGuard> {
-        self.acquire(None, None)
-            .await?
-            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+        raw::never_timed_out(self.acquire(None, None).await?)
     }
 
     /// Acquires the lock, waiting as long as it takes; it expires `lease` after it was taken
@@ -148,9 +146,7 @@ impl FencedLock {
     /// # Cancel safety
     /// As for [`FencedLock::lock`].
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<FencedLockGuard> {
-        self.acquire(None, Some(lease))
-            .await?
-            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+        raw::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
 
     /// Tries to acquire the lock, waiting at most `wait` (`Duration::ZERO`: one attempt).
@@ -167,10 +163,7 @@ impl FencedLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<FencedLockGuard>> {
-        let deadline = Instant::now()
-            .checked_add(wait)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365 * 30));
-        self.acquire(Some(deadline), lease).await
+        self.acquire(Some(raw::deadline_after(wait)), lease).await
     }
 
     async fn acquire(

@@ -25,6 +25,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::client::Core;
 use crate::error::{Error, Result};
+use crate::raw;
 use crate::reentrant::{RLock, RLockGuard};
 
 /// All-or-nothing over several [`RLock`]s: the guard holds every one of them, or the
@@ -107,9 +108,7 @@ impl MultiLock {
     /// them in the background (promptly, at the latest by their TTL), and the member being
     /// waited for is cancelled as [`RLock::lock`] is (no hold left behind).
     pub async fn lock(&self) -> Result<MultiLockGuard> {
-        self.acquire(None, None)
-            .await?
-            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+        raw::never_timed_out(self.acquire(None, None).await?)
     }
 
     /// Acquires every member, waiting as long as it takes; each member expires `lease` after
@@ -122,9 +121,7 @@ impl MultiLock {
     /// # Cancel safety
     /// As for [`MultiLock::lock`].
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiLockGuard> {
-        self.acquire(None, Some(lease))
-            .await?
-            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+        raw::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
 
     /// Tries to acquire every member within `wait` in total (`Duration::ZERO`: one attempt
@@ -141,10 +138,7 @@ impl MultiLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<MultiLockGuard>> {
-        let deadline = Instant::now()
-            .checked_add(wait)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365 * 30));
-        self.acquire(Some(deadline), lease).await
+        self.acquire(Some(raw::deadline_after(wait)), lease).await
     }
 
     async fn acquire(

@@ -129,6 +129,19 @@ impl Drop for PassOn<'_> {
     }
 }
 
+/// The deadline of a `try_lock(wait, ..)`: `wait` from now, or about 30 years (far enough to
+/// mean "no limit", near enough not to overflow) when `wait` is too large for an `Instant`.
+pub(crate) fn deadline_after(wait: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(wait)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
+}
+
+/// The result of a wait without deadline, which never times out: `Some` by construction.
+pub(crate) fn never_timed_out<T>(acquired: Option<T>) -> Result<T> {
+    acquired.ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+}
+
 /// How long to sleep at most for a holder with this pttl: until just after it expires.
 fn wait_bound(pttl: Option<Duration>) -> Option<Duration> {
     pttl.map(|p| p + Duration::from_millis(1))
@@ -271,7 +284,8 @@ async fn undo<K: Kind>(kind: &K, owner: Arc<str>, expected: u32) {
             tracing::debug!(lock = %kind.name(), "released the hold of an abandoned acquire")
         }
         Ok(_) => {}
-        Err(e) => tracing::warn!(
+        // Not a lost lock, and frequent while a node is down (Redlock): debug, not warn.
+        Err(e) => tracing::debug!(
             lock = %kind.name(),
             error = %e,
             "could not release the hold of an abandoned acquire; it expires with its TTL"

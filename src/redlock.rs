@@ -44,7 +44,7 @@ use uuid::Uuid;
 use crate::client::{Client, Core};
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys};
-use crate::raw::{current_owner, Inflight};
+use crate::raw::{self, current_owner, Inflight};
 use crate::scripts::{LOCK, RENEW, UNLOCK};
 
 /// Default TTL of a Redlock taken without a lease; extended every third of it.
@@ -429,9 +429,7 @@ impl RedLock {
     /// Cancel safe. Dropping the future at any point leaves no hold behind: each node call
     /// abandoned mid-flight finishes in the background and releases what it took.
     pub async fn lock(&self) -> Result<RedLockGuard> {
-        self.acquire(None, None)
-            .await?
-            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+        raw::never_timed_out(self.acquire(None, None).await?)
     }
 
     /// Like [`lock`](Self::lock), with a fixed lease and no extensions: the holds expire
@@ -444,9 +442,7 @@ impl RedLock {
     /// # Cancel safety
     /// As for [`lock`](Self::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
-        self.acquire(None, Some(lease))
-            .await?
-            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+        raw::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
 
     /// Tries to acquire the lock on a majority of the nodes for at most `wait` (and at most
@@ -464,10 +460,7 @@ impl RedLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<RedLockGuard>> {
-        let deadline = Instant::now()
-            .checked_add(wait)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365 * 30));
-        self.acquire(Some(deadline), lease).await
+        self.acquire(Some(raw::deadline_after(wait)), lease).await
     }
 
     async fn acquire(
@@ -614,23 +607,19 @@ impl RedLock {
             }
             .boxed()
         };
-        let (undo_node, undo_owner, undo_set) = (node.clone(), owner.clone(), set_id.clone());
-        let inflight = Inflight::new(node.core.handle.clone(), call, move |reply| {
-            async move {
-                let expected = match &reply {
-                    // Granted to nobody: give it back (holds of one owner are interchangeable).
-                    Ok(r) if r.first() == Some(&1) => 0,
-                    Ok(_) => return,
-                    // Unknown outcome: only if the count shows this call's hold.
-                    Err(_) => expected,
-                };
-                let _ = undo_node.release(undo_owner, undo_set, expected).await;
-            }
-            .boxed()
+        // A node is a kind of its own for the shared clean-up: an abandoned or timed-out call
+        // gives back what it took (unconditionally if the reply says it was granted, by
+        // hold count when the outcome is unknown), before this round returns.
+        let on_node = NodeLock {
+            node: node.clone(),
+            set_id,
+            name: self.inner.name.clone(),
+        };
+        let reply = raw::guarded_call(&on_node, owner.clone(), expected, call, |r: &Vec<i64>| {
+            r.first() == Some(&1)
         });
-        let (node, owner) = (node.clone(), owner.clone());
         async move {
-            match tokio::time::timeout(timeout, inflight).await {
+            match tokio::time::timeout(timeout, reply).await {
                 // Dropping the call made it finish (and undo) in the background.
                 Err(_) => NodeReply::Failed(node_timeout_error(timeout)),
                 Ok(Ok(reply)) => match reply.as_slice() {
@@ -640,18 +629,32 @@ impl RedLock {
                         "lock script answered {other:?}"
                     ))),
                 },
-                Ok(Err(e)) => {
-                    if e.code().is_none() {
-                        // No error reply from the server: the script may have run.
-                        let release = node.release(owner, set_id, expected);
-                        node.core.handle.spawn(async move {
-                            let _ = release.await;
-                        });
-                    }
-                    NodeReply::Failed(e.into())
-                }
+                Ok(Err(e)) => NodeReply::Failed(e.into()),
             }
         }
+    }
+}
+
+/// One node's hold of a Redlock, as a [`raw::Kind`] for [`raw::guarded_call`].
+#[derive(Clone)]
+struct NodeLock {
+    node: Node,
+    set_id: Arc<str>,
+    name: Arc<str>,
+}
+
+impl raw::Kind for NodeLock {
+    fn core(&self) -> &Arc<Core> {
+        &self.node.core
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
+        let release = self.node.release(owner, self.set_id.clone(), expected);
+        async move { Ok(release.await?) }.boxed()
     }
 }
 

@@ -112,9 +112,7 @@ impl RLock {
     /// a reply nobody awaited any more is released in the background within a moment, and
     /// the waiter's channel subscription is dropped (unsubscribed if it was the last).
     pub async fn lock(&self) -> Result<RLockGuard> {
-        self.acquire(None, None)
-            .await?
-            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+        raw::never_timed_out(self.acquire(None, None).await?)
     }
 
     /// Acquires the lock, waiting as long as it takes; the lock expires `lease` after it was
@@ -127,9 +125,7 @@ impl RLock {
     /// # Cancel safety
     /// As for [`RLock::lock`].
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<RLockGuard> {
-        self.acquire(None, Some(lease))
-            .await?
-            .ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+        raw::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
 
     /// Tries to acquire the lock, waiting at most `wait`. `Ok(None)` means another owner held
@@ -147,9 +143,7 @@ impl RLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<RLockGuard>> {
-        let deadline = Instant::now().checked_add(wait);
-        self.acquire(Some(deadline.unwrap_or_else(far_future)), lease)
-            .await
+        self.acquire(Some(raw::deadline_after(wait)), lease).await
     }
 
     async fn acquire(
@@ -322,11 +316,6 @@ impl std::fmt::Debug for RLock {
             .field("key", &self.inner.keys.lock)
             .finish()
     }
-}
-
-fn far_future() -> Instant {
-    // About 30 years: far enough to mean "no limit", near enough not to overflow.
-    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
 }
 
 impl raw::Kind for RLock {
