@@ -4,13 +4,13 @@
 
 mod support;
 
+use support::{exists, Conn};
+
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use relock::{Client, Error};
 use support::RedisServer;
-
-type Conn = relock::redis::aio::MultiplexedConnection;
 
 const WATCHDOG: Duration = Duration::from_secs(1);
 /// 2^53 ms: the largest lease / timeout the contract accepts.
@@ -99,15 +99,6 @@ async fn hlen(conn: &mut Conn, key: &str) -> u64 {
         .query_async(conn)
         .await
         .unwrap()
-}
-
-async fn exists(conn: &mut Conn, key: &str) -> bool {
-    let n: u64 = relock::redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap();
-    n == 1
 }
 
 /// Keys under `ns` (SCAN-free: each test owns its server, so KEYS is fine).

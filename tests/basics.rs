@@ -6,13 +6,13 @@
 
 mod support;
 
+use support::{exists, Conn};
+
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use relock::{Client, Error};
 use support::RedisServer;
-
-type Conn = relock::redis::aio::MultiplexedConnection;
 
 /// Watchdog timeout used by most tests (short, so TTL effects are quick to observe).
 const WATCHDOG: Duration = Duration::from_secs(1);
@@ -79,15 +79,6 @@ async fn hlen(conn: &mut Conn, key: &str) -> u64 {
         .query_async(conn)
         .await
         .unwrap()
-}
-
-async fn exists(conn: &mut Conn, key: &str) -> bool {
-    let n: u64 = relock::redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap();
-    n == 1
 }
 
 async fn pttl(conn: &mut Conn, key: &str) -> i64 {

@@ -4,35 +4,16 @@
 mod support;
 
 use support::in_task;
+use support::{client, exists, Conn};
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use relock::{Client, RLock};
+use relock::RLock;
 use support::RedisServer;
 
-type Conn = redis::aio::MultiplexedConnection;
-
 const WATCHDOG: Duration = Duration::from_secs(30);
-
-async fn client(server: &RedisServer, ns: &str, watchdog: Duration) -> Client {
-    Client::builder(server.url())
-        .namespace(ns)
-        .watchdog_timeout(watchdog)
-        .build()
-        .await
-        .expect("build client")
-}
-
-async fn exists(conn: &mut Conn, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap();
-    n == 1
-}
 
 async fn hgetall(conn: &mut Conn, key: &str) -> HashMap<String, String> {
     redis::cmd("HGETALL")

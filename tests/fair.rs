@@ -2,6 +2,8 @@
 //! waiters, handoff cost, re-entry, mutual exclusion, TTLs on every key, nothing left behind.
 mod support;
 
+use support::Conn;
+
 use support::in_task;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,8 +12,6 @@ use std::time::{Duration, Instant};
 
 use relock::{Client, FairLock};
 use support::{Interval, RedisServer};
-
-type Conn = redis::aio::MultiplexedConnection;
 
 const WATCHDOG: Duration = Duration::from_secs(30);
 

@@ -4,6 +4,8 @@
 //! (`tests/support/checker.rs`), not by eye.
 mod support;
 
+use support::Conn;
+
 use std::future::Future;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -15,8 +17,6 @@ use redis::AsyncCommands;
 use relock::{Client, Error};
 use support::checker::{self, Acquisition, History, Op, TtlSample};
 use support::RedisServer;
-
-type Conn = redis::aio::MultiplexedConnection;
 
 /// Watchdog timeout and lease of every scenario: short, so faults play out in seconds.
 const WATCHDOG: Duration = Duration::from_secs(1);

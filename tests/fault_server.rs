@@ -12,6 +12,8 @@
 //! Timings are short (watchdog ~1 s) so the whole file stays well under 2.5 minutes on 2 cores.
 mod support;
 
+use support::Conn;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,8 +22,6 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use relock::{Client, Error};
 use support::{checker, RedisServer};
-
-type Conn = redis::aio::MultiplexedConnection;
 
 /// Watchdog timeout (= TTL of a held lock) in the stall / slow-server scenarios.
 const TTL: Duration = Duration::from_secs(1);

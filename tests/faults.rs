@@ -3,6 +3,7 @@
 mod support;
 
 use support::in_task;
+use support::{client, exists, Conn};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,27 +13,7 @@ use futures::future::join_all;
 use relock::{Client, Error};
 use support::{Interval, RedisServer};
 
-type Conn = redis::aio::MultiplexedConnection;
-
 const WATCHDOG: Duration = Duration::from_secs(30);
-
-async fn client(server: &RedisServer, ns: &str, watchdog: Duration) -> Client {
-    Client::builder(server.url())
-        .namespace(ns)
-        .watchdog_timeout(watchdog)
-        .build()
-        .await
-        .expect("build client")
-}
-
-async fn exists(conn: &mut Conn, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap();
-    n == 1
-}
 
 async fn numsub_until(
     conn: &Conn,

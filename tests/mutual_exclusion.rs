@@ -6,6 +6,8 @@
 
 mod support;
 
+use support::Conn;
+
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,8 +15,6 @@ use std::time::{Duration, Instant};
 
 use relock::{Client, RLock, RLockGuard};
 use support::{Interval, RedisServer};
-
-type Conn = relock::redis::aio::MultiplexedConnection;
 
 const WATCHDOG: Duration = Duration::from_secs(2);
 const TASKS_PER_CLIENT: usize = 16;

@@ -4,6 +4,7 @@
 mod support;
 
 use support::in_task;
+use support::{exists, Conn};
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,8 +12,6 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use relock::{Client, Error, RedLockOptions, RedLockSet};
 use support::{Interval, RedisServer};
-
-type Conn = redis::aio::MultiplexedConnection;
 
 /// Generous for a loaded 2-core machine; the default (50 ms) suits a quiet network.
 const NODE_TIMEOUT: Duration = Duration::from_millis(400);
@@ -50,15 +49,6 @@ async fn conns(servers: &[RedisServer]) -> Vec<Conn> {
         out.push(s.conn().await);
     }
     out
-}
-
-async fn exists(conn: &mut Conn, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap();
-    n == 1
 }
 
 async fn hget(conn: &mut Conn, key: &str, field: &str) -> Option<i64> {

@@ -5,20 +5,12 @@ mod support;
 use std::future::Future;
 
 use support::in_task;
+use support::{client, exists, Conn};
 
 use std::time::{Duration, Instant};
 
 use relock::{Client, Error};
 use support::RedisServer;
-
-async fn client(server: &RedisServer, ns: &str, watchdog: Duration) -> Client {
-    Client::builder(server.url())
-        .namespace(ns)
-        .watchdog_timeout(watchdog)
-        .build()
-        .await
-        .expect("build client")
-}
 
 /// Guards and the client dropped after their runtime shut down (e.g. stored in a static,
 /// or a runtime built per request): no panic, and the watchdog lock expires by its TTL.
@@ -126,17 +118,6 @@ async fn waiter_survives_subscription_churn_on_its_channel() {
         assert!(support::keys_with_pttl(&mut conn).await.is_empty());
     })
     .await;
-}
-
-type Conn = redis::aio::MultiplexedConnection;
-
-async fn exists(conn: &mut Conn, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap();
-    n == 1
 }
 
 async fn hget(conn: &mut Conn, key: &str, field: &str) -> Option<i64> {

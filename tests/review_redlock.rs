@@ -1,14 +1,14 @@
 //! Review tests for RedLock against three real, independent redis-servers.
 mod support;
 
+use support::Conn;
+
 use support::in_task;
 
 use std::time::Duration;
 
 use relock::{Client, RedLockOptions, RedLockSet};
 use support::RedisServer;
-
-type Conn = redis::aio::MultiplexedConnection;
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(400);
 

@@ -4,6 +4,7 @@
 mod support;
 
 use support::in_task;
+use support::{client, exists, Conn};
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,28 +12,8 @@ use std::time::{Duration, Instant};
 use relock::Client;
 use support::{Interval, RedisServer};
 
-type Conn = redis::aio::MultiplexedConnection;
-
 /// Default watchdog timeout: an expiry can never explain a wakeup in these tests.
 const WATCHDOG: Duration = Duration::from_secs(30);
-
-async fn client(server: &RedisServer, ns: &str, watchdog: Duration) -> Client {
-    Client::builder(server.url())
-        .namespace(ns)
-        .watchdog_timeout(watchdog)
-        .build()
-        .await
-        .expect("build client")
-}
-
-async fn exists(conn: &mut Conn, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap();
-    n == 1
-}
 
 /// Poll NUMSUB of `channel` until `pred` holds (up to `timeout`).
 async fn numsub_until(

@@ -3,32 +3,13 @@
 mod support;
 
 use support::in_task;
+use support::{client, exists, Conn};
 
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use relock::{Client, Error};
+use relock::Error;
 use support::RedisServer;
-
-type Conn = redis::aio::MultiplexedConnection;
-
-async fn client(server: &RedisServer, ns: &str, watchdog: Duration) -> Client {
-    Client::builder(server.url())
-        .namespace(ns)
-        .watchdog_timeout(watchdog)
-        .build()
-        .await
-        .expect("build client")
-}
-
-async fn exists(conn: &mut Conn, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap();
-    n == 1
-}
 
 async fn pttl(conn: &mut Conn, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()

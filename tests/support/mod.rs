@@ -281,3 +281,30 @@ where
         panic!("test task failed: {e}");
     }
 }
+
+/// The async connection type the tests inspect Redis with.
+pub type Conn = redis::aio::MultiplexedConnection;
+
+/// A relock client on `server` with key namespace `ns` and the given watchdog timeout.
+pub async fn client(
+    server: &RedisServer,
+    ns: &str,
+    watchdog: std::time::Duration,
+) -> relock::Client {
+    relock::Client::builder(server.url())
+        .namespace(ns)
+        .watchdog_timeout(watchdog)
+        .build()
+        .await
+        .expect("build client")
+}
+
+/// Whether `key` exists.
+pub async fn exists(conn: &mut Conn, key: &str) -> bool {
+    let n: i64 = redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .unwrap();
+    n == 1
+}
