@@ -5,6 +5,7 @@
 -- KEYS[3]  deadlines: sorted set, waiter id -> deadline in server ms
 -- ARGV[1]  waiter id of the leaving waiter
 -- ARGV[2]  per-waiter channel prefix: waiter w listens on ARGV[2] .. ':' .. w
+-- ARGV[3]  publish command: 'spublish' on a cluster with sharded pub/sub, else 'publish'
 --
 -- Stale waiters are purged too. If the lock is free and the queue's head changed (the
 -- leaver or a stale waiter was ahead), the new head is woken (payload 'wake') so nobody
@@ -21,7 +22,7 @@ redis.call('zrem', deadlines, ARGV[1])
 live_head()
 local head = tidy()
 if head and head ~= old_head and redis.call('exists', lock) == 0 then
-    redis.call('publish', ARGV[2] .. ':' .. head, 'wake')
+    redis.call(ARGV[3] == 'spublish' and 'spublish' or 'publish', ARGV[2] .. ':' .. head, 'wake')
 end
 if removed > 0 then
     return 1

@@ -12,6 +12,7 @@
 -- ARGV[4]  waiter budget in ms: the caller's queue entry lives until server now + this
 --          unless refreshed by its next attempt; 0 = single attempt: never join the queue
 -- ARGV[5]  per-waiter channel prefix: waiter w listens on ARGV[5] .. ':' .. w
+-- ARGV[6]  publish command: 'spublish' on a cluster with sharded pub/sub, else 'publish'
 --
 -- Every call first purges waiters whose deadline passed (crashed or gone without leaving).
 -- The lock is taken only when it is free and the queue is empty or headed by the caller.
@@ -73,7 +74,7 @@ end
 if purged > 0 then
     head = tidy()
     if free and head and head ~= waiter then
-        redis.call('publish', ARGV[5] .. ':' .. head, 'wake')
+        redis.call(ARGV[6] == 'spublish' and 'spublish' or 'publish', ARGV[5] .. ':' .. head, 'wake')
     end
 elseif budget > 0 then
     head = tidy()

@@ -8,6 +8,7 @@
 -- ARGV[2]  expected hold count before the release, or 0 for "any" (see lua/unlock.lua: used
 --          to undo an acquire whose reply was lost, never releasing a hold not taken)
 -- ARGV[3]  per-waiter channel prefix: waiter w listens on ARGV[3] .. ':' .. w
+-- ARGV[4]  publish command: 'spublish' on a cluster with sharded pub/sub, else 'publish'
 --
 -- Stale waiters are purged first. Whenever the lock is free afterwards and someone waits,
 -- the head is woken with the payload 'wake' (never the releasing client's id, so a head in
@@ -29,7 +30,7 @@ purged = purged + dropped
 local function wake_head()
     head = tidy()
     if head and redis.call('exists', lock) == 0 then
-        redis.call('publish', ARGV[3] .. ':' .. head, 'wake')
+        redis.call(ARGV[4] == 'spublish' and 'spublish' or 'publish', ARGV[3] .. ':' .. head, 'wake')
     end
 end
 

@@ -9,6 +9,7 @@
 -- ARGV[3]  expected hold count before the release, or 0 for "any". Used to undo an acquire
 --          whose reply was lost (timeout, cancelled future): release only if that acquire
 --          really added its hold, never a hold the caller did not take.
+-- ARGV[4]  publish command: 'spublish' on a cluster with sharded pub/sub, else 'publish'
 --
 -- Returns  n > 0  released one hold, n holds remain (TTL unchanged)
 --          0      released the last hold: lock deleted, wakeup published
@@ -27,5 +28,5 @@ if holds > 0 then
     return holds
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[2])
+redis.call(ARGV[4] == 'spublish' and 'spublish' or 'publish', KEYS[2], ARGV[2])
 return 0

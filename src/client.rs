@@ -4,13 +4,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncConnectionConfig, IntoConnectionInfo, ProtocolVersion};
+use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
 use uuid::Uuid;
 
+use crate::deploy::{Commands, SentinelMaster, SentinelSettings};
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_namespace};
 use crate::listener::Listener;
 use crate::reentrant::RLock;
+use crate::scripts::ReplicaSync;
 use crate::watchdog::Watchdog;
 
 /// Default watchdog timeout: a watchdog lock's TTL, renewed every third of it.
@@ -54,7 +56,13 @@ pub(crate) struct Core {
     /// `id` as text: the owner prefix and the unlock message payload.
     pub(crate) id_str: String,
     pub(crate) namespace: String,
-    pub(crate) conn: ConnectionManager,
+    /// The command connection (standalone, cluster or the current Sentinel master).
+    pub(crate) conn: Commands,
+    /// The command scripts publish unlock messages with: `"spublish"` on a cluster with
+    /// sharded pub/sub (Redis 7), else `"publish"`.
+    pub(crate) publish: &'static str,
+    /// `WAIT` after each lock write, if configured and supported by the server.
+    pub(crate) replica_sync: Option<ReplicaSync>,
     pub(crate) listener: Listener,
     pub(crate) watchdog: Watchdog,
     pub(crate) watchdog_timeout: Duration,
@@ -75,16 +83,41 @@ impl Client {
         Client::builder(url).build().await
     }
 
-    /// Starts a [`ClientBuilder`] for the Redis server at `url`
+    /// Starts a [`ClientBuilder`] for the standalone Redis server at `url`
     /// (`redis://[user:password@]host[:port][/db]`, `rediss://` with TLS support in redis-rs).
     pub fn builder(url: impl Into<String>) -> ClientBuilder {
-        ClientBuilder {
-            url: url.into(),
-            watchdog_timeout: DEFAULT_WATCHDOG_TIMEOUT,
-            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            namespace: DEFAULT_NAMESPACE.to_string(),
-        }
+        ClientBuilder::new(Deployment::Standalone { url: url.into() })
+    }
+
+    /// Starts a [`ClientBuilder`] for a Redis Cluster reached through any of the `seeds`
+    /// (`redis://[user:password@]host:port` URLs of some of its nodes; the rest of the
+    /// topology is discovered). See the README's "Deployments" for what a failover does to
+    /// held locks.
+    pub fn cluster_builder<I, S>(seeds: I) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        ClientBuilder::new(Deployment::Cluster {
+            seeds: seeds.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    /// Starts a [`ClientBuilder`] for the master named `master_name` of a Sentinel set, found
+    /// through any of the `sentinels` (`redis://host:port` URLs of sentinels; credentials in
+    /// a URL are the sentinel's). The client follows failovers: commands and subscriptions
+    /// move to the new master. Credentials and database of the master itself:
+    /// [`ClientBuilder::master_password`], [`ClientBuilder::master_username`],
+    /// [`ClientBuilder::master_db`].
+    pub fn sentinel_builder<I, S>(sentinels: I, master_name: impl Into<String>) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        ClientBuilder::new(Deployment::Sentinel {
+            sentinels: sentinels.into_iter().map(Into::into).collect(),
+            master_name: master_name.into(),
+        })
     }
 
     /// A handle to the reentrant lock `name`. Cheap; nothing is sent to Redis. An invalid
@@ -160,18 +193,112 @@ impl std::fmt::Debug for Client {
     }
 }
 
-/// Settings for a [`Client`]; from [`Client::builder`].
-#[derive(Debug, Clone)]
+/// Settings for a [`Client`]; from [`Client::builder`], [`Client::cluster_builder`] or
+/// [`Client::sentinel_builder`].
+#[derive(Clone)]
 #[must_use = "a builder does nothing until .build().await"]
 pub struct ClientBuilder {
-    url: String,
+    deployment: Deployment,
     watchdog_timeout: Duration,
     response_timeout: Duration,
     connect_timeout: Duration,
     namespace: String,
+    master: MasterAuth,
+    replica_sync: Option<(u32, Duration)>,
+}
+
+/// Where the servers are.
+#[derive(Clone, Debug)]
+enum Deployment {
+    Standalone {
+        url: String,
+    },
+    Cluster {
+        seeds: Vec<String>,
+    },
+    Sentinel {
+        sentinels: Vec<String>,
+        master_name: String,
+    },
+}
+
+/// Credentials and database of a Sentinel master (set only for Sentinel deployments).
+#[derive(Clone, Default)]
+struct MasterAuth {
+    username: Option<String>,
+    password: Option<String>,
+    db: Option<i64>,
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // URLs may carry passwords: show the deployment kind and sizes only.
+        let deployment = match &self.deployment {
+            Deployment::Standalone { .. } => "standalone".to_string(),
+            Deployment::Cluster { seeds } => format!("cluster ({} seeds)", seeds.len()),
+            Deployment::Sentinel {
+                sentinels,
+                master_name,
+            } => format!("sentinel `{master_name}` ({} sentinels)", sentinels.len()),
+        };
+        f.debug_struct("ClientBuilder")
+            .field("deployment", &deployment)
+            .field("watchdog_timeout", &self.watchdog_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("namespace", &self.namespace)
+            .field("replica_sync", &self.replica_sync)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ClientBuilder {
+    fn new(deployment: Deployment) -> ClientBuilder {
+        ClientBuilder {
+            deployment,
+            watchdog_timeout: DEFAULT_WATCHDOG_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            namespace: DEFAULT_NAMESPACE.to_string(),
+            master: MasterAuth::default(),
+            replica_sync: None,
+        }
+    }
+
+    /// Replica sync: after every lock write (a new hold or a re-entry), wait until at least
+    /// `replicas` replicas acknowledged it, at most `timeout` (Redis `WAIT`, pipelined with
+    /// the lock script on the same connection: no extra round trip). If fewer acknowledge,
+    /// the hold is released again and the call fails with [`Error::ReplicaSync`]: the lock
+    /// fails closed instead of living only on a master whose failover would lose it.
+    ///
+    /// This narrows, but does not close, the failover race of asynchronous replication
+    /// (README, "Deployments"). WAIT blocks the client's shared command connection for up
+    /// to `timeout` when replicas lag, so keep it short; it must be below the response
+    /// timeout. If the server does not support WAIT, the client says so once at connect
+    /// (a warning) and runs without replica sync. Off by default.
+    pub fn replica_sync(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_sync = Some((replicas, timeout));
+        self
+    }
+
+    /// Password of the Sentinel master (and its replicas). Sentinel deployments only.
+    pub fn master_password(mut self, password: impl Into<String>) -> Self {
+        self.master.password = Some(password.into());
+        self
+    }
+
+    /// ACL user name for the Sentinel master. Sentinel deployments only.
+    pub fn master_username(mut self, username: impl Into<String>) -> Self {
+        self.master.username = Some(username.into());
+        self
+    }
+
+    /// Database number on the Sentinel master (default 0). Sentinel deployments only.
+    pub fn master_db(mut self, db: i64) -> Self {
+        self.master.db = Some(db);
+        self
+    }
+
     /// TTL of locks taken without a lease; the watchdog renews them every `timeout / 3`.
     /// A crashed process's locks are free again at most this long after the crash.
     /// Default 30 s; at least 1 ms.
@@ -215,42 +342,133 @@ impl ClientBuilder {
         let watchdog_ms = check_millis("watchdog_timeout", self.watchdog_timeout)?;
         check_millis("response_timeout", self.response_timeout)?;
         check_millis("connect_timeout", self.connect_timeout)?;
+        let replica_sync = self.check_replica_sync()?;
+        let is_sentinel = matches!(self.deployment, Deployment::Sentinel { .. });
+        let m = &self.master;
+        if !is_sentinel && (m.username.is_some() || m.password.is_some() || m.db.is_some()) {
+            return Err(Error::invalid(
+                "master_password",
+                "master credentials and database apply to Sentinel deployments only \
+                 (put them in the URL otherwise)",
+            ));
+        }
 
-        let info = self
-            .url
-            .as_str()
-            .into_connection_info()
-            .map_err(|e| Error::invalid("url", format!("{}: {e}", self.url)))?;
-        let settings = info
-            .redis_settings()
-            .clone()
-            .set_protocol(ProtocolVersion::RESP3);
-        let info = info.set_redis_settings(settings);
-        let client = redis::Client::open(info)
-            .map_err(|e| Error::invalid("url", format!("{}: {e}", self.url)))?;
-
-        // One plain connection first: fails fast (no reconnect backoff) on a wrong address or
-        // password, within the connect timeout.
         let probe_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout));
-        let mut probe = client
-            .get_multiplexed_async_connection_with_config(&probe_config)
-            .await?;
-        let _: String = redis::cmd("PING").query_async(&mut probe).await?;
-        crate::scripts::preload(&mut probe).await?;
-        warn_if_evicting(&mut probe).await;
-        drop(probe);
-
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout))
             .set_number_of_retries(6)
             .set_max_delay(Duration::from_secs(2));
-        let conn = ConnectionManager::new_with_config(client.clone(), config.clone()).await?;
         let id = Uuid::new_v4();
         let id_str = id.to_string();
-        let listener = Listener::connect(client, config, id_str.clone()).await?;
+
+        let (mut conn, listener, publish) = match &self.deployment {
+            Deployment::Standalone { url } => {
+                let client = redis::Client::open(resp3(url)?)
+                    .map_err(|e| Error::invalid("url", format!("{}: {e}", redact(url))))?;
+                probe(&client, &probe_config).await?;
+                let conn =
+                    ConnectionManager::new_with_config(client.clone(), config.clone()).await?;
+                let listener = Listener::connect(client, config, id_str.clone()).await?;
+                (Commands::Single(conn), listener, "publish")
+            }
+            Deployment::Cluster { seeds } => {
+                let seeds = seeds.iter().map(|s| resp3(s)).collect::<Result<Vec<_>>>()?;
+                // Any seed answers for the cluster's version and memory policy.
+                let mut version = None;
+                let mut last_error = None;
+                for seed in &seeds {
+                    match redis::Client::open(seed.clone()) {
+                        Ok(client) => match probe(&client, &probe_config).await {
+                            Ok(v) => {
+                                version = Some(v);
+                                break;
+                            }
+                            Err(e) => last_error = Some(e),
+                        },
+                        Err(e) => last_error = Some(e.into()),
+                    }
+                }
+                let Some(version) = version else {
+                    return Err(last_error.unwrap_or_else(|| {
+                        Error::invalid("cluster seeds", "no seed address given")
+                    }));
+                };
+                let sharded = version >= 7;
+                if !sharded {
+                    tracing::info!(
+                        version,
+                        "redis < 7 has no sharded pub/sub: unlock messages use PUBLISH, which \
+                         every cluster node relays"
+                    );
+                }
+                let client = crate::deploy::cluster_client(
+                    &seeds,
+                    self.connect_timeout,
+                    self.response_timeout,
+                    None::<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
+                )?;
+                let conn = within(self.connect_timeout, client.get_async_connection()).await?;
+                let listener = Listener::connect_cluster(
+                    &seeds,
+                    self.connect_timeout,
+                    self.response_timeout,
+                    sharded,
+                    id_str.clone(),
+                )
+                .await?;
+                let publish = if sharded { "spublish" } else { "publish" };
+                (Commands::Cluster(conn), listener, publish)
+            }
+            Deployment::Sentinel {
+                sentinels,
+                master_name,
+            } => {
+                if master_name.is_empty() {
+                    return Err(Error::invalid("master_name", "must not be empty"));
+                }
+                let sentinels = sentinels
+                    .iter()
+                    .map(|s| resp3(s))
+                    .collect::<Result<Vec<_>>>()?;
+                let mut master = redis::RedisConnectionInfo::default()
+                    .set_protocol(ProtocolVersion::RESP3)
+                    .set_db(m.db.unwrap_or(0));
+                if let Some(u) = &m.username {
+                    master = master.set_username(u);
+                }
+                if let Some(p) = &m.password {
+                    master = master.set_password(p);
+                }
+                let settings = SentinelSettings {
+                    sentinels,
+                    master_name: master_name.clone(),
+                    master,
+                    connect_timeout: self.connect_timeout,
+                    response_timeout: self.response_timeout,
+                };
+                let sentinel = SentinelMaster::connect(settings, config.clone()).await?;
+                let client = sentinel.switches().borrow().clone();
+                probe(&client, &probe_config).await?;
+                let listener = Listener::connect(client, config.clone(), id_str.clone()).await?;
+                listener.follow(sentinel.switches(), config);
+                (Commands::Sentinel(sentinel), listener, "publish")
+            }
+        };
+        if conn.is_cluster() {
+            // Standalone and Sentinel preload on the probe connection; a cluster loads the
+            // scripts on every node (best effort: calls fall back to EVAL anyway).
+            if let Err(e) = crate::scripts::preload(&mut conn).await {
+                tracing::debug!(error = %e, "script preload on the cluster failed");
+            }
+        }
+        let replica_sync = match replica_sync {
+            Some(sync) => check_wait_support(&mut conn, sync).await,
+            None => None,
+        };
+
         let watchdog = Watchdog::start(conn.clone(), self.watchdog_timeout);
         tracing::debug!(client = %id, namespace = %self.namespace, "relock client connected");
         let core = Arc::new(Core {
@@ -258,6 +476,8 @@ impl ClientBuilder {
             id_str,
             namespace: self.namespace,
             conn,
+            publish,
+            replica_sync,
             listener,
             watchdog,
             watchdog_timeout: self.watchdog_timeout,
@@ -268,24 +488,127 @@ impl ClientBuilder {
             inner: Arc::new(ClientHandle { core }),
         })
     }
+
+    fn check_replica_sync(&self) -> Result<Option<ReplicaSync>> {
+        let Some((replicas, timeout)) = self.replica_sync else {
+            return Ok(None);
+        };
+        if replicas == 0 {
+            return Err(Error::invalid(
+                "replica_sync",
+                "at least one replica must acknowledge (0 would not wait for anything)",
+            ));
+        }
+        let timeout_ms = check_millis("replica_sync timeout", timeout)?;
+        if timeout >= self.response_timeout {
+            return Err(Error::invalid(
+                "replica_sync",
+                format!(
+                    "the sync timeout ({timeout:?}) must be below the response timeout ({:?}), \
+                     or every lagging sync would look like a lost reply",
+                    self.response_timeout
+                ),
+            ));
+        }
+        Ok(Some(ReplicaSync {
+            replicas,
+            timeout_ms,
+        }))
+    }
+}
+
+/// Parses `url` and asks for RESP3 (needed for push messages on one multiplexed connection).
+fn resp3(url: &str) -> Result<ConnectionInfo> {
+    let info = url
+        .into_connection_info()
+        .map_err(|e| Error::invalid("url", format!("{}: {e}", redact(url))))?;
+    let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(ProtocolVersion::RESP3);
+    Ok(info.set_redis_settings(settings))
+}
+
+/// `url` without its password, for error messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// `fut` within `timeout`, else a timeout error.
+async fn within<T>(
+    timeout: Duration,
+    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(Error::Redis(redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "connecting to the cluster timed out",
+        )))),
+    }
+}
+
+/// One plain connection first: fails fast (no reconnect backoff) on a wrong address or
+/// password, within the connect timeout. Preloads the scripts, warns about eviction and
+/// returns the server's major version.
+async fn probe(client: &redis::Client, config: &AsyncConnectionConfig) -> Result<u32> {
+    let mut probe = client
+        .get_multiplexed_async_connection_with_config(config)
+        .await?;
+    let _: String = redis::cmd("PING").query_async(&mut probe).await?;
+    let info: String = redis::cmd("INFO")
+        .query_async(&mut probe)
+        .await
+        .unwrap_or_default(); // INFO may be renamed or forbidden (managed Redis)
+    if !is_cluster_node(&info) {
+        crate::scripts::preload(&mut probe).await?;
+    }
+    warn_if_evicting(&info);
+    Ok(info_field(&info, "redis_version")
+        .and_then(|v| v.split('.').next()?.parse().ok())
+        .unwrap_or(0))
+}
+
+fn is_cluster_node(info: &str) -> bool {
+    info_field(info, "cluster_enabled") == Some("1")
+}
+
+fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// Replica sync needs WAIT: a server that refuses it is reported once, here, and the client
+/// runs without replica sync.
+async fn check_wait_support(conn: &mut Commands, sync: ReplicaSync) -> Option<ReplicaSync> {
+    let reply: redis::RedisResult<i64> = redis::cmd("WAIT").arg(0).arg(0).query_async(conn).await;
+    match reply {
+        Ok(_) => Some(sync),
+        Err(e) => {
+            tracing::warn!(
+                error = %e,
+                "the server does not support WAIT: replica sync is off for this client"
+            );
+            None
+        }
+    }
 }
 
 /// Warns (once per client, at connect) when the server may evict keys: an evicted lock is a
 /// lock silently released while its holder works, and an evicted fencing counter restarts
 /// from the server clock. Under `noeviction` a full server refuses writes instead, and lock
 /// calls fail closed with an OOM error ([`Error::is_oom`]).
-async fn warn_if_evicting(conn: &mut redis::aio::MultiplexedConnection) {
-    let info: redis::RedisResult<String> = redis::cmd("INFO").arg("memory").query_async(conn).await;
-    let Ok(info) = info else {
-        return; // INFO may be renamed or forbidden (managed Redis): nothing to check
-    };
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .map(str::trim)
-    };
-    let maxmemory: u64 = field("maxmemory").and_then(|v| v.parse().ok()).unwrap_or(0);
-    let policy = field("maxmemory_policy").unwrap_or("noeviction");
+fn warn_if_evicting(info: &str) {
+    let maxmemory: u64 = info_field(info, "maxmemory")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let policy = info_field(info, "maxmemory_policy").unwrap_or("noeviction");
     if maxmemory > 0 && policy != "noeviction" {
         tracing::warn!(
             maxmemory,

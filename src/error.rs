@@ -38,13 +38,25 @@ pub enum Error {
         /// The largest token the resource has seen.
         highest: u64,
     },
+    /// Replica sync is on ([`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync))
+    /// and fewer replicas than required acknowledged the lock write within the sync timeout.
+    /// The lock was released again (fail closed): a failover now could hand it to a second
+    /// owner. Retryable: the replicas may catch up.
+    ReplicaSync {
+        /// How many replicas acknowledged (`WAIT`'s reply; 0 when the server refused WAIT).
+        acked: u32,
+        /// How many were required.
+        required: u32,
+    },
 }
 
 impl Error {
-    /// Whether trying again later may succeed: I/O errors, timeouts, dropped connections and
-    /// server-side conditions such as LOADING, BUSY, TRYAGAIN or OOM.
+    /// Whether trying again later may succeed: I/O errors, timeouts, dropped connections,
+    /// server-side conditions such as LOADING, BUSY, TRYAGAIN, OOM, READONLY, MASTERDOWN or CLUSTERDOWN (a
+    /// failover under way), and [`Error::ReplicaSync`].
     pub fn is_retryable(&self) -> bool {
         match self {
+            Error::ReplicaSync { .. } => true,
             Error::Redis(e) => {
                 e.is_io_error()
                     || e.is_timeout()
@@ -52,7 +64,15 @@ impl Error {
                     || e.is_connection_refusal()
                     || matches!(
                         e.code(),
-                        Some("LOADING" | "BUSY" | "TRYAGAIN" | "OOM" | "MASTERDOWN" | "READONLY")
+                        Some(
+                            "LOADING"
+                                | "BUSY"
+                                | "TRYAGAIN"
+                                | "OOM"
+                                | "MASTERDOWN"
+                                | "READONLY"
+                                | "CLUSTERDOWN"
+                        )
                     )
             }
             _ => false,
@@ -68,6 +88,12 @@ impl Error {
     /// Whether this is [`Error::NotHeld`].
     pub fn is_not_held(&self) -> bool {
         matches!(self, Error::NotHeld { .. })
+    }
+
+    /// Whether this is [`Error::ReplicaSync`]: the lock was taken but not replicated in time,
+    /// and was released again.
+    pub fn is_replica_sync(&self) -> bool {
+        matches!(self, Error::ReplicaSync { .. })
     }
 
     /// Whether this is [`Error::StaleToken`] (never retryable: the token stays stale).
@@ -99,6 +125,11 @@ impl fmt::Display for Error {
             Error::StaleToken { presented, highest } => write!(
                 f,
                 "stale fencing token {presented}: the resource already saw token {highest}"
+            ),
+            Error::ReplicaSync { acked, required } => write!(
+                f,
+                "lock write acknowledged by {acked} of {required} required replicas within the \
+                 replica-sync timeout; the lock was released again (fail closed)"
             ),
         }
     }

@@ -348,21 +348,23 @@ impl FairLock {
         let call_owner = owner.clone();
         let waiter = waiter.clone();
         let abandoned = abandoned.clone();
+        let core = self.inner.core.clone();
         let call = async move {
-            let mut conn = lock.inner.core.conn.clone();
-            let reply = FAIR_LOCK
-                .run::<Vec<i64>, _>(
-                    &mut conn,
-                    &lock.keys(),
-                    &[
-                        &lease_ms,
-                        &&*call_owner,
-                        &&*waiter,
-                        &budget_ms,
-                        &lock.inner.channel_prefix.as_str(),
-                    ],
-                )
-                .await;
+            let reply = raw::run_acquire(
+                &lock,
+                &call_owner,
+                &FAIR_LOCK,
+                &lock.keys(),
+                &[
+                    &lease_ms,
+                    &&*call_owner,
+                    &&*waiter,
+                    &budget_ms,
+                    &lock.inner.channel_prefix.as_str(),
+                    &lock.inner.core.publish,
+                ],
+            )
+            .await;
             // The waiter is gone and may have left before this late attempt queued it again.
             if abandoned.load(Ordering::SeqCst) && budget_ms > 0 {
                 let _ = lock.leave(&waiter).await;
@@ -370,13 +372,13 @@ impl FairLock {
             reply
         }
         .boxed();
-        let reply = raw::guarded_call(self, owner, expected, call, |r: &Vec<i64>| {
-            r.first() == Some(&1)
-        });
+        let reply = raw::guarded_call(self, owner, expected, call, raw::Synced::granted);
         // Wake at least every third of the waiter lease to refresh the queue entry.
         let refresh = lease / 3;
         async move {
-            match reply.await?.as_slice() {
+            let reply = reply.await?;
+            reply.check(&core)?;
+            match reply.reply.as_slice() {
                 [1, holds] if *holds >= 1 => Ok(Attempt::Acquired(*holds as u32)),
                 [0, wait] => Ok(Attempt::Held(Some(
                     pttl_from(*wait).map_or(refresh, |w| w.min(refresh)),
@@ -395,7 +397,11 @@ impl FairLock {
             .run(
                 &mut conn,
                 &self.keys(),
-                &[&waiter, &self.inner.channel_prefix.as_str()],
+                &[
+                    &waiter,
+                    &self.inner.channel_prefix.as_str(),
+                    &self.inner.core.publish,
+                ],
             )
             .await?;
         Ok(left == 1)
@@ -410,7 +416,12 @@ impl FairLock {
             .run(
                 &mut conn,
                 &self.keys(),
-                &[&owner, &expected, &self.inner.channel_prefix.as_str()],
+                &[
+                    &owner,
+                    &expected,
+                    &self.inner.channel_prefix.as_str(),
+                    &self.inner.core.publish,
+                ],
             )
             .await?)
     }
@@ -431,7 +442,10 @@ impl FairLock {
             .run(
                 &mut self.inner.core.conn.clone(),
                 &self.keys(),
-                &[&self.inner.channel_prefix.as_str()],
+                &[
+                    &self.inner.channel_prefix.as_str(),
+                    &self.inner.core.publish,
+                ],
             )
             .await?;
         if deleted == 1 {

@@ -212,20 +212,20 @@ impl FencedLock {
         let core = rlock.core();
         let owner = hold_key.1.clone();
         let expected = core.watchdog.local_holds(hold_key) + 1;
-        let mut conn = core.conn.clone();
         let (key, fence) = (self.inner.key.clone(), self.inner.fence.clone());
+        let (kind, core) = (rlock.clone(), core.clone());
         let call_owner = owner.clone();
         let call = async move {
-            FENCED_LOCK
-                .run::<Vec<i64>, _>(&mut conn, &[&key, &fence], &[&lease_ms, &&*call_owner])
-                .await
+            let keys: [&str; 2] = [&key, &fence];
+            let args: [&dyn crate::scripts::ToRedisArgsDyn; 2] = [&lease_ms, &&*call_owner];
+            raw::run_acquire(&kind, &call_owner, &FENCED_LOCK, &keys, &args).await
         }
         .boxed();
-        let reply = raw::guarded_call(rlock, owner, expected, call, |r: &Vec<i64>| {
-            r.first() == Some(&1)
-        });
+        let reply = raw::guarded_call(rlock, owner, expected, call, raw::Synced::granted);
         async move {
-            match reply.await?.as_slice() {
+            let reply = reply.await?;
+            reply.check(&core)?;
+            match reply.reply.as_slice() {
                 [1, holds, token] if *holds >= 1 && *token > 0 => {
                     Ok(Attempt::Acquired((*holds as u32, *token as u64)))
                 }

@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 mod client;
+mod deploy;
 mod error;
 mod fair;
 mod fenced;

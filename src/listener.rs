@@ -13,17 +13,26 @@
 //! When the connection drops, messages published meanwhile are lost. The handler then wakes
 //! every waiter at once (each retries its lock) and, once the connection manager has
 //! reconnected and replayed the subscriptions, wakes them all again.
+//!
+//! On a Redis Cluster the connection is a redis-rs cluster connection and the channels are
+//! sharded (SSUBSCRIBE, Redis 7), so a message travels only within its slot's shard. redis-rs
+//! replays sharded subscriptions on the owning node after reconnects and slot-map changes.
+//! A node that loses a slot (failover, resharding) tells its subscribers with an unrequested
+//! SUNSUBSCRIBE: its waiters are woken (they retry their lock) and the channel is subscribed
+//! again, now on the new owner. Under Sentinel the listener moves to each new master with
+//! [`Listener::follow`].
 
 use std::collections::VecDeque;
 
 use futures::StreamExt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
-use redis::aio::ConnectionManager;
-use redis::{PushInfo, PushKind, Value};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{PushInfo, PushKind, RedisResult, Value};
 use tokio::runtime::Handle;
 use tokio::sync::futures::Notified;
 use tokio::sync::{Mutex, Notify};
@@ -39,7 +48,8 @@ struct Shared {
     channels: DashMap<String, Arc<Channel>>,
     /// This client's id: unlock messages carrying it were already delivered locally.
     self_id: String,
-    conn: OnceLock<ConnectionManager>,
+    /// The subscription connection; replaced when a Sentinel master moves.
+    conn: RwLock<Option<SubConn>>,
     handle: Handle,
     resyncing: AtomicBool,
     /// Disconnections seen so far; lets a resync notice one that happened meanwhile.
@@ -78,33 +88,69 @@ pub(crate) struct Subscription {
 }
 
 impl Listener {
-    /// Connects the subscription connection.
+    /// Connects the subscription connection of a standalone server or Sentinel master.
     pub(crate) async fn connect(
         client: redis::Client,
-        config: redis::aio::ConnectionManagerConfig,
+        config: ConnectionManagerConfig,
         self_id: String,
     ) -> Result<Listener> {
-        let shared = Arc::new(Shared {
-            channels: DashMap::new(),
-            self_id,
-            conn: OnceLock::new(),
-            handle: Handle::current(),
-            resyncing: AtomicBool::new(false),
-            disconnects: AtomicUsize::new(0),
-            recent: std::sync::Mutex::new(VecDeque::new()),
-        });
-        let weak = Arc::downgrade(&shared);
-        let config = config
-            .set_push_sender(move |push: PushInfo| {
-                if let Some(shared) = weak.upgrade() {
-                    shared.on_push(push);
-                }
-                Ok::<(), ()>(())
-            })
-            .set_automatic_resubscription();
-        let conn = ConnectionManager::new_with_config(client, config).await?;
-        let _ = shared.conn.set(conn);
+        let shared = Shared::new(self_id);
+        let conn =
+            ConnectionManager::new_with_config(client, shared.manager_config(config)).await?;
+        shared.set_conn(SubConn::Single(conn));
         Ok(Listener { shared })
+    }
+
+    /// Connects the subscription connection of a Redis Cluster; `sharded` selects
+    /// SSUBSCRIBE (Redis 7) over SUBSCRIBE.
+    pub(crate) async fn connect_cluster(
+        seeds: &[redis::ConnectionInfo],
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        sharded: bool,
+        self_id: String,
+    ) -> Result<Listener> {
+        let shared = Shared::new(self_id);
+        let weak = Arc::downgrade(&shared);
+        let push = move |push: PushInfo| {
+            if let Some(shared) = weak.upgrade() {
+                shared.on_push(push);
+            }
+            Ok::<(), ()>(())
+        };
+        let client =
+            crate::deploy::cluster_client(seeds, connect_timeout, response_timeout, Some(push))?;
+        let conn = client.get_async_connection().await?;
+        shared.set_conn(SubConn::Cluster(conn, sharded));
+        Ok(Listener { shared })
+    }
+
+    /// Follows a Sentinel master: each client sent on `masters` gets a new subscription
+    /// connection, and every channel in use is subscribed there again (see
+    /// [`Shared::switch`]). Runs until the sender is dropped.
+    pub(crate) fn follow(
+        &self,
+        mut masters: tokio::sync::watch::Receiver<redis::Client>,
+        config: ConnectionManagerConfig,
+    ) {
+        let weak = Arc::downgrade(&self.shared);
+        masters.mark_unchanged();
+        tokio::spawn(async move {
+            while masters.changed().await.is_ok() {
+                let client = masters.borrow_and_update().clone();
+                let Some(shared) = weak.upgrade() else {
+                    return;
+                };
+                let config = shared.manager_config(config.clone());
+                match ConnectionManager::new_with_config(client, config).await {
+                    Ok(conn) => shared.switch(SubConn::Single(conn)).await,
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        "could not connect the subscription connection to the new master"
+                    ),
+                }
+            }
+        });
     }
 
     /// Takes a share of `channel`'s subscription, subscribing first if this is the first
@@ -188,11 +234,82 @@ impl Drop for Subscription {
 }
 
 impl Shared {
-    fn conn(&self) -> ConnectionManager {
+    fn new(self_id: String) -> Arc<Shared> {
+        Arc::new(Shared {
+            channels: DashMap::new(),
+            self_id,
+            conn: RwLock::new(None),
+            handle: Handle::current(),
+            resyncing: AtomicBool::new(false),
+            disconnects: AtomicUsize::new(0),
+            recent: std::sync::Mutex::new(VecDeque::new()),
+        })
+    }
+
+    /// `config` with this listener's push handler and automatic resubscription.
+    fn manager_config(
+        self: &Arc<Self>,
+        config: ConnectionManagerConfig,
+    ) -> ConnectionManagerConfig {
+        let weak = Arc::downgrade(self);
+        config
+            .set_push_sender(move |push: PushInfo| {
+                if let Some(shared) = weak.upgrade() {
+                    shared.on_push(push);
+                }
+                Ok::<(), ()>(())
+            })
+            .set_automatic_resubscription()
+    }
+
+    fn set_conn(&self, conn: SubConn) {
+        *self.conn.write().unwrap_or_else(|e| e.into_inner()) = Some(conn);
+    }
+
+    fn conn(&self) -> SubConn {
         self.conn
-            .get()
-            .expect("listener connection is set before use")
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
             .clone()
+            .expect("listener connection is set before use")
+    }
+
+    /// Moves to a new connection (a new Sentinel master): messages published meanwhile may
+    /// be lost, so every waiter is woken; channels in use are subscribed on the new
+    /// connection, then everyone is woken again.
+    async fn switch(self: &Arc<Self>, conn: SubConn) {
+        self.set_conn(conn);
+        self.disconnects.fetch_add(1, Ordering::SeqCst);
+        self.wake_all();
+        let used: Vec<(String, Arc<Channel>)> = self
+            .channels
+            .iter()
+            .filter(|c| c.refs.load(Ordering::SeqCst) > 0)
+            .map(|c| (c.key().clone(), c.value().clone()))
+            .collect();
+        let this = &self;
+        futures::stream::iter(used)
+            .for_each_concurrent(16, |(name, channel)| async move {
+                this.resubscribe(&name, &channel).await
+            })
+            .await;
+        self.wake_all();
+    }
+
+    /// Subscribes `channel` again if waiters use it (after the server dropped it).
+    async fn resubscribe(&self, name: &str, channel: &Arc<Channel>) {
+        let mut state = channel.state.lock().await;
+        if channel.refs.load(Ordering::SeqCst) == 0 {
+            return; // its release unsubscribes, or the next waiter subscribes
+        }
+        *state = SubState::Unknown;
+        match self.conn().subscribe(name).await {
+            Ok(()) => *state = SubState::Subscribed,
+            // Its waiters still wake at their holders' TTL; the next new waiter subscribes.
+            Err(e) => tracing::warn!(channel = name, error = %e, "resubscribe failed"),
+        }
+        drop(state);
+        channel.notify.notify_waiters();
     }
 
     /// Unsubscribes `channel` if no waiter uses it; returns `false` when UNSUBSCRIBE failed.
@@ -248,7 +365,7 @@ impl Shared {
 
     fn on_push(self: &Arc<Self>, push: PushInfo) {
         match push.kind {
-            PushKind::Message => {
+            PushKind::Message | PushKind::SMessage => {
                 let mut data = push.data.into_iter();
                 let (Some(channel), Some(payload)) = (data.next(), data.next()) else {
                     return;
@@ -265,6 +382,27 @@ impl Shared {
                 };
                 if let Some(c) = self.channels.get(channel) {
                     c.notify.notify_one();
+                }
+            }
+            PushKind::SUnsubscribe | PushKind::Unsubscribe => {
+                // Normally the answer to our own UNSUBSCRIBE, sent when nobody used the
+                // channel. If waiters use it, the server dropped it (a cluster node lost the
+                // slot): wake them and subscribe again, which reaches the slot's new owner.
+                let Some(name) = push.data.first().and_then(as_bytes) else {
+                    return;
+                };
+                let Ok(name) = std::str::from_utf8(name) else {
+                    return;
+                };
+                let Some(channel) = self.channels.get(name).map(|c| c.value().clone()) else {
+                    return;
+                };
+                if channel.refs.load(Ordering::SeqCst) > 0 {
+                    tracing::debug!(channel = name, "subscription dropped by the server");
+                    channel.notify.notify_waiters();
+                    let (this, name) = (self.clone(), name.to_owned());
+                    self.handle
+                        .spawn(async move { this.resubscribe(&name, &channel).await });
                 }
             }
             PushKind::Disconnection => {
@@ -295,8 +433,7 @@ impl Shared {
             let seen = self.disconnects.load(Ordering::SeqCst);
             let mut delay = Duration::from_millis(10);
             loop {
-                let ping: redis::RedisResult<Value> =
-                    redis::cmd("PING").query_async(&mut self.conn()).await;
+                let ping = self.conn().ping().await;
                 if ping.is_ok() {
                     break;
                 }
@@ -355,5 +492,41 @@ fn as_bytes(v: &Value) -> Option<&[u8]> {
         Value::BulkString(b) => Some(b),
         Value::SimpleString(s) => Some(s.as_bytes()),
         _ => None,
+    }
+}
+
+/// The subscription connection of one deployment. Cheap to clone.
+#[derive(Clone)]
+enum SubConn {
+    /// A standalone server or the current Sentinel master.
+    Single(ConnectionManager),
+    /// A Redis Cluster; `true`: sharded channels (SSUBSCRIBE).
+    Cluster(ClusterConnection, bool),
+}
+
+impl SubConn {
+    async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
+        match self {
+            SubConn::Single(c) => c.subscribe(channel).await,
+            SubConn::Cluster(c, true) => c.ssubscribe(channel).await,
+            SubConn::Cluster(c, false) => c.subscribe(channel).await,
+        }
+    }
+
+    async fn unsubscribe(&mut self, channel: &str) -> RedisResult<()> {
+        match self {
+            SubConn::Single(c) => c.unsubscribe(channel).await,
+            SubConn::Cluster(c, true) => c.sunsubscribe(channel).await,
+            SubConn::Cluster(c, false) => c.unsubscribe(channel).await,
+        }
+    }
+
+    /// Completes once the connection answers again (for a cluster: every node).
+    async fn ping(&mut self) -> RedisResult<()> {
+        let _: Value = match self {
+            SubConn::Single(c) => redis::cmd("PING").query_async(c).await?,
+            SubConn::Cluster(c, _) => redis::cmd("PING").query_async(c).await?,
+        };
+        Ok(())
     }
 }

@@ -43,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::Core;
 use crate::error::{Error, Result};
 use crate::listener::Subscription;
+use crate::scripts::{Script, ToRedisArgsDyn};
 use crate::watchdog::HoldKey;
 
 /// Used when the holder's TTL is unknown (-1, or an odd reply): re-check at least this often.
@@ -275,6 +276,85 @@ pub(crate) fn guarded_call<K: Kind, R: Send + 'static>(
         }
         reply
     }
+}
+
+/// An acquire script's reply (`[1, holds, ..]` granted, `[0, ..]` not), after replica sync.
+pub(crate) struct Synced {
+    pub(crate) reply: Vec<i64>,
+    /// Replica sync failed: only this many replicas acknowledged a granted hold, which was
+    /// released again (so the reply no longer counts as granted).
+    pub(crate) unsynced: Option<u32>,
+}
+
+impl Synced {
+    /// Whether the call still holds what it was granted (for [`guarded_call`]).
+    pub(crate) fn granted(&self) -> bool {
+        self.reply.first() == Some(&1) && self.unsynced.is_none()
+    }
+
+    /// [`Error::ReplicaSync`] if the hold was released for want of replicas.
+    pub(crate) fn check(&self, core: &Core) -> Result<()> {
+        match (self.unsynced, core.replica_sync) {
+            (Some(acked), Some(sync)) => Err(Error::ReplicaSync {
+                acked,
+                required: sync.replicas,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Runs an acquire `script` for `owner`. With the client's replica sync on, `WAIT` rides
+/// behind it on the same connection; a hold granted (`reply[1]` = hold count) but
+/// acknowledged by too few replicas is released again right here, inside the call, so the
+/// cancellation guard of [`guarded_call`] also covers the release. If that release fails,
+/// the hold expires with its TTL (it is not watched).
+pub(crate) async fn run_acquire<K: Kind>(
+    kind: &K,
+    owner: &Arc<str>,
+    script: &Script,
+    keys: &[&str],
+    args: &[&dyn ToRedisArgsDyn],
+) -> redis::RedisResult<Synced> {
+    let core = kind.core();
+    let mut conn = core.conn.clone();
+    let Some(sync) = core.replica_sync else {
+        let reply = script.run(&mut conn, keys, args).await?;
+        return Ok(Synced {
+            reply,
+            unsynced: None,
+        });
+    };
+    let (reply, acks): (Vec<i64>, _) = script.run_synced(&mut conn, keys, args, sync).await?;
+    let acked = match acks {
+        Ok(n) => u32::try_from(n).unwrap_or(0),
+        Err(e) => {
+            tracing::warn!(error = %e, "WAIT failed; treating the lock write as unreplicated");
+            0
+        }
+    };
+    let holds = match reply.as_slice() {
+        [1, holds, ..] if acked < sync.replicas => u32::try_from(*holds).unwrap_or(0),
+        _ => {
+            return Ok(Synced {
+                reply,
+                unsynced: None,
+            })
+        }
+    };
+    tracing::warn!(
+        lock = %kind.name(),
+        acked,
+        required = sync.replicas,
+        "lock write not replicated in time; releasing it (fail closed)"
+    );
+    if let Err(e) = kind.release(owner.clone(), holds).await {
+        tracing::warn!(lock = %kind.name(), error = %e, "release after failed replica sync failed; the hold expires with its TTL");
+    }
+    Ok(Synced {
+        reply,
+        unsynced: Some(acked),
+    })
 }
 
 /// Releases the hold an abandoned acquire took, if `expected` matches.

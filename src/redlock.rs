@@ -247,17 +247,18 @@ impl Node {
         set_id: Arc<str>,
         expected: u32,
     ) -> BoxFuture<'static, redis::RedisResult<i64>> {
-        let (mut conn, key, channel) = (
+        let (mut conn, key, channel, publish) = (
             self.core.conn.clone(),
             self.key.clone(),
             self.channel.clone(),
+            self.core.publish,
         );
         async move {
             UNLOCK
                 .run(
                     &mut conn,
                     &[&key, &channel],
-                    &[&&*owner, &&*set_id, &expected],
+                    &[&&*owner, &&*set_id, &expected, &publish],
                 )
                 .await
         }

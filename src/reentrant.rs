@@ -191,19 +191,25 @@ impl RLock {
         let owner = hold_key.1.clone();
         // What the hold count will be if this attempt takes a hold.
         let expected = core.watchdog.local_holds(hold_key) + 1;
-        let mut conn = core.conn.clone();
-        let key = self.inner.key.clone();
+        let (lock, core) = (self.clone(), core.clone());
         let call_owner = owner.clone();
         let call = async move {
-            LOCK.run::<Vec<i64>, _>(&mut conn, &[&key], &[&lease_ms, &&*call_owner])
-                .await
+            let key: &str = &lock.inner.key;
+            raw::run_acquire(
+                &lock,
+                &call_owner,
+                &LOCK,
+                &[key],
+                &[&lease_ms, &&*call_owner],
+            )
+            .await
         }
         .boxed();
-        let reply = raw::guarded_call(self, owner, expected, call, |r: &Vec<i64>| {
-            r.first() == Some(&1)
-        });
+        let reply = raw::guarded_call(self, owner, expected, call, raw::Synced::granted);
         async move {
-            match reply.await?.as_slice() {
+            let reply = reply.await?;
+            reply.check(&core)?;
+            match reply.reply.as_slice() {
                 [1, holds] if *holds >= 1 => Ok(Attempt::Acquired(*holds as u32)),
                 [0, pttl] => Ok(Attempt::Held(pttl_from(*pttl))),
                 other => Err(Error::UnexpectedReply(format!(
@@ -222,7 +228,7 @@ impl RLock {
             .run(
                 &mut conn,
                 &[&keys.lock, &keys.channel],
-                &[&owner, &core.id_str.as_str(), &expected],
+                &[&owner, &core.id_str.as_str(), &expected, &core.publish],
             )
             .await;
         // Our own unlock message is not delivered back to us (see the listener), so wake a
@@ -250,7 +256,7 @@ impl RLock {
             .run(
                 &mut core.conn.clone(),
                 &[&keys.lock, &keys.channel],
-                &[&core.id_str.as_str()],
+                &[&core.id_str.as_str(), &core.publish],
             )
             .await?;
         if deleted == 1 {

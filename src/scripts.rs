@@ -9,7 +9,7 @@
 use std::sync::LazyLock;
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, FromRedisValue, RedisResult, ToRedisArgs};
+use redis::{Cmd, FromRedisValue, RedisResult, ToRedisArgs, Value};
 
 /// A Lua script embedded at build time with its SHA1.
 pub(crate) struct Script {
@@ -55,23 +55,84 @@ impl Script {
 }
 
 /// Loads every core script into the server's cache (SCRIPT LOAD), so the first calls do
-/// not pay a NOSCRIPT round trip. Optional: calls fall back to EVAL anyway.
+/// not pay a NOSCRIPT round trip. Optional: calls fall back to EVAL anyway. One command per
+/// script, so on a cluster redis-rs sends each to every node.
 pub(crate) async fn preload<C: ConnectionLike + Send>(conn: &mut C) -> RedisResult<()> {
-    let mut pipe = redis::pipe();
     for script in [&*LOCK, &*UNLOCK, &*RENEW, &*FORCE_UNLOCK] {
-        pipe.cmd("SCRIPT").arg("LOAD").arg(script.source).ignore();
+        let _: redis::Value = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script.source)
+            .query_async(conn)
+            .await?;
     }
-    pipe.query_async(conn).await
+    Ok(())
+}
+
+/// Replica acknowledgement wanted after each lock write: `WAIT replicas timeout`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReplicaSync {
+    pub(crate) replicas: u32,
+    pub(crate) timeout_ms: u64,
+}
+
+impl Script {
+    /// [`Script::run`] with `WAIT replicas timeout` pipelined right behind the script on the
+    /// same connection: one round trip, and WAIT covers the script's write. Returns the
+    /// script's reply and WAIT's (the number of replicas that acknowledged, or the error of
+    /// a server that refuses WAIT).
+    pub(crate) async fn run_synced<T, C>(
+        &self,
+        conn: &mut C,
+        keys: &[&str],
+        args: &[&dyn ToRedisArgsDyn],
+        sync: ReplicaSync,
+    ) -> RedisResult<(T, RedisResult<i64>)>
+    where
+        T: FromRedisValue,
+        C: ConnectionLike + Send,
+    {
+        let call = |verb: &str, body: &str| {
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors();
+            let script = pipe.cmd(verb).arg(body).arg(keys.len()).arg(keys);
+            for a in args {
+                a.write_to_pipe(script);
+            }
+            pipe.cmd("WAIT").arg(sync.replicas).arg(sync.timeout_ms);
+            pipe
+        };
+        let mut replies: Vec<Value> = call("EVALSHA", &self.sha).query_async(conn).await?;
+        if matches!(replies.first(), Some(Value::ServerError(e)) if e.code() == "NOSCRIPT") {
+            tracing::debug!("script cache miss (NOSCRIPT), falling back to EVAL");
+            replies = call("EVAL", self.source).query_async(conn).await?;
+        }
+        let mut replies = replies.into_iter();
+        let (Some(script), Some(wait)) = (replies.next(), replies.next()) else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "script + WAIT pipeline answered fewer than two replies",
+            )));
+        };
+        let reply = T::from_redis_value(script.extract_error()?)?;
+        let acks = wait
+            .extract_error()
+            .and_then(|v| Ok(i64::from_redis_value(v)?));
+        Ok((reply, acks))
+    }
 }
 
 /// Object-safe adapter so scripts take mixed argument types in one slice.
 pub(crate) trait ToRedisArgsDyn: Sync {
     fn write_to(&self, cmd: &mut Cmd);
+    fn write_to_pipe(&self, pipe: &mut redis::Pipeline);
 }
 
 impl<T: ToRedisArgs + Sync> ToRedisArgsDyn for T {
     fn write_to(&self, cmd: &mut Cmd) {
         cmd.arg(self);
+    }
+    fn write_to_pipe(&self, pipe: &mut redis::Pipeline) {
+        pipe.arg(self);
     }
 }
 

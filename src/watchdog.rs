@@ -27,12 +27,14 @@ use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::{delay_queue, DelayQueue};
 
+use redis::cluster_routing::Slot;
+
+use crate::deploy::Commands;
 use crate::scripts::RENEW;
 
 /// Most keys renewed by one script call.
@@ -96,12 +98,13 @@ pub(crate) struct Watchdog {
 
 impl Watchdog {
     /// Starts the task. It runs until [`Watchdog::shutdown`] (the last `Client` dropped).
-    pub(crate) fn start(conn: ConnectionManager, timeout: Duration) -> Watchdog {
+    pub(crate) fn start(conn: Commands, timeout: Duration) -> Watchdog {
         let registry = Arc::new(DashMap::new());
         let (tx, rx) = mpsc::unbounded_channel();
         let shutdown = CancellationToken::new();
         let task = Task {
             registry: registry.clone(),
+            by_slot: conn.is_cluster(),
             conn,
             timeout,
             period: (timeout / 3).max(Duration::from_millis(1)),
@@ -215,7 +218,9 @@ impl Watchdog {
 
 struct Task {
     registry: Arc<DashMap<HoldKey, Hold>>,
-    conn: ConnectionManager,
+    conn: Commands,
+    /// On a cluster, one script call may only touch keys of one slot: batches are per slot.
+    by_slot: bool,
     timeout: Duration,
     period: Duration,
     /// Deadlines are rounded up to multiples of `grid` after `epoch`, so timers due close
@@ -370,8 +375,24 @@ impl Task {
     }
 
     /// Queues the expired timers still watched, in batches of at most [`BATCH`] keys; a
-    /// batch not yet sent is topped up first.
+    /// batch not yet sent is topped up first. On a cluster, batches are per hash slot.
     fn enqueue(&mut self, due: Vec<(HoldKey, u64)>, pending: &mut VecDeque<Vec<(HoldKey, u64)>>) {
+        if self.by_slot {
+            let mut slots: HashMap<Slot, Vec<(HoldKey, u64)>> = HashMap::new();
+            for (key, gen) in due {
+                self.timers.remove(&gen);
+                if self.is_current(&key, gen) {
+                    let slot = Slot::for_key(key.0.as_bytes());
+                    slots.entry(slot).or_default().push((key, gen));
+                }
+            }
+            for (_, group) in slots {
+                for chunk in group.chunks(BATCH) {
+                    pending.push_back(chunk.to_vec());
+                }
+            }
+            return;
+        }
         for (key, gen) in due {
             self.timers.remove(&gen);
             if !self.is_current(&key, gen) {
@@ -470,7 +491,7 @@ fn on_grid(epoch: Instant, grid: Duration, when: Instant) -> Instant {
     epoch + Duration::from_nanos(u64::try_from(steps * grid).unwrap_or(u64::MAX))
 }
 
-async fn renew(mut conn: ConnectionManager, ttl: Duration, batch: Vec<(HoldKey, u64)>) -> Renewal {
+async fn renew(mut conn: Commands, ttl: Duration, batch: Vec<(HoldKey, u64)>) -> Renewal {
     let keys: Vec<&str> = batch.iter().map(|((k, _), _)| &**k).collect();
     let ttl_ms = ttl.as_millis() as u64;
     let mut args: Vec<&dyn crate::scripts::ToRedisArgsDyn> = Vec::with_capacity(batch.len() + 1);

@@ -1,0 +1,402 @@
+//! Deployments: where the command and subscription connections point, and how they follow
+//! failovers.
+//!
+//! * **Standalone**: one redis-rs [`ConnectionManager`] for commands (reconnects by itself).
+//! * **Cluster**: a redis-rs [`ClusterConnection`], which routes each script call to the
+//!   master owning its keys' slot (every key of one lock shares a hash tag, so one slot) and
+//!   follows MOVED / ASK redirections and slot-map refreshes.
+//! * **Sentinel**: a [`SentinelMaster`]: the master is resolved through the sentinels
+//!   (`SENTINEL get-master-addr-by-name`, then `ROLE` on the answer), and re-resolved when a
+//!   sentinel announces `+switch-master`, when the server answers `READONLY` (a demoted
+//!   master) and after connection errors. A new master gets a new connection manager;
+//!   callers holding the old one finish their call on it and the next call uses the new one.
+//!   The subscription listener follows through a [`watch`] channel.
+//!
+//! [`Commands`] is the one command-connection type the rest of the crate uses: it implements
+//! redis-rs's [`ConnectionLike`], so scripts and plain commands run on any deployment alike.
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{
+    Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline, ProtocolVersion,
+    RedisConnectionInfo, RedisFuture, RedisResult, Value,
+};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+
+/// The command connection of a client, for any deployment. Cheap to clone.
+#[derive(Clone)]
+pub(crate) enum Commands {
+    /// A standalone server.
+    Single(ConnectionManager),
+    /// A Redis Cluster.
+    Cluster(ClusterConnection),
+    /// The current master of a Sentinel-monitored set.
+    Sentinel(Arc<SentinelMaster>),
+}
+
+impl Commands {
+    /// Whether commands go to a Redis Cluster (scripts must then keep each call's keys in
+    /// one slot).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Commands::Cluster(_))
+    }
+}
+
+impl ConnectionLike for Commands {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Commands::Single(c) => c.req_packed_command(cmd),
+            Commands::Cluster(c) => c.req_packed_command(cmd),
+            Commands::Sentinel(m) => {
+                let m = m.clone();
+                async move {
+                    let mut conn = m.conn();
+                    let reply = conn.req_packed_command(cmd).await;
+                    match m.after_error(reply.as_ref().err()).await {
+                        // READONLY: the command did not run; the master moved and the
+                        // refresh found the new one, so one more try is safe.
+                        Retry::Yes => m.conn().req_packed_command(cmd).await,
+                        Retry::No => reply,
+                    }
+                }
+                .boxed()
+            }
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Commands::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Commands::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Commands::Sentinel(m) => {
+                let m = m.clone();
+                async move {
+                    let mut conn = m.conn();
+                    let reply = conn.req_packed_commands(pipeline, offset, count).await;
+                    // A READONLY inside a pipeline shows up per command, not here; only
+                    // connection errors trigger a refresh (never a retry: a pipeline may
+                    // have partly run).
+                    let _ = m.after_error(reply.as_ref().err()).await;
+                    reply
+                }
+                .boxed()
+            }
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Commands::Single(c) => c.get_db(),
+            Commands::Cluster(c) => c.get_db(),
+            Commands::Sentinel(m) => m.conn().get_db(),
+        }
+    }
+}
+
+/// Whether a failed call may be sent again.
+enum Retry {
+    Yes,
+    No,
+}
+
+/// Whether `e` says the server we talk to is not (or no longer) a writable master.
+pub(crate) fn is_readonly(e: &redis::RedisError) -> bool {
+    e.code() == Some("READONLY")
+}
+
+fn is_connection_error(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
+}
+
+/// How to reach and authenticate with a Sentinel-monitored master.
+#[derive(Clone)]
+pub(crate) struct SentinelSettings {
+    /// The sentinels' addresses (their own credentials, if any, in the URLs).
+    pub(crate) sentinels: Vec<ConnectionInfo>,
+    /// The monitored master's name (`sentinel monitor <name> ...`).
+    pub(crate) master_name: String,
+    /// Credentials, database and protocol for the master itself.
+    pub(crate) master: RedisConnectionInfo,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+}
+
+/// The current master of a Sentinel set and its command connection (see the module docs).
+pub(crate) struct SentinelMaster {
+    settings: SentinelSettings,
+    config: ConnectionManagerConfig,
+    current: RwLock<Current>,
+    /// Serializes refreshes; a refresh that waited finds the work done.
+    refreshing: tokio::sync::Mutex<()>,
+    /// When the last refresh finished: connection errors refresh at most every
+    /// [`REFRESH_EVERY`].
+    last_refresh: Mutex<Option<Instant>>,
+    /// The current master's client, for the subscription listener to follow.
+    switches: watch::Sender<redis::Client>,
+}
+
+struct Current {
+    addr: (String, u16),
+    conn: ConnectionManager,
+}
+
+/// Least time between two refreshes triggered by connection errors.
+const REFRESH_EVERY: Duration = Duration::from_millis(250);
+
+impl SentinelMaster {
+    /// Resolves the master and connects to it; starts the `+switch-master` watcher.
+    pub(crate) async fn connect(
+        settings: SentinelSettings,
+        config: ConnectionManagerConfig,
+    ) -> Result<Arc<SentinelMaster>> {
+        if settings.sentinels.is_empty() {
+            return Err(Error::invalid("sentinels", "no sentinel address given"));
+        }
+        let (addr, client) = resolve(&settings).await?;
+        let conn = ConnectionManager::new_with_config(client.clone(), config.clone()).await?;
+        let (switches, _) = watch::channel(client);
+        let master = Arc::new(SentinelMaster {
+            settings,
+            config,
+            current: RwLock::new(Current { addr, conn }),
+            refreshing: tokio::sync::Mutex::new(()),
+            last_refresh: Mutex::new(None),
+            switches,
+        });
+        tokio::spawn(watch_switches(Arc::downgrade(&master)));
+        Ok(master)
+    }
+
+    /// The current master's command connection.
+    pub(crate) fn conn(&self) -> ConnectionManager {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .conn
+            .clone()
+    }
+
+    /// The current master's client; changes after each failover.
+    pub(crate) fn switches(&self) -> watch::Receiver<redis::Client> {
+        self.switches.subscribe()
+    }
+
+    /// The current master's address.
+    pub(crate) fn addr(&self) -> (String, u16) {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .addr
+            .clone()
+    }
+
+    /// Reacts to a failed call: READONLY refreshes now (and allows one retry once the
+    /// master moved); a connection error refreshes in the background.
+    async fn after_error(self: &Arc<Self>, error: Option<&redis::RedisError>) -> Retry {
+        let Some(e) = error else {
+            return Retry::No;
+        };
+        if is_readonly(e) {
+            let before = self.addr();
+            self.refresh().await;
+            if self.addr() != before {
+                return Retry::Yes;
+            }
+        } else if is_connection_error(e) {
+            let due = {
+                let last = self.last_refresh.lock().unwrap_or_else(|e| e.into_inner());
+                last.is_none_or(|at| at.elapsed() >= REFRESH_EVERY)
+            };
+            if due {
+                let this = self.clone();
+                tokio::spawn(async move { this.refresh().await });
+            }
+        }
+        Retry::No
+    }
+
+    /// Asks the sentinels for the master; moves the connections if it changed.
+    pub(crate) async fn refresh(&self) {
+        let started = Instant::now();
+        let _one_at_a_time = self.refreshing.lock().await;
+        let fresh = self
+            .last_refresh
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|at| at >= started);
+        if fresh {
+            return; // a refresh finished while we waited
+        }
+        let outcome = self.switch_if_moved().await;
+        *self.last_refresh.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        if let Err(e) = outcome {
+            tracing::debug!(error = %e, "sentinel: master not resolved; keeping the current one");
+        }
+    }
+
+    async fn switch_if_moved(&self) -> Result<()> {
+        let (addr, client) = resolve(&self.settings).await?;
+        if addr == self.addr() {
+            return Ok(());
+        }
+        let conn = ConnectionManager::new_with_config(client.clone(), self.config.clone()).await?;
+        let old = {
+            let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+            let old = current.addr.clone();
+            *current = Current {
+                addr: addr.clone(),
+                conn,
+            };
+            old
+        };
+        tracing::warn!(
+            master = %self.settings.master_name,
+            from = %format!("{}:{}", old.0, old.1),
+            to = %format!("{}:{}", addr.0, addr.1),
+            "sentinel: master moved; commands and subscriptions follow"
+        );
+        self.switches.send_replace(client);
+        Ok(())
+    }
+}
+
+/// Asks each sentinel in turn for the master's address and checks that the server there is
+/// a master (`ROLE`): a sentinel may still announce a master that was demoted.
+async fn resolve(settings: &SentinelSettings) -> Result<((String, u16), redis::Client)> {
+    let mut last_error = None;
+    for sentinel in &settings.sentinels {
+        match resolve_via(settings, sentinel).await {
+            Ok(found) => return Ok(found),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| Error::invalid("sentinels", "no sentinel address given")))
+}
+
+async fn resolve_via(
+    settings: &SentinelSettings,
+    sentinel: &ConnectionInfo,
+) -> Result<((String, u16), redis::Client)> {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(settings.connect_timeout))
+        .set_response_timeout(Some(settings.response_timeout));
+    let mut conn = redis::Client::open(sentinel.clone())?
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?;
+    let reply: Option<(String, u16)> = redis::cmd("SENTINEL")
+        .arg("get-master-addr-by-name")
+        .arg(&settings.master_name)
+        .query_async(&mut conn)
+        .await?;
+    let Some((host, port)) = reply else {
+        return Err(Error::UnexpectedReply(format!(
+            "sentinel {} does not know a master named `{}`",
+            sentinel.addr(),
+            settings.master_name
+        )));
+    };
+    let info = ConnectionAddr::Tcp(host.clone(), port)
+        .into_connection_info()?
+        .set_redis_settings(settings.master.clone());
+    let client = redis::Client::open(info)?;
+    let mut master = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?;
+    let role: Vec<Value> = redis::cmd("ROLE").query_async(&mut master).await?;
+    match role.first() {
+        Some(Value::BulkString(r)) if r == b"master" => Ok(((host, port), client)),
+        Some(Value::SimpleString(r)) if r == "master" => Ok(((host, port), client)),
+        other => Err(Error::UnexpectedReply(format!(
+            "{host}:{port}, announced as master `{}`, has role {other:?}",
+            settings.master_name
+        ))),
+    }
+}
+
+/// Listens for `+switch-master` on one sentinel at a time (the next one if it goes away) and
+/// refreshes the master when ours is announced. Ends when the client is dropped.
+async fn watch_switches(master: std::sync::Weak<SentinelMaster>) {
+    let mut next = 0usize;
+    loop {
+        let Some(m) = master.upgrade() else {
+            return;
+        };
+        let sentinel = m.settings.sentinels[next % m.settings.sentinels.len()].clone();
+        let name = m.settings.master_name.clone();
+        let connect_timeout = m.settings.connect_timeout;
+        drop(m);
+        next += 1;
+        let subscribed = async {
+            let mut pubsub = redis::Client::open(sentinel)?.get_async_pubsub().await?;
+            pubsub.subscribe("+switch-master").await?;
+            RedisResult::Ok(pubsub)
+        };
+        let pubsub = match tokio::time::timeout(connect_timeout, subscribed).await {
+            Ok(Ok(p)) => p,
+            _ => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        // A switch may have happened while no sentinel was watched.
+        if let Some(m) = master.upgrade() {
+            m.refresh().await;
+        }
+        let mut messages = pubsub.into_on_message();
+        loop {
+            // Wake up now and then to notice a dropped client.
+            let msg = match tokio::time::timeout(Duration::from_secs(1), messages.next()).await {
+                Ok(Some(msg)) => msg,
+                Ok(None) => break, // the sentinel went away: watch the next one
+                Err(_) if master.strong_count() == 0 => return,
+                Err(_) => continue,
+            };
+            // "<name> <old ip> <old port> <new ip> <new port>"
+            let payload: String = msg.get_payload().unwrap_or_default();
+            if payload.split(' ').next() == Some(name.as_str()) {
+                let Some(m) = master.upgrade() else {
+                    return;
+                };
+                m.refresh().await;
+            }
+        }
+    }
+}
+
+/// A redis-rs cluster client for `seeds`, RESP3, with relock's timeouts. `push` receives the
+/// subscription messages (the listener's connection); `None` for the command connection.
+pub(crate) fn cluster_client(
+    seeds: &[ConnectionInfo],
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    push: Option<impl redis::aio::AsyncPushSender>,
+) -> Result<redis::cluster::ClusterClient> {
+    if seeds.is_empty() {
+        return Err(Error::invalid("cluster seeds", "no seed address given"));
+    }
+    let mut builder = redis::cluster::ClusterClientBuilder::new(seeds.to_vec())
+        .use_protocol(ProtocolVersion::RESP3)
+        .connection_timeout(connect_timeout)
+        .response_timeout(response_timeout)
+        .retries(6)
+        .min_retry_wait(50)
+        .max_retry_wait(1000);
+    if let Some(push) = push {
+        builder = builder.push_sender(push);
+    }
+    builder
+        .build()
+        .map_err(|e| Error::invalid("cluster seeds", e.to_string()))
+}
