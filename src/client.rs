@@ -371,7 +371,9 @@ impl ClientBuilder {
                 probe(&client, &probe_config).await?;
                 let conn =
                     ConnectionManager::new_with_config(client.clone(), config.clone()).await?;
-                let listener = Listener::connect(client, config, id_str.clone()).await?;
+                let listener =
+                    Listener::connect(client, config, self.response_timeout, id_str.clone())
+                        .await?;
                 (Commands::Single(conn), listener, "publish")
             }
             Deployment::Cluster { seeds } => {
@@ -452,7 +454,13 @@ impl ClientBuilder {
                 let sentinel = SentinelMaster::connect(settings, config.clone()).await?;
                 let client = sentinel.switches().borrow().clone();
                 probe(&client, &probe_config).await?;
-                let listener = Listener::connect(client, config.clone(), id_str.clone()).await?;
+                let listener = Listener::connect(
+                    client,
+                    config.clone(),
+                    self.response_timeout,
+                    id_str.clone(),
+                )
+                .await?;
                 listener.follow(sentinel.switches(), config);
                 (Commands::Sentinel(sentinel), listener, "publish")
             }

@@ -57,8 +57,9 @@ impl ConnectionLike for Commands {
             Commands::Sentinel(m) => {
                 let m = m.clone();
                 async move {
-                    let mut conn = m.conn();
-                    let reply = conn.req_packed_command(cmd).await;
+                    let reply = m
+                        .on_current(|mut c| async move { c.req_packed_command(cmd).await })
+                        .await;
                     match m.after_error(reply.as_ref().err()).await {
                         // READONLY: the command did not run; the master moved and the
                         // refresh found the new one, so one more try is safe.
@@ -83,8 +84,11 @@ impl ConnectionLike for Commands {
             Commands::Sentinel(m) => {
                 let m = m.clone();
                 async move {
-                    let mut conn = m.conn();
-                    let reply = conn.req_packed_commands(pipeline, offset, count).await;
+                    let reply = m
+                        .on_current(|mut c| async move {
+                            c.req_packed_commands(pipeline, offset, count).await
+                        })
+                        .await;
                     // A READONLY inside a pipeline shows up per command, not here; only
                     // connection errors trigger a refresh (never a retry: a pipeline may
                     // have partly run).
@@ -186,6 +190,26 @@ impl SentinelMaster {
             .unwrap_or_else(|e| e.into_inner())
             .conn
             .clone()
+    }
+
+    /// Runs `call` on the current master's connection. If the master moves while the call
+    /// waits (typically for the old, dead master's reconnect backoff, which can take
+    /// seconds), the call is abandoned with a connection error: its outcome is unknown, which
+    /// the lock paths handle, and the caller's retry goes to the new master at once.
+    async fn on_current<T, F, Fut>(&self, call: F) -> RedisResult<T>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: std::future::Future<Output = RedisResult<T>>,
+    {
+        let mut moved = self.switches.subscribe();
+        let conn = self.conn();
+        tokio::select! {
+            reply = call(conn) => reply,
+            _ = moved.changed() => Err(redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "the sentinel master moved while the command waited; outcome unknown",
+            ))),
+        }
     }
 
     /// The current master's client; changes after each failover.

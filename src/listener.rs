@@ -48,6 +48,8 @@ struct Shared {
     channels: DashMap<String, Arc<Channel>>,
     /// This client's id: unlock messages carrying it were already delivered locally.
     self_id: String,
+    /// Longest wait for one SUBSCRIBE / UNSUBSCRIBE (the client's response timeout).
+    op_timeout: Duration,
     /// The subscription connection; replaced when a Sentinel master moves.
     conn: RwLock<Option<SubConn>>,
     handle: Handle,
@@ -92,9 +94,10 @@ impl Listener {
     pub(crate) async fn connect(
         client: redis::Client,
         config: ConnectionManagerConfig,
+        response_timeout: Duration,
         self_id: String,
     ) -> Result<Listener> {
-        let shared = Shared::new(self_id);
+        let shared = Shared::new(self_id, response_timeout);
         let conn =
             ConnectionManager::new_with_config(client, shared.manager_config(config)).await?;
         shared.set_conn(SubConn::Single(conn));
@@ -110,7 +113,7 @@ impl Listener {
         sharded: bool,
         self_id: String,
     ) -> Result<Listener> {
-        let shared = Shared::new(self_id);
+        let shared = Shared::new(self_id, response_timeout);
         let weak = Arc::downgrade(&shared);
         let push = move |push: PushInfo| {
             if let Some(shared) = weak.upgrade() {
@@ -185,11 +188,14 @@ impl Listener {
         if *state != SubState::Subscribed {
             *state = SubState::Unknown;
             let mut conn = self.shared.conn();
-            let mut result = conn.subscribe(channel).await;
+            let mut result = self.shared.bounded(conn.subscribe(channel)).await;
             if matches!(&result, Err(e) if e.is_io_error() || e.is_connection_dropped()) {
                 // The connection manager reconnects in the background after an I/O error;
                 // SUBSCRIBE is idempotent, so one more try rides on the new connection.
-                result = conn.subscribe(channel).await;
+                result = self
+                    .shared
+                    .bounded(self.shared.conn().subscribe(channel))
+                    .await;
             }
             result?;
             *state = SubState::Subscribed;
@@ -234,8 +240,9 @@ impl Drop for Subscription {
 }
 
 impl Shared {
-    fn new(self_id: String) -> Arc<Shared> {
+    fn new(self_id: String, op_timeout: Duration) -> Arc<Shared> {
         Arc::new(Shared {
+            op_timeout,
             channels: DashMap::new(),
             self_id,
             conn: RwLock::new(None),
@@ -260,6 +267,22 @@ impl Shared {
                 Ok::<(), ()>(())
             })
             .set_automatic_resubscription()
+    }
+
+    /// `op` within the response timeout. A connection that waits out its reconnect backoff
+    /// (server down, or a Sentinel master that moved away) would otherwise keep the
+    /// channel's lock, and every waiter of the channel, for seconds.
+    async fn bounded(
+        &self,
+        op: impl std::future::Future<Output = RedisResult<()>>,
+    ) -> RedisResult<()> {
+        match tokio::time::timeout(self.op_timeout, op).await {
+            Ok(r) => r,
+            Err(_) => Err(redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "subscription command timed out",
+            ))),
+        }
     }
 
     fn set_conn(&self, conn: SubConn) {
@@ -303,7 +326,7 @@ impl Shared {
             return; // its release unsubscribes, or the next waiter subscribes
         }
         *state = SubState::Unknown;
-        match self.conn().subscribe(name).await {
+        match self.bounded(self.conn().subscribe(name)).await {
             Ok(()) => *state = SubState::Subscribed,
             // Its waiters still wake at their holders' TTL; the next new waiter subscribes.
             Err(e) => tracing::warn!(channel = name, error = %e, "resubscribe failed"),
@@ -320,7 +343,7 @@ impl Shared {
         }
         if *state != SubState::Unsubscribed {
             *state = SubState::Unknown;
-            match self.conn().unsubscribe(name).await {
+            match self.bounded(self.conn().unsubscribe(name)).await {
                 Ok(()) => *state = SubState::Unsubscribed,
                 Err(e) => {
                     tracing::warn!(channel = name, error = %e, "unsubscribe failed; retrying");
@@ -433,8 +456,10 @@ impl Shared {
             let seen = self.disconnects.load(Ordering::SeqCst);
             let mut delay = Duration::from_millis(10);
             loop {
-                let ping = self.conn().ping().await;
-                if ping.is_ok() {
+                // Bounded: a connection waiting out its reconnect backoff (or replaced by a
+                // Sentinel switch meanwhile) must not hold up the resync.
+                let ping = tokio::time::timeout(Duration::from_secs(1), self.conn().ping()).await;
+                if matches!(ping, Ok(Ok(()))) {
                     break;
                 }
                 tokio::time::sleep(delay).await;

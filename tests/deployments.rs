@@ -1,0 +1,709 @@
+//! relock on Redis Cluster and Sentinel, on real local topologies (tests/support/topology.rs):
+//! a 3-master + 3-replica cluster, and a master + replica + 3 sentinels. Faults are real:
+//! CLUSTER FAILOVER, SIGKILL of the master, SIGSTOP of the replica.
+//!
+//! The failover scenarios record every hold in the checker's history (tests/support/checker.rs)
+//! and fail on overlapping holds or fencing tokens that do not rise (issue 6, row 12).
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use relock::{Client, Error};
+use support::checker::{self, History};
+use support::topology::{connect, RedisCluster, RedisSentinel};
+use support::RedisServer;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+async fn cluster_client(cluster: &RedisCluster, ns: &str, watchdog: Duration) -> Client {
+    Client::cluster_builder(cluster.seed_urls())
+        .namespace(ns)
+        .watchdog_timeout(watchdog)
+        .build()
+        .await
+        .expect("cluster client")
+}
+
+async fn sentinel_client(
+    sentinel: &RedisSentinel,
+    ns: &str,
+    watchdog: Duration,
+    sync: bool,
+) -> Client {
+    let mut b = Client::sentinel_builder(sentinel.sentinel_urls(), sentinel.master_name())
+        .namespace(ns)
+        .watchdog_timeout(watchdog);
+    if sync {
+        b = b.replica_sync(1, Duration::from_millis(200));
+    }
+    b.build().await.expect("sentinel client")
+}
+
+/// Keys under `ns` on the servers at `ports` (each with its PTTL).
+fn keys_on(ports: &[u16], ns: &str) -> Vec<(u16, String, i64)> {
+    let mut out = Vec::new();
+    for &port in ports {
+        let Ok(mut c) = support::topology::try_connect(port) else {
+            continue;
+        };
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{ns}:*"))
+            .query(&mut c)
+            .unwrap_or_default();
+        for k in keys {
+            let pttl: i64 = redis::cmd("PTTL").arg(&k).query(&mut c).unwrap_or(-2);
+            if pttl != -2 {
+                out.push((port, k, pttl));
+            }
+        }
+    }
+    out
+}
+
+/// Shard channels and plain channels under `ns` with subscribers, on the servers at `ports`.
+fn channels_on(ports: &[u16], ns: &str) -> Vec<(u16, String)> {
+    let mut out = Vec::new();
+    for &port in ports {
+        let Ok(mut c) = support::topology::try_connect(port) else {
+            continue;
+        };
+        for sub in ["SHARDCHANNELS", "CHANNELS"] {
+            let chans: Vec<String> = redis::cmd("PUBSUB")
+                .arg(sub)
+                .arg(format!("{ns}:*"))
+                .query(&mut c)
+                .unwrap_or_default();
+            out.extend(chans.into_iter().map(|ch| (port, ch)));
+        }
+    }
+    out
+}
+
+/// Waits (bounded) until no key but fencing counters and no channel under `ns` is left on
+/// `ports`; panics with what is left.
+async fn assert_quiescent(ports: &[u16], ns: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let keys: Vec<_> = keys_on(ports, ns)
+            .into_iter()
+            .filter(|(_, k, _)| !k.contains(":fence:"))
+            .collect();
+        let chans = channels_on(ports, ns);
+        if keys.is_empty() && chans.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "not quiescent: {} keys left (first {:?}), channels {:?}",
+                keys.len(),
+                keys.first(),
+                chans.iter().take(5).collect::<Vec<_>>()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn is_crossslot(e: &Error) -> bool {
+    matches!(e, Error::Redis(r) if r.code() == Some("CROSSSLOT"))
+        || e.to_string().contains("CROSSSLOT")
+}
+
+/// Counts of what contenders saw.
+#[derive(Default)]
+struct Seen {
+    acquired: AtomicUsize,
+    retryable: AtomicUsize,
+    crossslot: AtomicUsize,
+    fatal: std::sync::Mutex<Vec<String>>,
+}
+
+impl Seen {
+    fn error(&self, what: &str, e: &Error) {
+        if is_crossslot(e) {
+            self.crossslot.fetch_add(1, Ordering::SeqCst);
+        }
+        if e.is_retryable() {
+            self.retryable.fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.fatal.lock().unwrap().push(format!("{what}: {e}"));
+        }
+    }
+}
+
+/// A contender: fenced try_lock (bounded wait), hold a few ms, unlock; until `until`. Every
+/// acquisition goes into `hist`; returns the times (since `t0`) it acquired.
+async fn contend(
+    client: Client,
+    who: String,
+    name: String,
+    until: Instant,
+    hist: Arc<History>,
+    seen: Arc<Seen>,
+) -> Vec<Instant> {
+    let lock = client.fenced_lock(&name);
+    let mut acquired_at = Vec::new();
+    while Instant::now() < until {
+        let id = hist.invoke(&who, &name);
+        let g = match lock.try_lock(Duration::from_secs(2), None).await {
+            Ok(Some(g)) => g,
+            Ok(None) => {
+                hist.fail(&id, "timeout");
+                continue;
+            }
+            Err(e) => {
+                hist.unknown(&id, &e.to_string().replace('\n', " "));
+                seen.error("lock", &e);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        hist.ok(&id, g.owner(), Some(g.token()), None);
+        acquired_at.push(Instant::now());
+        seen.acquired.fetch_add(1, Ordering::SeqCst);
+        let lost = g.lost();
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(rand::random_range(2..=10))) => {}
+            _ = lost.cancelled() => {}
+        }
+        hist.release_at(&id, checker::now_ns(), "unlock");
+        if let Err(e) = g.unlock().await {
+            if !e.is_not_held() {
+                seen.error("unlock", &e);
+            }
+        }
+    }
+    acquired_at
+}
+
+/// Unlocks `g`, retrying while a failover makes the server unreachable.
+async fn unlock_retrying(lock: &relock::FencedLock, g: relock::FencedLockGuard) {
+    let lost = g.lost();
+    match g.unlock().await {
+        Ok(()) => {}
+        Err(e) if e.is_not_held() => assert!(lost.is_cancelled(), "NotHeld without lost()"),
+        Err(e) => {
+            // The unlock's reply was lost in the failover: the lock may still be held by us.
+            // force_unlock is not ours to use; the watchdog stopped, so it expires with its TTL.
+            eprintln!(
+                "unlock of {} failed during failover ({e}); it expires with its TTL",
+                lock.name()
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cluster
+
+/// 1,000 locks spread over all slots and masters: a holder client takes them all, waiters in
+/// another client wait on each, the holder keeps them past the watchdog timeout (renewed per
+/// slot) and releases; every waiter is woken by sharded pub/sub (the TTL is far away), no
+/// holds overlap, no CROSSSLOT, nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_1000_locks_across_slots_woken_by_sharded_pubsub() {
+    support::init_tracing();
+    let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 1));
+    let ns = support::unique_ns("cl1000");
+    let watchdog = Duration::from_secs(3);
+    let holder = cluster_client(&cluster, &ns, watchdog).await;
+    let waiter = cluster_client(&cluster, &ns, watchdog).await;
+    const N: usize = 1000;
+    let names: Vec<String> = (0..N).map(|i| format!("job:{i}")).collect();
+
+    // The locks' keys cover every master and most slots.
+    let slot_of: Vec<u16> = names
+        .iter()
+        .map(|n| cluster.key_slot(holder.lock(n).key()))
+        .collect();
+    let masters: HashSet<u16> = slot_of
+        .iter()
+        .map(|s| cluster.master_for_slot(*s))
+        .collect();
+    let distinct: HashSet<u16> = slot_of.iter().copied().collect();
+    assert_eq!(masters.len(), 3, "locks on {masters:?}");
+    eprintln!(
+        "{N} locks on {} slots, {} masters",
+        distinct.len(),
+        masters.len()
+    );
+
+    let hist = Arc::new(History::new());
+    let guards: Vec<_> = futures::future::join_all(names.iter().map(|n| {
+        let (lock, hist) = (holder.lock(n), hist.clone());
+        let n = n.clone();
+        tokio::spawn(async move {
+            let id = hist.invoke("holder", &n);
+            let g = lock.lock().await.expect("holder lock");
+            hist.ok(&id, g.owner(), None, None);
+            (id, g)
+        })
+    }))
+    .await
+    .into_iter()
+    .map(|r| r.unwrap())
+    .collect();
+
+    let woken_at = Arc::new(std::sync::Mutex::new(HashMap::new()));
+    let waiters: Vec<_> = names
+        .iter()
+        .map(|n| {
+            let (lock, hist, n) = (waiter.lock(n), hist.clone(), n.clone());
+            let woken_at = woken_at.clone();
+            tokio::spawn(async move {
+                let id = hist.invoke("waiter", &n);
+                let g = lock
+                    .try_lock(Duration::from_secs(60), None)
+                    .await
+                    .expect("waiter: no error")
+                    .expect("waiter: acquired within 60 s");
+                hist.ok(&id, g.owner(), None, None);
+                woken_at.lock().unwrap().insert(n, Instant::now());
+                hist.release(&id);
+                g.unlock().await.expect("waiter unlock");
+            })
+        })
+        .collect();
+    // Every waiter is subscribed to its lock's shard channel.
+    let ports = cluster.master_ports();
+    let t0 = Instant::now();
+    while channels_on(&ports, &ns).len() < N {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "only {} of {N} shard channels subscribed",
+            channels_on(&ports, &ns).len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let plain: usize = ports
+        .iter()
+        .map(|&p| {
+            let chans: Vec<String> = redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .arg(format!("{ns}:*"))
+                .query(&mut connect(p))
+                .unwrap();
+            chans.len()
+        })
+        .sum();
+    assert_eq!(plain, 0, "waiters use sharded channels, not plain ones");
+
+    // Held past the watchdog timeout: renewals (batched per slot) keep all of them.
+    tokio::time::sleep(watchdog + watchdog / 2).await;
+    let lost = guards.iter().filter(|(_, g)| g.is_lost()).count();
+    assert_eq!(lost, 0, "locks lost while the watchdog renews them");
+    let ttls = keys_on(&ports, &ns);
+    assert!(
+        ttls.iter().all(|(_, _, pttl)| *pttl > 0),
+        "every key has a TTL"
+    );
+
+    // Release all; each waiter is woken through its shard channel.
+    let mut released_at = HashMap::new();
+    for ((id, g), name) in guards.into_iter().zip(&names) {
+        hist.release(&id);
+        released_at.insert(name.clone(), Instant::now());
+        g.unlock().await.expect("holder unlock");
+    }
+    for w in waiters {
+        w.await.unwrap();
+    }
+    let woken = std::mem::take(&mut *woken_at.lock().unwrap());
+    let mut lat: Vec<Duration> = woken
+        .iter()
+        .map(|(n, t)| t.saturating_duration_since(released_at[n]))
+        .collect();
+    lat.sort();
+    eprintln!(
+        "{N} waiters acquired after their lock's release: p50 {:?}, max {:?} (TTL {watchdog:?})",
+        lat[lat.len() / 2],
+        lat[lat.len() - 1]
+    );
+    assert_eq!(woken.len(), N);
+    assert!(
+        lat[lat.len() - 1] < watchdog,
+        "a waiter waited for the TTL instead of the unlock message"
+    );
+    checker::assert_clean(&hist.check());
+    assert_quiescent(&ports, &ns, Duration::from_secs(10)).await;
+}
+
+/// CLUSTER FAILOVER of the master that holds a lock's slot, while the lock is held and
+/// contenders wait: every contender acquires within about 2 x TTL of the release, no holds
+/// overlap, fencing tokens keep rising, no CROSSSLOT error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_failover_with_waiters_checked() {
+    support::init_tracing();
+    let cluster = Arc::new(tokio::task::block_in_place(|| RedisCluster::start(3, 1)));
+    let ns = support::unique_ns("clfo");
+    let ttl = Duration::from_secs(2);
+    let a = cluster_client(&cluster, &ns, ttl).await;
+    let b = cluster_client(&cluster, &ns, ttl).await;
+    let name = "hot".to_string();
+    let lock = a.fenced_lock(&name);
+    let slot = cluster.key_slot(lock.key());
+    let master = cluster.master_for_slot(slot);
+    let replica = cluster.replicas_of(master)[0];
+
+    let hist = Arc::new(History::new());
+    let seen = Arc::new(Seen::default());
+    // The holder takes the lock before the failover and keeps it through.
+    let hid = hist.invoke("holder", &name);
+    let held = lock.lock().await.unwrap();
+    hist.ok(&hid, held.owner(), Some(held.token()), None);
+
+    let until = Instant::now() + Duration::from_secs(14);
+    let mut tasks = Vec::new();
+    for (ci, client) in [&a, &b].into_iter().enumerate() {
+        for t in 0..3 {
+            tasks.push(tokio::spawn(contend(
+                client.clone(),
+                format!("c{ci}/t{t}"),
+                name.clone(),
+                until,
+                hist.clone(),
+                seen.clone(),
+            )));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let c = cluster.clone();
+    let old = tokio::task::spawn_blocking(move || c.failover(replica))
+        .await
+        .unwrap();
+    assert_eq!(old, master);
+    assert_eq!(cluster.master_for_slot(slot), replica, "slot moved");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let lost = held.is_lost();
+    hist.release_at(&hid, checker::now_ns(), "unlock");
+    let released_at = Instant::now();
+    unlock_retrying(&lock, held).await;
+    eprintln!("holder lost during manual failover: {lost}");
+
+    let mut first_after = Vec::new();
+    for t in tasks {
+        let times = t.await.unwrap();
+        let first = times.into_iter().find(|t| *t >= released_at);
+        first_after.push(first.map(|t| t - released_at));
+    }
+    eprintln!(
+        "first acquisition after the release, per contender: {first_after:?}; acquired {}, \
+         retryable errors {}",
+        seen.acquired.load(Ordering::SeqCst),
+        seen.retryable.load(Ordering::SeqCst)
+    );
+    assert_eq!(seen.crossslot.load(Ordering::SeqCst), 0, "CROSSSLOT errors");
+    assert!(
+        seen.fatal.lock().unwrap().is_empty(),
+        "{:?}",
+        seen.fatal.lock().unwrap()
+    );
+    for (i, f) in first_after.iter().enumerate() {
+        let f = f.unwrap_or_else(|| panic!("contender {i} never acquired after the failover"));
+        assert!(
+            f <= ttl * 2 + Duration::from_secs(1),
+            "contender {i}: {f:?}"
+        );
+    }
+    checker::assert_clean(&hist.check());
+    assert_quiescent(&cluster.master_ports(), &ns, Duration::from_secs(10)).await;
+}
+
+/// 1,000 watchdog locks held across a CLUSTER FAILOVER: each is kept alive (renewed on the
+/// new master) or reported lost; a kept one unlocks fine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_renewals_survive_failover() {
+    support::init_tracing();
+    let cluster = Arc::new(tokio::task::block_in_place(|| RedisCluster::start(3, 1)));
+    let ns = support::unique_ns("clren");
+    let watchdog = Duration::from_secs(3);
+    let client = cluster_client(&cluster, &ns, watchdog).await;
+    let guards: Vec<_> = futures::future::join_all((0..1000).map(|i| {
+        let lock = client.lock(format!("r:{i}"));
+        tokio::spawn(async move { lock.lock().await.expect("lock") })
+    }))
+    .await
+    .into_iter()
+    .map(|r| r.unwrap())
+    .collect();
+    let master = cluster.master_ports()[0];
+    let replica = cluster.replicas_of(master)[0];
+    let c = cluster.clone();
+    tokio::task::spawn_blocking(move || c.failover(replica))
+        .await
+        .unwrap();
+    // Two full watchdog timeouts after the failover.
+    tokio::time::sleep(watchdog * 2).await;
+    let lost = guards.iter().filter(|g| g.is_lost()).count();
+    let mut unlocked = 0;
+    for g in guards {
+        let was_lost = g.is_lost();
+        match g.unlock().await {
+            Ok(()) => unlocked += 1,
+            Err(e) if e.is_not_held() => assert!(was_lost, "NotHeld but not reported lost"),
+            Err(e) => panic!("unlock: {e}"),
+        }
+    }
+    eprintln!("across a failover: {unlocked} kept, {lost} reported lost");
+    assert_eq!(unlocked + lost, 1000);
+    assert_eq!(lost, 0, "a manual failover loses no acknowledged write");
+    assert_quiescent(&cluster.master_ports(), &ns, Duration::from_secs(10)).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sentinel
+
+/// SIGKILL the master while a lock is held and contenders wait: the clients follow the new
+/// master (commands and subscriptions), every contender acquires, no holds overlap and
+/// fencing tokens keep rising. No replica sync here: with one replica, the failover leaves
+/// none, and replica sync would (rightly) fail every lock closed; the holder's lock was
+/// replicated long before the kill, and nobody can acquire while it is held, so the
+/// asynchronous-replication race has no window in this scenario.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_master_sigkill_with_waiters_checked() {
+    support::init_tracing();
+    let mut sentinel = tokio::task::block_in_place(RedisSentinel::start);
+    let ns = support::unique_ns("sfo");
+    let ttl = Duration::from_secs(5);
+    let a = sentinel_client(&sentinel, &ns, ttl, false).await;
+    let b = sentinel_client(&sentinel, &ns, ttl, false).await;
+    let name = "hot".to_string();
+    let lock = a.fenced_lock(&name);
+
+    let hist = Arc::new(History::new());
+    let seen = Arc::new(Seen::default());
+    let hid = hist.invoke("holder", &name);
+    let held = lock.lock().await.unwrap();
+    hist.ok(&hid, held.owner(), Some(held.token()), None);
+
+    let until = Instant::now() + Duration::from_secs(20);
+    let mut tasks = Vec::new();
+    for (ci, client) in [&a, &b].into_iter().enumerate() {
+        for t in 0..3 {
+            tasks.push(tokio::spawn(contend(
+                client.clone(),
+                format!("c{ci}/t{t}"),
+                name.clone(),
+                until,
+                hist.clone(),
+                seen.clone(),
+            )));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let killed = tokio::task::block_in_place(|| sentinel.kill_master());
+    let t_kill = Instant::now();
+    let new_master =
+        tokio::task::block_in_place(|| sentinel.wait_for_failover(Duration::from_secs(30)));
+    eprintln!(
+        "sentinels moved the master {killed} -> {new_master} in {:?}",
+        t_kill.elapsed()
+    );
+    // The holder's client follows: the next unlock reaches the new master.
+    let follow = Instant::now();
+    while lock.is_locked().await.is_err() {
+        assert!(
+            follow.elapsed() < Duration::from_secs(10),
+            "client did not follow"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!(
+        "client answered again {:?} after the kill",
+        t_kill.elapsed()
+    );
+    let lost = held.is_lost();
+    hist.release_at(&hid, checker::now_ns(), "unlock");
+    let released_at = Instant::now();
+    unlock_retrying(&lock, held).await;
+    eprintln!("holder lost across the failover: {lost}");
+
+    let mut first_after = Vec::new();
+    for t in tasks {
+        let times = t.await.unwrap();
+        first_after.push(
+            times
+                .into_iter()
+                .find(|t| *t >= released_at)
+                .map(|t| t - released_at),
+        );
+    }
+    eprintln!(
+        "first acquisition after the release, per contender: {first_after:?}; acquired {}, \
+         retryable errors {}",
+        seen.acquired.load(Ordering::SeqCst),
+        seen.retryable.load(Ordering::SeqCst)
+    );
+    assert!(
+        seen.fatal.lock().unwrap().is_empty(),
+        "{:?}",
+        seen.fatal.lock().unwrap()
+    );
+    for (i, f) in first_after.iter().enumerate() {
+        let f = f.unwrap_or_else(|| panic!("contender {i} never acquired after the failover"));
+        assert!(f <= ttl * 2, "contender {i}: {f:?}");
+    }
+    checker::assert_clean(&hist.check());
+    let live: Vec<u16> = vec![new_master];
+    assert_quiescent(&live, &ns, Duration::from_secs(10)).await;
+}
+
+/// Replica sync on and the replica stopped: a lock fails closed with the typed error and
+/// leaves nothing behind; once the replica is back, locking works again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_replica_sync_fails_closed_without_replica() {
+    support::init_tracing();
+    let mut sentinel = tokio::task::block_in_place(RedisSentinel::start);
+    let ns = support::unique_ns("ssync");
+    let client = sentinel_client(&sentinel, &ns, Duration::from_secs(5), true).await;
+    let lock = client.lock("sync");
+    let g = lock.lock().await.expect("replicated lock");
+    g.unlock().await.unwrap();
+
+    let replica = tokio::task::block_in_place(|| sentinel.pause_replica());
+    let t = Instant::now();
+    let err = lock.lock().await.expect_err("fails closed");
+    eprintln!("failed closed in {:?}: {err}", t.elapsed());
+    assert!(
+        matches!(
+            err,
+            Error::ReplicaSync {
+                acked: 0,
+                required: 1
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.is_replica_sync() && err.is_retryable());
+    assert!(!lock.is_locked().await.unwrap(), "the hold was released");
+    // Re-entry is a lock write too: a held lock's re-entry fails closed as well, and leaves
+    // the outer hold as it was.
+    tokio::task::block_in_place(|| sentinel.resume(replica));
+    let outer = lock.lock().await.expect("replica back");
+    tokio::task::block_in_place(|| sentinel.pause(replica));
+    let err = lock.lock().await.expect_err("re-entry fails closed");
+    assert!(err.is_replica_sync(), "{err:?}");
+    assert_eq!(lock.hold_count().await.unwrap(), 1, "outer hold kept");
+    tokio::task::block_in_place(|| sentinel.resume(replica));
+    outer.unlock().await.unwrap();
+    let master = sentinel.master_port();
+    assert_quiescent(&[master], &ns, Duration::from_secs(5)).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Standalone and bad settings
+
+/// Replica sync on a server without replicas fails closed every time, leaving no key; a
+/// server that refuses WAIT is reported at connect and the client runs without replica sync.
+#[tokio::test]
+async fn replica_sync_on_standalone() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("sync1");
+    let client = Client::builder(server.url())
+        .namespace(&ns)
+        .replica_sync(1, Duration::from_millis(20))
+        .build()
+        .await
+        .unwrap();
+    for lock in [client.lock("a"), client.lock("b")] {
+        let err = lock.lock().await.expect_err("no replica");
+        assert!(err.is_replica_sync(), "{err:?}");
+        assert!(err.to_string().contains("0 of 1"), "{err}");
+    }
+    let err = client.fair_lock("f").lock().await.expect_err("no replica");
+    assert!(err.is_replica_sync(), "{err:?}");
+    let err = client
+        .fenced_lock("t")
+        .lock()
+        .await
+        .expect_err("no replica");
+    assert!(err.is_replica_sync(), "{err:?}");
+    let mut conn = server.conn().await;
+    let left: Vec<(String, i64)> = support::keys_with_pttl(&mut conn)
+        .await
+        .into_iter()
+        .filter(|(k, _)| !k.contains(":fence:") && k.starts_with(&ns))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(support::keys_with_pttl(&mut conn)
+        .await
+        .iter()
+        .all(|(k, pttl)| *pttl > 0 || k.contains(":fence:")));
+
+    // WAIT renamed away: the client warns once and locks without replica sync.
+    let no_wait = RedisServer::start_with(&["--rename-command", "WAIT", ""]);
+    let client = Client::builder(no_wait.url())
+        .namespace(&ns)
+        .replica_sync(1, Duration::from_millis(20))
+        .build()
+        .await
+        .unwrap();
+    let g = client.lock("a").lock().await.expect("runs without WAIT");
+    g.unlock().await.unwrap();
+}
+
+/// Deployment settings are checked before anything is sent.
+#[tokio::test]
+async fn bad_deployment_settings_are_typed_errors() {
+    let invalid = |r: Result<Client, Error>, arg: &str| match r {
+        Err(Error::InvalidArgument { argument, .. }) => assert_eq!(argument, arg),
+        other => panic!("expected InvalidArgument({arg}), got {other:?}"),
+    };
+    invalid(
+        Client::cluster_builder(Vec::<String>::new()).build().await,
+        "cluster seeds",
+    );
+    invalid(Client::cluster_builder(["not a url"]).build().await, "url");
+    invalid(
+        Client::sentinel_builder(["redis://127.0.0.1:1/"], "")
+            .build()
+            .await,
+        "master_name",
+    );
+    invalid(
+        Client::sentinel_builder(Vec::<String>::new(), "m")
+            .build()
+            .await,
+        "sentinels",
+    );
+    invalid(
+        Client::builder("redis://127.0.0.1:1/")
+            .master_password("x")
+            .build()
+            .await,
+        "master_password",
+    );
+    invalid(
+        Client::builder("redis://127.0.0.1:1/")
+            .replica_sync(0, Duration::from_millis(10))
+            .build()
+            .await,
+        "replica_sync",
+    );
+    invalid(
+        Client::builder("redis://127.0.0.1:1/")
+            .replica_sync(1, Duration::from_secs(5))
+            .build()
+            .await,
+        "replica_sync",
+    );
+    // Unreachable sentinels: a Redis error within the connect timeout, not a hang.
+    let t = Instant::now();
+    let r = Client::sentinel_builder(["redis://127.0.0.1:1/"], "m")
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .await;
+    assert!(matches!(r, Err(Error::Redis(_))), "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(3));
+    // The builder's Debug never shows a password.
+    let b = Client::sentinel_builder(["redis://:secret@127.0.0.1:1/"], "m").master_password("pw");
+    let shown = format!("{b:?}");
+    assert!(
+        !shown.contains("secret") && !shown.contains("pw\""),
+        "{shown}"
+    );
+}
