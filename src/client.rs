@@ -329,11 +329,16 @@ impl ClientBuilder {
     }
 
     /// Checks the settings, connects (command and subscription connections, RESP3) and starts
-    /// the watchdog task.
+    /// the watchdog task. A Cluster client discovers the topology from the seeds; a Sentinel
+    /// client asks the sentinels for the master, checks its `ROLE`, and starts watching for
+    /// `+switch-master`.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a bad setting or URL; [`Error::Redis`] when the server
-    /// is unreachable within the connect timeout or refuses the connection.
+    /// [`Error::InvalidArgument`] for a bad setting, URL, empty seed or sentinel list, empty
+    /// master name, master credentials on a non-Sentinel builder, or a bad `replica_sync`;
+    /// [`Error::Redis`] when no server (seed, sentinel, master) is reachable within the
+    /// connect timeout or one refuses the connection; [`Error::UnexpectedReply`] when the
+    /// sentinels do not know the master name or name a server that is not a master.
     ///
     /// # Cancel safety
     /// Dropping the future abandons the attempt; connections made so far are closed.
