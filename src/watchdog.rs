@@ -47,6 +47,10 @@ const COMMAND_BATCH: usize = 1024;
 /// queue on the connection, where the last ones could exceed the response timeout (1,000
 /// calls sent at once for 100k locks did); the rest wait in `pending`.
 const MAX_INFLIGHT: usize = 8;
+/// On a cluster, batches are per slot and so smaller and more numerous, spread over the
+/// nodes; redis-rs pipelines concurrent calls to one node on its connection, so more of
+/// them in flight cost no more round trips.
+const MAX_INFLIGHT_CLUSTER: usize = 64;
 
 /// (lock key, owner field): one local hold entry.
 pub(crate) type HoldKey = (Arc<str>, Arc<str>);
@@ -253,7 +257,12 @@ impl Task {
         let mut pending: VecDeque<Vec<(HoldKey, u64)>> = VecDeque::new();
         let mut commands = Vec::with_capacity(COMMAND_BATCH);
         loop {
-            while inflight.len() < MAX_INFLIGHT {
+            let max_inflight = if self.by_slot {
+                MAX_INFLIGHT_CLUSTER
+            } else {
+                MAX_INFLIGHT
+            };
+            while inflight.len() < max_inflight {
                 let Some(mut batch) = pending.pop_front() else {
                     break;
                 };

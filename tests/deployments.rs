@@ -108,6 +108,30 @@ async fn assert_quiescent(ports: &[u16], ns: &str, timeout: Duration) {
     }
 }
 
+/// Script calls (EVAL + EVALSHA) served so far by the servers at `ports`.
+fn script_calls(ports: &[u16]) -> u64 {
+    ports
+        .iter()
+        .map(|&p| {
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query(&mut connect(p))
+                .unwrap();
+            info.lines()
+                .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+                .filter_map(|l| {
+                    l.split("calls=")
+                        .nth(1)?
+                        .split(',')
+                        .next()?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .sum::<u64>()
+        })
+        .sum()
+}
+
 fn is_crossslot(e: &Error) -> bool {
     matches!(e, Error::Redis(r) if r.code() == Some("CROSSSLOT"))
         || e.to_string().contains("CROSSSLOT")
@@ -293,7 +317,16 @@ async fn cluster_1000_locks_across_slots_woken_by_sharded_pubsub() {
     assert_eq!(plain, 0, "waiters use sharded channels, not plain ones");
 
     // Held past the watchdog timeout: renewals (batched per slot) keep all of them.
-    tokio::time::sleep(watchdog + watchdog / 2).await;
+    let before = script_calls(&ports);
+    let hold = watchdog * 2;
+    tokio::time::sleep(hold).await;
+    let periods = hold.as_secs_f64() / (watchdog.as_secs_f64() / 3.0);
+    eprintln!(
+        "{:.0} script calls per period (renewals, and waiters re-checking at the holder's TTL) \
+         for {N} locks on {} slots",
+        (script_calls(&ports) - before) as f64 / periods,
+        distinct.len()
+    );
     let lost = guards.iter().filter(|(_, g)| g.is_lost()).count();
     assert_eq!(lost, 0, "locks lost while the watchdog renews them");
     let ttls = keys_on(&ports, &ns);
@@ -413,8 +446,9 @@ async fn cluster_failover_with_waiters_checked() {
     assert_quiescent(&cluster.master_ports(), &ns, Duration::from_secs(10)).await;
 }
 
-/// 1,000 watchdog locks held across a CLUSTER FAILOVER: each is kept alive (renewed on the
-/// new master) or reported lost; a kept one unlocks fine.
+/// 1,000 watchdog locks in 10 hash tags (10 slots): renewed in per-slot batches (about 10
+/// calls per period), then held across a CLUSTER FAILOVER: each is kept alive (renewed on
+/// the new master) or reported lost; a kept one unlocks fine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_renewals_survive_failover() {
     support::init_tracing();
@@ -423,13 +457,23 @@ async fn cluster_renewals_survive_failover() {
     let watchdog = Duration::from_secs(3);
     let client = cluster_client(&cluster, &ns, watchdog).await;
     let guards: Vec<_> = futures::future::join_all((0..1000).map(|i| {
-        let lock = client.lock(format!("r:{i}"));
+        // Names with their own {tag} keep it: 10 tenants, 10 slots.
+        let lock = client.lock(format!("{{tenant{}}}:r:{i}", i % 10));
         tokio::spawn(async move { lock.lock().await.expect("lock") })
     }))
     .await
     .into_iter()
     .map(|r| r.unwrap())
     .collect();
+    let ports = cluster.master_ports();
+    let before = script_calls(&ports);
+    tokio::time::sleep(watchdog * 2).await; // 6 periods
+    let per_period = (script_calls(&ports) - before) as f64 / 6.0;
+    eprintln!("1000 locks in 10 slots: {per_period:.1} renew calls per period");
+    assert!(
+        per_period <= 20.0,
+        "renewals are batched per slot: {per_period} calls per period for 10 slots"
+    );
     let master = cluster.master_ports()[0];
     let replica = cluster.replicas_of(master)[0];
     let c = cluster.clone();
