@@ -221,6 +221,92 @@ async fn unlock_retrying(lock: &relock::FencedLock, g: relock::FencedLockGuard) 
     }
 }
 
+/// A failover scenario: a holder (on the first client) takes `name` before the fault and
+/// keeps it through; three contenders per client contend until `until`, recorded in the
+/// checker's history.
+struct Scenario {
+    hist: Arc<History>,
+    seen: Arc<Seen>,
+    lock: relock::FencedLock,
+    held: Option<(checker::AcqId, relock::FencedLockGuard)>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<Instant>>>,
+}
+
+impl Scenario {
+    async fn start(clients: [&Client; 2], name: &str, run_for: Duration) -> Scenario {
+        let hist = Arc::new(History::new());
+        let seen = Arc::new(Seen::default());
+        let lock = clients[0].fenced_lock(name);
+        let hid = hist.invoke("holder", name);
+        let held = lock.lock().await.unwrap();
+        hist.ok(&hid, held.owner(), Some(held.token()), None);
+        let until = Instant::now() + run_for;
+        let mut tasks = Vec::new();
+        for (ci, client) in clients.into_iter().enumerate() {
+            for t in 0..3 {
+                tasks.push(tokio::spawn(contend(
+                    client.clone(),
+                    format!("c{ci}/t{t}"),
+                    name.to_string(),
+                    until,
+                    hist.clone(),
+                    seen.clone(),
+                )));
+            }
+        }
+        Scenario {
+            hist,
+            seen,
+            lock,
+            held: Some((hid, held)),
+            tasks,
+        }
+    }
+
+    /// The holder lets go (after the fault); returns when.
+    async fn release_holder(&mut self) -> Instant {
+        let (hid, held) = self.held.take().expect("released once");
+        let lost = held.is_lost();
+        self.hist.release_at(&hid, checker::now_ns(), "unlock");
+        let released_at = Instant::now();
+        unlock_retrying(&self.lock, held).await;
+        eprintln!("holder's lock lost across the fault: {lost}");
+        released_at
+    }
+
+    /// Joins the contenders; each must have acquired within `bound` of the holder's release.
+    /// No CROSSSLOT, no non-retryable error, a clean history.
+    async fn finish(self, released_at: Instant, bound: Duration) {
+        let mut first_after = Vec::new();
+        for t in self.tasks {
+            let times = t.await.unwrap();
+            let first = times.into_iter().find(|t| *t >= released_at);
+            first_after.push(first.map(|t| t - released_at));
+        }
+        eprintln!(
+            "first acquisition after the release, per contender: {first_after:?}; acquired {}, \
+             retryable errors {}",
+            self.seen.acquired.load(Ordering::SeqCst),
+            self.seen.retryable.load(Ordering::SeqCst)
+        );
+        assert_eq!(
+            self.seen.crossslot.load(Ordering::SeqCst),
+            0,
+            "CROSSSLOT errors"
+        );
+        let fatal = self.seen.fatal.lock().unwrap().clone();
+        assert!(fatal.is_empty(), "{fatal:?}");
+        for (i, f) in first_after.iter().enumerate() {
+            let f = f.unwrap_or_else(|| panic!("contender {i} never acquired after the fault"));
+            assert!(
+                f <= bound,
+                "contender {i} first acquired {f:?} after the release"
+            );
+        }
+        checker::assert_clean(&self.hist.check());
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cluster
 
@@ -376,33 +462,11 @@ async fn cluster_failover_with_waiters_checked() {
     let ttl = Duration::from_secs(2);
     let a = cluster_client(&cluster, &ns, ttl).await;
     let b = cluster_client(&cluster, &ns, ttl).await;
-    let name = "hot".to_string();
-    let lock = a.fenced_lock(&name);
-    let slot = cluster.key_slot(lock.key());
+    let slot = cluster.key_slot(a.fenced_lock("hot").key());
     let master = cluster.master_for_slot(slot);
     let replica = cluster.replicas_of(master)[0];
 
-    let hist = Arc::new(History::new());
-    let seen = Arc::new(Seen::default());
-    // The holder takes the lock before the failover and keeps it through.
-    let hid = hist.invoke("holder", &name);
-    let held = lock.lock().await.unwrap();
-    hist.ok(&hid, held.owner(), Some(held.token()), None);
-
-    let until = Instant::now() + Duration::from_secs(14);
-    let mut tasks = Vec::new();
-    for (ci, client) in [&a, &b].into_iter().enumerate() {
-        for t in 0..3 {
-            tasks.push(tokio::spawn(contend(
-                client.clone(),
-                format!("c{ci}/t{t}"),
-                name.clone(),
-                until,
-                hist.clone(),
-                seen.clone(),
-            )));
-        }
-    }
+    let mut scenario = Scenario::start([&a, &b], "hot", Duration::from_secs(14)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let c = cluster.clone();
     let old = tokio::task::spawn_blocking(move || c.failover(replica))
@@ -411,38 +475,10 @@ async fn cluster_failover_with_waiters_checked() {
     assert_eq!(old, master);
     assert_eq!(cluster.master_for_slot(slot), replica, "slot moved");
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let lost = held.is_lost();
-    hist.release_at(&hid, checker::now_ns(), "unlock");
-    let released_at = Instant::now();
-    unlock_retrying(&lock, held).await;
-    eprintln!("holder lost during manual failover: {lost}");
-
-    let mut first_after = Vec::new();
-    for t in tasks {
-        let times = t.await.unwrap();
-        let first = times.into_iter().find(|t| *t >= released_at);
-        first_after.push(first.map(|t| t - released_at));
-    }
-    eprintln!(
-        "first acquisition after the release, per contender: {first_after:?}; acquired {}, \
-         retryable errors {}",
-        seen.acquired.load(Ordering::SeqCst),
-        seen.retryable.load(Ordering::SeqCst)
-    );
-    assert_eq!(seen.crossslot.load(Ordering::SeqCst), 0, "CROSSSLOT errors");
-    assert!(
-        seen.fatal.lock().unwrap().is_empty(),
-        "{:?}",
-        seen.fatal.lock().unwrap()
-    );
-    for (i, f) in first_after.iter().enumerate() {
-        let f = f.unwrap_or_else(|| panic!("contender {i} never acquired after the failover"));
-        assert!(
-            f <= ttl * 2 + Duration::from_secs(1),
-            "contender {i}: {f:?}"
-        );
-    }
-    checker::assert_clean(&hist.check());
+    let released_at = scenario.release_holder().await;
+    scenario
+        .finish(released_at, ttl * 2 + Duration::from_secs(1))
+        .await;
     assert_quiescent(&cluster.master_ports(), &ns, Duration::from_secs(10)).await;
 }
 
@@ -515,29 +551,7 @@ async fn sentinel_master_sigkill_with_waiters_checked() {
     let ttl = Duration::from_secs(5);
     let a = sentinel_client(&sentinel, &ns, ttl, false).await;
     let b = sentinel_client(&sentinel, &ns, ttl, false).await;
-    let name = "hot".to_string();
-    let lock = a.fenced_lock(&name);
-
-    let hist = Arc::new(History::new());
-    let seen = Arc::new(Seen::default());
-    let hid = hist.invoke("holder", &name);
-    let held = lock.lock().await.unwrap();
-    hist.ok(&hid, held.owner(), Some(held.token()), None);
-
-    let until = Instant::now() + Duration::from_secs(20);
-    let mut tasks = Vec::new();
-    for (ci, client) in [&a, &b].into_iter().enumerate() {
-        for t in 0..3 {
-            tasks.push(tokio::spawn(contend(
-                client.clone(),
-                format!("c{ci}/t{t}"),
-                name.clone(),
-                until,
-                hist.clone(),
-                seen.clone(),
-            )));
-        }
-    }
+    let mut scenario = Scenario::start([&a, &b], "hot", Duration::from_secs(20)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let killed = tokio::task::block_in_place(|| sentinel.kill_master());
     let t_kill = Instant::now();
@@ -548,6 +562,7 @@ async fn sentinel_master_sigkill_with_waiters_checked() {
         t_kill.elapsed()
     );
     // The holder's client follows: the next unlock reaches the new master.
+    let lock = a.fenced_lock("hot");
     let follow = Instant::now();
     while lock.is_locked().await.is_err() {
         assert!(
@@ -560,38 +575,8 @@ async fn sentinel_master_sigkill_with_waiters_checked() {
         "client answered again {:?} after the kill",
         t_kill.elapsed()
     );
-    let lost = held.is_lost();
-    hist.release_at(&hid, checker::now_ns(), "unlock");
-    let released_at = Instant::now();
-    unlock_retrying(&lock, held).await;
-    eprintln!("holder lost across the failover: {lost}");
-
-    let mut first_after = Vec::new();
-    for t in tasks {
-        let times = t.await.unwrap();
-        first_after.push(
-            times
-                .into_iter()
-                .find(|t| *t >= released_at)
-                .map(|t| t - released_at),
-        );
-    }
-    eprintln!(
-        "first acquisition after the release, per contender: {first_after:?}; acquired {}, \
-         retryable errors {}",
-        seen.acquired.load(Ordering::SeqCst),
-        seen.retryable.load(Ordering::SeqCst)
-    );
-    assert!(
-        seen.fatal.lock().unwrap().is_empty(),
-        "{:?}",
-        seen.fatal.lock().unwrap()
-    );
-    for (i, f) in first_after.iter().enumerate() {
-        let f = f.unwrap_or_else(|| panic!("contender {i} never acquired after the failover"));
-        assert!(f <= ttl * 2, "contender {i}: {f:?}");
-    }
-    checker::assert_clean(&hist.check());
+    let released_at = scenario.release_holder().await;
+    scenario.finish(released_at, ttl * 2).await;
     let live: Vec<u16> = vec![new_master];
     assert_quiescent(&live, &ns, Duration::from_secs(10)).await;
 }
