@@ -52,8 +52,9 @@ pub enum Error {
 
 impl Error {
     /// Whether trying again later may succeed: I/O errors, timeouts, dropped connections,
-    /// server-side conditions such as LOADING, BUSY, TRYAGAIN, OOM, READONLY, MASTERDOWN or CLUSTERDOWN (a
-    /// failover under way), and [`Error::ReplicaSync`].
+    /// server-side conditions such as LOADING, BUSY, OOM, READONLY or MASTERDOWN, cluster
+    /// redirections left over after redis-rs's own retries (MOVED, ASK, TRYAGAIN,
+    /// CLUSTERDOWN: a failover under way), and [`Error::ReplicaSync`].
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::ReplicaSync { .. } => true,
@@ -62,6 +63,9 @@ impl Error {
                     || e.is_timeout()
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
+                    // MOVED / ASK / TRYAGAIN / CLUSTERDOWN left over once redis-rs's own
+                    // redirect retries ran out: a cluster failover or resharding under way.
+                    || e.is_cluster_error()
                     || matches!(
                         e.code(),
                         Some(

@@ -229,6 +229,8 @@ struct Scenario {
     seen: Arc<Seen>,
     lock: relock::FencedLock,
     held: Option<(checker::AcqId, relock::FencedLockGuard)>,
+    /// When the holder's `lost()` fired ([`checker::now_ns`]): its hold ends there.
+    lost_at: Arc<std::sync::Mutex<Option<u64>>>,
     tasks: Vec<tokio::task::JoinHandle<Vec<Instant>>>,
 }
 
@@ -240,6 +242,12 @@ impl Scenario {
         let hid = hist.invoke("holder", name);
         let held = lock.lock().await.unwrap();
         hist.ok(&hid, held.owner(), Some(held.token()), None);
+        let lost_at = Arc::new(std::sync::Mutex::new(None));
+        let (lost, at) = (held.lost(), lost_at.clone());
+        tokio::spawn(async move {
+            lost.cancelled().await;
+            *at.lock().unwrap() = Some(checker::now_ns());
+        });
         let until = Instant::now() + run_for;
         let mut tasks = Vec::new();
         for (ci, client) in clients.into_iter().enumerate() {
@@ -259,15 +267,21 @@ impl Scenario {
             seen,
             lock,
             held: Some((hid, held)),
+            lost_at,
             tasks,
         }
     }
 
-    /// The holder lets go (after the fault); returns when.
+    /// The holder lets go (after the fault); returns when. A holder told by `lost()` stopped
+    /// relying on the lock when it was told.
     async fn release_holder(&mut self) -> Instant {
         let (hid, held) = self.held.take().expect("released once");
         let lost = held.is_lost();
-        self.hist.release_at(&hid, checker::now_ns(), "unlock");
+        let lost_at = *self.lost_at.lock().unwrap();
+        match lost_at {
+            Some(at) => self.hist.release_at(&hid, at, "lost-seen"),
+            None => self.hist.release_at(&hid, checker::now_ns(), "unlock"),
+        }
         let released_at = Instant::now();
         unlock_retrying(&self.lock, held).await;
         eprintln!("holder's lock lost across the fault: {lost}");
@@ -479,6 +493,47 @@ async fn cluster_failover_with_waiters_checked() {
     scenario
         .finish(released_at, ttl * 2 + Duration::from_secs(1))
         .await;
+    assert_quiescent(&cluster.master_ports(), &ns, Duration::from_secs(10)).await;
+}
+
+/// SIGKILL of the master that holds a lock's slot, while the lock is held and contenders
+/// wait: the cluster promotes the replica on its own (node timeout 1 s), the clients follow
+/// the slot, every contender acquires, the history is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_master_sigkill_with_waiters_checked() {
+    support::init_tracing();
+    let mut cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 1));
+    let ns = support::unique_ns("clkill");
+    let ttl = Duration::from_secs(3);
+    let a = cluster_client(&cluster, &ns, ttl).await;
+    let b = cluster_client(&cluster, &ns, ttl).await;
+    let slot = cluster.key_slot(a.fenced_lock("hot").key());
+    let master = cluster.master_for_slot(slot);
+    let replica = cluster.replicas_of(master)[0];
+
+    let mut scenario = Scenario::start([&a, &b], "hot", Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t_kill = Instant::now();
+    tokio::task::block_in_place(|| {
+        cluster.kill(master);
+        cluster.wait_healthy(Duration::from_secs(30));
+    });
+    assert_eq!(cluster.master_for_slot(slot), replica, "replica promoted");
+    eprintln!(
+        "cluster failed {master} over to {replica} in {:?}",
+        t_kill.elapsed()
+    );
+    let lock = a.fenced_lock("hot");
+    let follow = Instant::now();
+    while lock.is_locked().await.is_err() {
+        assert!(
+            follow.elapsed() < Duration::from_secs(10),
+            "client did not follow"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let released_at = scenario.release_holder().await;
+    scenario.finish(released_at, ttl * 2).await;
     assert_quiescent(&cluster.master_ports(), &ns, Duration::from_secs(10)).await;
 }
 
