@@ -50,6 +50,8 @@ struct Shared {
     self_id: String,
     /// Longest wait for one SUBSCRIBE / UNSUBSCRIBE (the client's response timeout).
     op_timeout: Duration,
+    /// Notified when the connection is replaced (Sentinel switch).
+    switched: Notify,
     /// The subscription connection; replaced when a Sentinel master moves.
     conn: RwLock<Option<SubConn>>,
     handle: Handle,
@@ -243,6 +245,7 @@ impl Shared {
     fn new(self_id: String, op_timeout: Duration) -> Arc<Shared> {
         Arc::new(Shared {
             op_timeout,
+            switched: Notify::new(),
             channels: DashMap::new(),
             self_id,
             conn: RwLock::new(None),
@@ -276,11 +279,21 @@ impl Shared {
         &self,
         op: impl std::future::Future<Output = RedisResult<()>>,
     ) -> RedisResult<()> {
-        match tokio::time::timeout(self.op_timeout, op).await {
-            Ok(r) => r,
-            Err(_) => Err(redis::RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "subscription command timed out",
+        // Created before the call, so a switch while it runs is not missed.
+        let switched = self.switched.notified();
+        tokio::select! {
+            r = tokio::time::timeout(self.op_timeout, op) => match r {
+                Ok(r) => r,
+                Err(_) => Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "subscription command timed out",
+                ))),
+            },
+            // The connection was replaced (a Sentinel master moved): this call went to the
+            // old one. The caller retries, or the switch resubscribes the channel.
+            _ = switched => Err(redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "subscription connection replaced while the command waited",
             ))),
         }
     }
@@ -302,16 +315,18 @@ impl Shared {
     /// connection, then everyone is woken again.
     async fn switch(self: &Arc<Self>, conn: SubConn) {
         self.set_conn(conn);
+        self.switched.notify_waiters();
         self.disconnects.fetch_add(1, Ordering::SeqCst);
         self.wake_all();
-        let used: Vec<(String, Arc<Channel>)> = self
+        // Every channel, idle ones too: an idle channel still marked subscribed (its release
+        // pending) must not let its next waiter skip subscribing on the new connection.
+        let all: Vec<(String, Arc<Channel>)> = self
             .channels
             .iter()
-            .filter(|c| c.refs.load(Ordering::SeqCst) > 0)
             .map(|c| (c.key().clone(), c.value().clone()))
             .collect();
         let this = &self;
-        futures::stream::iter(used)
+        futures::stream::iter(all)
             .for_each_concurrent(16, |(name, channel)| async move {
                 this.resubscribe(&name, &channel).await
             })
@@ -319,20 +334,35 @@ impl Shared {
         self.wake_all();
     }
 
-    /// Subscribes `channel` again if waiters use it (after the server dropped it).
+    /// After the server dropped `channel` (or the connection was replaced): subscribes it
+    /// again if waiters use it; otherwise marks it unknown, so the next waiter subscribes
+    /// instead of trusting a subscription the server no longer has.
     async fn resubscribe(&self, name: &str, channel: &Arc<Channel>) {
-        let mut state = channel.state.lock().await;
-        if channel.refs.load(Ordering::SeqCst) == 0 {
-            return; // its release unsubscribes, or the next waiter subscribes
+        let mut delay = Duration::from_millis(50);
+        for attempt in 1..=3 {
+            let mut state = channel.state.lock().await;
+            if channel.refs.load(Ordering::SeqCst) == 0 {
+                if *state == SubState::Subscribed {
+                    *state = SubState::Unknown;
+                }
+                return; // its release unsubscribes, or the next waiter subscribes
+            }
+            *state = SubState::Unknown;
+            match self.bounded(self.conn().subscribe(name)).await {
+                Ok(()) => {
+                    *state = SubState::Subscribed;
+                    drop(state);
+                    channel.notify.notify_waiters();
+                    return;
+                }
+                // Meanwhile its waiters still wake at their holders' TTL, and the next new
+                // waiter subscribes.
+                Err(e) => tracing::warn!(channel = name, attempt, error = %e, "resubscribe failed"),
+            }
+            drop(state);
+            tokio::time::sleep(delay).await;
+            delay *= 4;
         }
-        *state = SubState::Unknown;
-        match self.bounded(self.conn().subscribe(name)).await {
-            Ok(()) => *state = SubState::Subscribed,
-            // Its waiters still wake at their holders' TTL; the next new waiter subscribes.
-            Err(e) => tracing::warn!(channel = name, error = %e, "resubscribe failed"),
-        }
-        drop(state);
-        channel.notify.notify_waiters();
     }
 
     /// Unsubscribes `channel` if no waiter uses it; returns `false` when UNSUBSCRIBE failed.
@@ -420,13 +450,15 @@ impl Shared {
                 let Some(channel) = self.channels.get(name).map(|c| c.value().clone()) else {
                     return;
                 };
+                // Our own UNSUBSCRIBE's answer finds the channel unsubscribed (or gone) once
+                // the release holding its lock finishes: then this does nothing.
                 if channel.refs.load(Ordering::SeqCst) > 0 {
                     tracing::debug!(channel = name, "subscription dropped by the server");
                     channel.notify.notify_waiters();
-                    let (this, name) = (self.clone(), name.to_owned());
-                    self.handle
-                        .spawn(async move { this.resubscribe(&name, &channel).await });
                 }
+                let (this, name) = (self.clone(), name.to_owned());
+                self.handle
+                    .spawn(async move { this.resubscribe(&name, &channel).await });
             }
             PushKind::Disconnection => {
                 tracing::warn!(

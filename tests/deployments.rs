@@ -200,6 +200,9 @@ async fn contend(
                 seen.error("unlock", &e);
             }
         }
+        // Think time: an unfair lock lets a releasing task re-take it at once (barging),
+        // which would measure starvation, not the failover.
+        tokio::time::sleep(Duration::from_millis(rand::random_range(5..=20))).await;
     }
     acquired_at
 }
