@@ -437,6 +437,34 @@ impl Shared {
                     c.notify.notify_one();
                 }
             }
+            PushKind::Subscribe | PushKind::SSubscribe => {
+                // A subscription nobody here uses: redis-rs replayed its record of
+                // subscriptions after a reconnect (or a late SUBSCRIBE ran) for a channel
+                // already released. Unsubscribe it, or it stays subscribed for good.
+                let Some(name) = push.data.first().and_then(as_bytes) else {
+                    return;
+                };
+                let Ok(name) = std::str::from_utf8(name) else {
+                    return;
+                };
+                let channel = self
+                    .channels
+                    .entry(name.to_owned())
+                    .or_insert_with(|| {
+                        Arc::new(Channel {
+                            notify: Notify::new(),
+                            refs: AtomicUsize::new(0),
+                            state: Mutex::new(SubState::Unknown),
+                        })
+                    })
+                    .clone();
+                if channel.refs.load(Ordering::SeqCst) == 0 {
+                    tracing::debug!(channel = name, "unwanted subscription; unsubscribing");
+                    let (this, name) = (self.clone(), name.to_owned());
+                    self.handle
+                        .spawn(async move { this.release_channel(&name, &channel).await });
+                }
+            }
             PushKind::SUnsubscribe | PushKind::Unsubscribe => {
                 // Normally the answer to our own UNSUBSCRIBE, sent when nobody used the
                 // channel. If waiters use it, the server dropped it (a cluster node lost the
