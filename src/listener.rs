@@ -199,6 +199,7 @@ impl Listener {
                     .bounded(self.shared.conn().subscribe(channel))
                     .await;
             }
+            tracing::trace!(channel, ok = result.is_ok(), "subscribe");
             result?;
             *state = SubState::Subscribed;
         }
@@ -236,7 +237,7 @@ impl Drop for Subscription {
             let channel = self.channel.clone();
             self.shared
                 .handle
-                .spawn(async move { shared.release_channel(&name, &channel).await });
+                .spawn(async move { shared.release_channel(&name, &channel, false).await });
         }
     }
 }
@@ -366,14 +367,17 @@ impl Shared {
     }
 
     /// Unsubscribes `channel` if no waiter uses it; returns `false` when UNSUBSCRIBE failed.
-    async fn unsubscribe_if_idle(&self, name: &str, channel: &Arc<Channel>) -> bool {
+    /// `force`: even if it is believed unsubscribed.
+    async fn unsubscribe_if_idle(&self, name: &str, channel: &Arc<Channel>, force: bool) -> bool {
         let mut state = channel.state.lock().await;
         if channel.refs.load(Ordering::SeqCst) != 0 {
             return true; // a new waiter arrived and keeps the subscription
         }
-        if *state != SubState::Unsubscribed {
+        if force || *state != SubState::Unsubscribed {
             *state = SubState::Unknown;
-            match self.bounded(self.conn().unsubscribe(name)).await {
+            let result = self.bounded(self.conn().unsubscribe(name)).await;
+            tracing::trace!(channel = name, ok = result.is_ok(), "unsubscribe");
+            match result {
                 Ok(()) => *state = SubState::Unsubscribed,
                 Err(e) => {
                     tracing::warn!(channel = name, error = %e, "unsubscribe failed; retrying");
@@ -405,18 +409,25 @@ impl Shared {
 
     /// [`Shared::unsubscribe_if_idle`], retried with backoff while it fails (a few times; a
     /// reconnect's resync retries idle channels again).
-    async fn release_channel(&self, name: &str, channel: &Arc<Channel>) {
+    ///
+    /// `force`: send UNSUBSCRIBE even if the channel is believed unsubscribed, because the
+    /// server may have it anyway (a reconnect's replay, a subscribe confirmation for it).
+    async fn release_channel(&self, name: &str, channel: &Arc<Channel>, force: bool) {
         let mut delay = Duration::from_millis(100);
         for _ in 0..5 {
-            if self.unsubscribe_if_idle(name, channel).await {
+            if self.unsubscribe_if_idle(name, channel, force).await {
                 return;
             }
             tokio::time::sleep(delay).await;
             delay *= 4;
         }
+        tracing::debug!(channel = name, "release gave up; the next resync retries");
     }
 
     fn on_push(self: &Arc<Self>, push: PushInfo) {
+        if !matches!(push.kind, PushKind::Message | PushKind::SMessage) {
+            tracing::trace!(kind = ?push.kind, data = ?push.data.first(), "push");
+        }
         match push.kind {
             PushKind::Message | PushKind::SMessage => {
                 let mut data = push.data.into_iter();
@@ -462,7 +473,7 @@ impl Shared {
                     tracing::debug!(channel = name, "unwanted subscription; unsubscribing");
                     let (this, name) = (self.clone(), name.to_owned());
                     self.handle
-                        .spawn(async move { this.release_channel(&name, &channel).await });
+                        .spawn(async move { this.release_channel(&name, &channel, true).await });
                 }
             }
             PushKind::SUnsubscribe | PushKind::Unsubscribe => {
@@ -566,7 +577,7 @@ impl Shared {
         let this = &self;
         futures::stream::iter(idle)
             .for_each_concurrent(16, |(name, channel)| async move {
-                this.release_channel(&name, &channel).await
+                this.release_channel(&name, &channel, true).await
             })
             .await;
     }
