@@ -245,10 +245,14 @@ struct Task {
 /// A finished renew call: its batch, when it was sent, and the reply.
 type Renewal = (Vec<(HoldKey, u64)>, Instant, redis::RedisResult<Vec<i64>>);
 
-/// Safety margin of the loss deadline for clock-rate differences between client and server
-/// (as Redlock's drift: 1 % of the TTL + 2 ms).
+/// Safety margin of the loss deadline: clock-rate differences between client and server (as
+/// Redlock's drift: 1 % of the TTL + 2 ms), but at least 100 ms (capped at a tenth of the
+/// TTL) for scheduling delays: on a loaded 2-core machine the watchdog task and the holder's
+/// own task ran up to ~40 ms late, and a holder told 4 ms after the lock expired during a
+/// cluster failover overlapped the next owner (tests/deployments.rs).
 fn drift(timeout: Duration) -> Duration {
-    timeout / 100 + Duration::from_millis(2)
+    let clock = timeout / 100 + Duration::from_millis(2);
+    clock.max((timeout / 10).min(Duration::from_millis(100)))
 }
 
 impl Task {
@@ -520,6 +524,15 @@ async fn renew(mut conn: Commands, ttl: Duration, batch: Vec<(HoldKey, u64)>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loss_margin_covers_clock_drift_and_scheduling() {
+        let ms = Duration::from_millis;
+        assert_eq!(drift(Duration::from_secs(30)), ms(302)); // 1 % + 2 ms
+        assert_eq!(drift(Duration::from_secs(3)), ms(100)); // scheduling floor
+        assert_eq!(drift(Duration::from_secs(1)), ms(100));
+        assert_eq!(drift(ms(100)), ms(10)); // a tenth of a tiny TTL
+    }
 
     #[test]
     fn deadlines_round_up_to_the_grid() {
