@@ -71,13 +71,15 @@ fn main() -> Result<(), BoxError> {
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .init();
     }
-    let (url, _server) = temp_redis::url_or_start()?;
+    let (url, server) = temp_redis::url_or_start()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let failures = rt.block_on(run(args, url))?;
     if failures > 0 {
         eprintln!("FAILED: {failures} problem(s), see above");
+        drop(rt);
+        drop(server); // `exit` skips destructors: stop the temp redis-server first
         std::process::exit(1);
     }
     println!("OK");

@@ -458,17 +458,24 @@ impl Shared {
                 let Ok(name) = std::str::from_utf8(name) else {
                     return;
                 };
-                let channel = self
-                    .channels
-                    .entry(name.to_owned())
-                    .or_insert_with(|| {
-                        Arc::new(Channel {
-                            notify: Notify::new(),
-                            refs: AtomicUsize::new(0),
-                            state: Mutex::new(SubState::Unknown),
+                // The usual case, our own SUBSCRIBE's answer while its waiter waits, costs
+                // one read of the map.
+                let existing = self.channels.get(name).map(|c| c.value().clone());
+                let channel = match existing {
+                    Some(c) if c.refs.load(Ordering::SeqCst) > 0 => return,
+                    Some(c) => c,
+                    None => self
+                        .channels
+                        .entry(name.to_owned())
+                        .or_insert_with(|| {
+                            Arc::new(Channel {
+                                notify: Notify::new(),
+                                refs: AtomicUsize::new(0),
+                                state: Mutex::new(SubState::Unknown),
+                            })
                         })
-                    })
-                    .clone();
+                        .clone(),
+                };
                 if channel.refs.load(Ordering::SeqCst) == 0 {
                     tracing::debug!(channel = name, "unwanted subscription; unsubscribing");
                     let (this, name) = (self.clone(), name.to_owned());
@@ -489,15 +496,20 @@ impl Shared {
                 let Some(channel) = self.channels.get(name).map(|c| c.value().clone()) else {
                     return;
                 };
-                // Our own UNSUBSCRIBE's answer finds the channel unsubscribed (or gone) once
-                // the release holding its lock finishes: then this does nothing.
                 if channel.refs.load(Ordering::SeqCst) > 0 {
                     tracing::debug!(channel = name, "subscription dropped by the server");
                     channel.notify.notify_waiters();
+                    let (this, name) = (self.clone(), name.to_owned());
+                    self.handle
+                        .spawn(async move { this.resubscribe(&name, &channel).await });
+                } else if let Ok(mut state) = channel.state.try_lock() {
+                    // Idle and nobody changing it: the next waiter must subscribe anew. (If
+                    // its lock is held, that is our own UNSUBSCRIBE or a subscribe under way,
+                    // which sets the state itself.)
+                    if *state == SubState::Subscribed {
+                        *state = SubState::Unknown;
+                    }
                 }
-                let (this, name) = (self.clone(), name.to_owned());
-                self.handle
-                    .spawn(async move { this.resubscribe(&name, &channel).await });
             }
             PushKind::Disconnection => {
                 tracing::warn!(
