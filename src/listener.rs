@@ -84,6 +84,16 @@ struct Channel {
     state: Mutex<SubState>,
 }
 
+impl Channel {
+    fn new(state: SubState) -> Arc<Channel> {
+        Arc::new(Channel {
+            notify: Notify::new(),
+            refs: AtomicUsize::new(0),
+            state: Mutex::new(state),
+        })
+    }
+}
+
 /// One waiter's share of a channel subscription; dropping it releases the share.
 pub(crate) struct Subscription {
     shared: Arc<Shared>,
@@ -116,15 +126,12 @@ impl Listener {
         self_id: String,
     ) -> Result<Listener> {
         let shared = Shared::new(self_id, response_timeout);
-        let weak = Arc::downgrade(&shared);
-        let push = move |push: PushInfo| {
-            if let Some(shared) = weak.upgrade() {
-                shared.on_push(push);
-            }
-            Ok::<(), ()>(())
-        };
-        let client =
-            crate::deploy::cluster_client(seeds, connect_timeout, response_timeout, Some(push))?;
+        let client = crate::deploy::cluster_client(
+            seeds,
+            connect_timeout,
+            response_timeout,
+            Some(shared.push_handler()),
+        )?;
         let conn = client.get_async_connection().await?;
         shared.set_conn(SubConn::Cluster(conn, sharded));
         Ok(Listener { shared })
@@ -170,13 +177,7 @@ impl Listener {
                 .shared
                 .channels
                 .entry(channel.to_owned())
-                .or_insert_with(|| {
-                    Arc::new(Channel {
-                        notify: Notify::new(),
-                        refs: AtomicUsize::new(0),
-                        state: Mutex::new(SubState::Unsubscribed),
-                    })
-                });
+                .or_insert_with(|| Channel::new(SubState::Unsubscribed));
             e.refs.fetch_add(1, Ordering::SeqCst);
             e.clone()
         };
@@ -188,20 +189,13 @@ impl Listener {
         };
         let mut state = sub.channel.state.lock().await;
         if *state != SubState::Subscribed {
-            *state = SubState::Unknown;
-            let mut conn = self.shared.conn();
-            let mut result = self.shared.bounded(conn.subscribe(channel)).await;
+            let mut result = self.shared.subscribe_locked(&mut state, channel).await;
             if matches!(&result, Err(e) if e.is_io_error() || e.is_connection_dropped()) {
                 // The connection manager reconnects in the background after an I/O error;
                 // SUBSCRIBE is idempotent, so one more try rides on the new connection.
-                result = self
-                    .shared
-                    .bounded(self.shared.conn().subscribe(channel))
-                    .await;
+                result = self.shared.subscribe_locked(&mut state, channel).await;
             }
-            tracing::trace!(channel, ok = result.is_ok(), "subscribe");
             result?;
-            *state = SubState::Subscribed;
         }
         drop(state);
         Ok(sub)
@@ -262,15 +256,23 @@ impl Shared {
         self: &Arc<Self>,
         config: ConnectionManagerConfig,
     ) -> ConnectionManagerConfig {
-        let weak = Arc::downgrade(self);
         config
-            .set_push_sender(move |push: PushInfo| {
-                if let Some(shared) = weak.upgrade() {
-                    shared.on_push(push);
-                }
-                Ok::<(), ()>(())
-            })
+            .set_push_sender(self.push_handler())
             .set_automatic_resubscription()
+    }
+
+    /// The push sender of a subscription connection: hands every push to [`Shared::on_push`]
+    /// while the listener lives.
+    fn push_handler(
+        self: &Arc<Self>,
+    ) -> impl Fn(PushInfo) -> Result<(), ()> + Send + Sync + 'static {
+        let weak = Arc::downgrade(self);
+        move |push: PushInfo| {
+            if let Some(shared) = weak.upgrade() {
+                shared.on_push(push);
+            }
+            Ok(())
+        }
     }
 
     /// `op` within the response timeout. A connection that waits out its reconnect backoff
@@ -348,10 +350,8 @@ impl Shared {
                 }
                 return; // its release unsubscribes, or the next waiter subscribes
             }
-            *state = SubState::Unknown;
-            match self.bounded(self.conn().subscribe(name)).await {
+            match self.subscribe_locked(&mut state, name).await {
                 Ok(()) => {
-                    *state = SubState::Subscribed;
                     drop(state);
                     channel.notify.notify_waiters();
                     return;
@@ -364,6 +364,17 @@ impl Shared {
             tokio::time::sleep(delay).await;
             delay *= 4;
         }
+    }
+
+    /// SUBSCRIBE `name` on the current connection; `state` is the channel's, locked by the
+    /// caller: unknown while the command is out, subscribed once confirmed.
+    async fn subscribe_locked(&self, state: &mut SubState, name: &str) -> RedisResult<()> {
+        *state = SubState::Unknown;
+        let result = self.bounded(self.conn().subscribe(name)).await;
+        tracing::trace!(channel = name, ok = result.is_ok(), "subscribe");
+        result?;
+        *state = SubState::Subscribed;
+        Ok(())
     }
 
     /// Unsubscribes `channel` if no waiter uses it; returns `false` when UNSUBSCRIBE failed.
@@ -452,10 +463,7 @@ impl Shared {
                 // A subscription nobody here uses: redis-rs replayed its record of
                 // subscriptions after a reconnect (or a late SUBSCRIBE ran) for a channel
                 // already released. Unsubscribe it, or it stays subscribed for good.
-                let Some(name) = push.data.first().and_then(as_bytes) else {
-                    return;
-                };
-                let Ok(name) = std::str::from_utf8(name) else {
+                let Some(name) = channel_of(&push) else {
                     return;
                 };
                 // The usual case, our own SUBSCRIBE's answer while its waiter waits, costs
@@ -467,13 +475,7 @@ impl Shared {
                     None => self
                         .channels
                         .entry(name.to_owned())
-                        .or_insert_with(|| {
-                            Arc::new(Channel {
-                                notify: Notify::new(),
-                                refs: AtomicUsize::new(0),
-                                state: Mutex::new(SubState::Unknown),
-                            })
-                        })
+                        .or_insert_with(|| Channel::new(SubState::Unknown))
                         .clone(),
                 };
                 if channel.refs.load(Ordering::SeqCst) == 0 {
@@ -487,10 +489,7 @@ impl Shared {
                 // Normally the answer to our own UNSUBSCRIBE, sent when nobody used the
                 // channel. If waiters use it, the server dropped it (a cluster node lost the
                 // slot): wake them and subscribe again, which reaches the slot's new owner.
-                let Some(name) = push.data.first().and_then(as_bytes) else {
-                    return;
-                };
-                let Ok(name) = std::str::from_utf8(name) else {
+                let Some(name) = channel_of(&push) else {
                     return;
                 };
                 let Some(channel) = self.channels.get(name).map(|c| c.value().clone()) else {
@@ -571,13 +570,9 @@ impl Shared {
             recent.iter().map(|(_, name)| name.clone()).collect()
         };
         for name in recent {
-            self.channels.entry(name).or_insert_with(|| {
-                Arc::new(Channel {
-                    notify: Notify::new(),
-                    refs: AtomicUsize::new(0),
-                    state: Mutex::new(SubState::Unknown),
-                })
-            });
+            self.channels
+                .entry(name)
+                .or_insert_with(|| Channel::new(SubState::Unknown));
         }
         let idle: Vec<(String, Arc<Channel>)> = self
             .channels
@@ -593,6 +588,11 @@ impl Shared {
             })
             .await;
     }
+}
+
+/// The channel a (un)subscribe confirmation is about.
+fn channel_of(push: &PushInfo) -> Option<&str> {
+    std::str::from_utf8(push.data.first().and_then(as_bytes)?).ok()
 }
 
 fn as_bytes(v: &Value) -> Option<&[u8]> {
