@@ -25,6 +25,20 @@ impl Script {
         }
     }
 
+    /// The call as `EVALSHA` (or, with `eval`, as `EVAL` with the source).
+    fn call(&self, eval: bool, keys: &[&str], args: &[&dyn ToRedisArgsDyn]) -> Cmd {
+        let mut cmd = Cmd::new();
+        match eval {
+            false => cmd.arg("EVALSHA").arg(&self.sha),
+            true => cmd.arg("EVAL").arg(self.source),
+        };
+        cmd.arg(keys.len()).arg(keys);
+        for a in args {
+            a.write_to(&mut cmd);
+        }
+        cmd
+    }
+
     /// Runs the script with `keys` and `args`: EVALSHA, then EVAL on NOSCRIPT.
     pub(crate) async fn run<T, C>(
         &self,
@@ -36,18 +50,10 @@ impl Script {
         T: FromRedisValue,
         C: ConnectionLike + Send,
     {
-        let call = |verb: &str, body: &str| {
-            let mut cmd = Cmd::new();
-            cmd.arg(verb).arg(body).arg(keys.len()).arg(keys);
-            for a in args {
-                a.write_to(&mut cmd);
-            }
-            cmd
-        };
-        match call("EVALSHA", &self.sha).query_async(conn).await {
+        match self.call(false, keys, args).query_async(conn).await {
             Err(e) if is_noscript(&e) => {
                 tracing::debug!("script cache miss (NOSCRIPT), falling back to EVAL");
-                call("EVAL", self.source).query_async(conn).await
+                self.call(true, keys, args).query_async(conn).await
             }
             other => other,
         }
@@ -91,20 +97,19 @@ impl Script {
         T: FromRedisValue,
         C: ConnectionLike + Send,
     {
-        let call = |verb: &str, body: &str| {
+        let call = |eval: bool| {
             let mut pipe = redis::pipe();
-            pipe.ignore_errors();
-            let script = pipe.cmd(verb).arg(body).arg(keys.len()).arg(keys);
-            for a in args {
-                a.write_to_pipe(script);
-            }
-            pipe.cmd("WAIT").arg(sync.replicas).arg(sync.timeout_ms);
+            pipe.ignore_errors()
+                .add_command(self.call(eval, keys, args))
+                .cmd("WAIT")
+                .arg(sync.replicas)
+                .arg(sync.timeout_ms);
             pipe
         };
-        let mut replies: Vec<Value> = call("EVALSHA", &self.sha).query_async(conn).await?;
+        let mut replies: Vec<Value> = call(false).query_async(conn).await?;
         if matches!(replies.first(), Some(Value::ServerError(e)) if e.code() == "NOSCRIPT") {
             tracing::debug!("script cache miss (NOSCRIPT), falling back to EVAL");
-            replies = call("EVAL", self.source).query_async(conn).await?;
+            replies = call(true).query_async(conn).await?;
         }
         let mut replies = replies.into_iter();
         let (Some(script), Some(wait)) = (replies.next(), replies.next()) else {
@@ -124,15 +129,11 @@ impl Script {
 /// Object-safe adapter so scripts take mixed argument types in one slice.
 pub(crate) trait ToRedisArgsDyn: Sync {
     fn write_to(&self, cmd: &mut Cmd);
-    fn write_to_pipe(&self, pipe: &mut redis::Pipeline);
 }
 
 impl<T: ToRedisArgs + Sync> ToRedisArgsDyn for T {
     fn write_to(&self, cmd: &mut Cmd) {
         cmd.arg(self);
-    }
-    fn write_to_pipe(&self, pipe: &mut redis::Pipeline) {
-        pipe.arg(self);
     }
 }
 
