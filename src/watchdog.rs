@@ -390,30 +390,28 @@ impl Task {
     /// Queues the expired timers still watched, in batches of at most [`BATCH`] keys; a
     /// batch not yet sent is topped up first. On a cluster, batches are per hash slot.
     fn enqueue(&mut self, due: Vec<(HoldKey, u64)>, pending: &mut VecDeque<Vec<(HoldKey, u64)>>) {
+        let mut live = Vec::with_capacity(due.len());
+        for (key, gen) in due {
+            self.timers.remove(&gen);
+            if self.is_current(&key, gen) {
+                live.push((key, gen));
+            }
+        }
         if self.by_slot {
             let mut slots: HashMap<Slot, Vec<(HoldKey, u64)>> = HashMap::new();
-            for (key, gen) in due {
-                self.timers.remove(&gen);
-                if self.is_current(&key, gen) {
-                    let slot = Slot::for_key(key.0.as_bytes());
-                    slots.entry(slot).or_default().push((key, gen));
-                }
+            for (key, gen) in live {
+                let slot = Slot::for_key(key.0.as_bytes());
+                slots.entry(slot).or_default().push((key, gen));
             }
-            for (_, group) in slots {
-                for chunk in group.chunks(BATCH) {
-                    pending.push_back(chunk.to_vec());
-                }
+            for group in slots.into_values() {
+                pending.extend(group.chunks(BATCH).map(<[_]>::to_vec));
             }
             return;
         }
-        for (key, gen) in due {
-            self.timers.remove(&gen);
-            if !self.is_current(&key, gen) {
-                continue;
-            }
+        for watch in live {
             match pending.back_mut() {
-                Some(b) if b.len() < BATCH => b.push((key, gen)),
-                _ => pending.push_back(vec![(key, gen)]),
+                Some(b) if b.len() < BATCH => b.push(watch),
+                _ => pending.push_back(vec![watch]),
             }
         }
     }
