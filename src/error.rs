@@ -68,15 +68,7 @@ impl Error {
                     || e.is_cluster_error()
                     || matches!(
                         e.code(),
-                        Some(
-                            "LOADING"
-                                | "BUSY"
-                                | "TRYAGAIN"
-                                | "OOM"
-                                | "MASTERDOWN"
-                                | "READONLY"
-                                | "CLUSTERDOWN"
-                        )
+                        Some("LOADING" | "BUSY" | "OOM" | "MASTERDOWN" | "READONLY")
                     )
             }
             _ => false,
@@ -169,3 +161,36 @@ fn abbreviate(name: &str) -> String {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(reply: &str) -> Error {
+        let value = redis::parse_redis_value(format!("-{reply}\r\n").as_bytes()).unwrap();
+        Error::Redis(value.extract_error().unwrap_err())
+    }
+
+    #[test]
+    fn failover_states_are_retryable_and_data_errors_are_not() {
+        for reply in [
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "CLUSTERDOWN The cluster is down",
+            "MOVED 3999 127.0.0.1:6381",
+            "ASK 3999 127.0.0.1:6381",
+            "READONLY You can't write against a read only replica.",
+            "MASTERDOWN Link with MASTER is down",
+            "LOADING Redis is loading the dataset in memory",
+            "BUSY Redis is busy running a script",
+            "OOM command not allowed when used memory > 'maxmemory'.",
+        ] {
+            assert!(server_error(reply).is_retryable(), "{reply}");
+        }
+        for reply in [
+            "WRONGTYPE Operation against a key",
+            "NOSCRIPT No matching script",
+        ] {
+            assert!(!server_error(reply).is_retryable(), "{reply}");
+        }
+    }
+}
