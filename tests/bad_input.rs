@@ -4,6 +4,8 @@
 
 mod support;
 
+use support::hget;
+
 use support::{exists, Conn};
 
 use std::future::Future;
@@ -82,15 +84,6 @@ fn assert_not_held<T>(result: relock::Result<T>, name: &str) {
         Err(e) => panic!("expected Error::NotHeld for {name:?}, got {e:?}"),
         Ok(_) => panic!("expected Error::NotHeld for {name:?}, got Ok"),
     }
-}
-
-async fn hget(conn: &mut Conn, key: &str, field: &str) -> Option<String> {
-    relock::redis::cmd("HGET")
-        .arg(key)
-        .arg(field)
-        .query_async(conn)
-        .await
-        .unwrap()
 }
 
 async fn hlen(conn: &mut Conn, key: &str) -> u64 {
@@ -289,7 +282,9 @@ async fn odd_but_valid_names_work() {
                 .unwrap_or_else(|e| panic!("{name:?}: {e:?}"));
             assert_eq!(g.name(), name);
             assert_eq!(
-                hget(&mut conn, lock.key(), g.owner()).await.as_deref(),
+                hget::<String>(&mut conn, lock.key(), g.owner())
+                    .await
+                    .as_deref(),
                 Some("1")
             );
             let g2 = lock.lock().await.unwrap();
@@ -627,7 +622,7 @@ async fn stale_unlock_after_expiry_does_not_release_the_new_owner() {
         );
         assert!(l.is_held_by_current_task().await.unwrap());
         assert_eq!(
-            hget(&mut c, l.key(), g1.owner()).await.as_deref(),
+            hget::<String>(&mut c, l.key(), g1.owner()).await.as_deref(),
             Some("2")
         );
         g2.unlock().await.unwrap();
@@ -638,7 +633,9 @@ async fn stale_unlock_after_expiry_does_not_release_the_new_owner() {
     assert_not_held(stale.unlock().await, "res");
     assert!(la.is_locked().await.unwrap());
     assert_eq!(
-        hget(&mut conn, la.key(), &b_owner).await.as_deref(),
+        hget::<String>(&mut conn, la.key(), &b_owner)
+            .await
+            .as_deref(),
         Some("2")
     );
     assert_eq!(hlen(&mut conn, la.key()).await, 1);
@@ -675,7 +672,9 @@ async fn stale_unlock_after_force_unlock_does_not_release_another_task() {
 
     assert_not_held(stale.unlock().await, "res");
     assert_eq!(
-        hget(&mut conn, lock.key(), &owner2).await.as_deref(),
+        hget::<String>(&mut conn, lock.key(), &owner2)
+            .await
+            .as_deref(),
         Some("1")
     );
     let pttl: i64 = relock::redis::cmd("PTTL")
@@ -733,7 +732,9 @@ async fn stale_guard_of_the_same_task_does_not_release_its_new_hold() {
             "the fresh hold survived the drop"
         );
         assert_eq!(
-            hget(&mut c, l.key(), fresh.owner()).await.as_deref(),
+            hget::<String>(&mut c, l.key(), fresh.owner())
+                .await
+                .as_deref(),
             Some("1")
         );
         fresh.unlock().await.unwrap();

@@ -6,6 +6,8 @@
 
 mod support;
 
+use support::hget;
+
 use support::{exists, Conn};
 
 use std::future::Future;
@@ -62,15 +64,6 @@ where
     within(20, tokio::spawn(fut))
         .await
         .expect("test task panicked")
-}
-
-async fn hget(conn: &mut Conn, key: &str, field: &str) -> Option<String> {
-    relock::redis::cmd("HGET")
-        .arg(key)
-        .arg(field)
-        .query_async(conn)
-        .await
-        .unwrap()
 }
 
 async fn hlen(conn: &mut Conn, key: &str) -> u64 {
@@ -176,12 +169,18 @@ async fn reentrant_lock_counts_holds_in_redis() {
         assert_eq!(g1.name(), "reentrant");
         assert_eq!(g1.lease(), None, "lock() is watchdog mode");
         assert_eq!(lock.hold_count().await.unwrap(), 1);
-        assert_eq!(hget(&mut conn, &key, &owner).await.as_deref(), Some("1"));
+        assert_eq!(
+            hget::<String>(&mut conn, &key, &owner).await.as_deref(),
+            Some("1")
+        );
 
         let g2 = lock.lock().await.unwrap();
         assert_eq!(g2.owner(), owner, "same task, same client: same owner");
         assert_eq!(lock.hold_count().await.unwrap(), 2);
-        assert_eq!(hget(&mut conn, &key, &owner).await.as_deref(), Some("2"));
+        assert_eq!(
+            hget::<String>(&mut conn, &key, &owner).await.as_deref(),
+            Some("2")
+        );
         assert_eq!(hlen(&mut conn, &key).await, 1, "one owner field only");
         let ttl = pttl(&mut conn, &key).await;
         assert!(
@@ -193,7 +192,10 @@ async fn reentrant_lock_counts_holds_in_redis() {
         // Release in acquisition order (not LIFO): each guard is one hold.
         g1.unlock().await.unwrap();
         assert_eq!(lock.hold_count().await.unwrap(), 1);
-        assert_eq!(hget(&mut conn, &key, &owner).await.as_deref(), Some("1"));
+        assert_eq!(
+            hget::<String>(&mut conn, &key, &owner).await.as_deref(),
+            Some("1")
+        );
         assert!(exists(&mut conn, &key).await);
         assert!(lock.is_locked().await.unwrap());
 
@@ -234,7 +236,9 @@ async fn nested_sections_unwind_one_hold_at_a_time() {
                     .expect("re-entrant try_lock(ZERO) by the holder");
                 assert_eq!(outer.hold_count().await.unwrap(), 3);
                 assert_eq!(
-                    hget(&mut conn, outer.key(), &owner).await.as_deref(),
+                    hget::<String>(&mut conn, outer.key(), &owner)
+                        .await
+                        .as_deref(),
                     Some("3")
                 );
                 {
@@ -251,7 +255,9 @@ async fn nested_sections_unwind_one_hold_at_a_time() {
             }
             assert_eq!(outer.hold_count().await.unwrap(), 2);
             assert_eq!(
-                hget(&mut conn, outer.key(), &owner).await.as_deref(),
+                hget::<String>(&mut conn, outer.key(), &owner)
+                    .await
+                    .as_deref(),
                 Some("2")
             );
             b.unlock().await.unwrap();
@@ -299,7 +305,9 @@ async fn a_spawned_task_is_a_different_owner() {
         .await;
         assert_eq!(lock.hold_count().await.unwrap(), 1, "parent hold unchanged");
         assert_eq!(
-            hget(&mut conn, &key, &parent_owner).await.as_deref(),
+            hget::<String>(&mut conn, &key, &parent_owner)
+                .await
+                .as_deref(),
             Some("1")
         );
         assert_eq!(hlen(&mut conn, &key).await, 1, "child wrote no field");
@@ -361,7 +369,9 @@ async fn lock_and_unlock_work_in_the_test_body_outside_spawned_tasks() {
         .expect("re-entry in the same (block_on) context");
     assert_eq!(lock.hold_count().await.unwrap(), 2);
     assert_eq!(
-        hget(&mut conn, lock.key(), g.owner()).await.as_deref(),
+        hget::<String>(&mut conn, lock.key(), g.owner())
+            .await
+            .as_deref(),
         Some("2")
     );
     // A spawned task is still a different owner.
@@ -390,14 +400,18 @@ async fn a_guard_moved_to_another_task_unlocks_there() {
         let g2 = lock.lock().await.unwrap();
         let owner = g1.owner().to_string();
         assert_eq!(
-            hget(&mut conn, lock.key(), &owner).await.as_deref(),
+            hget::<String>(&mut conn, lock.key(), &owner)
+                .await
+                .as_deref(),
             Some("2")
         );
 
         // Unlock one hold from a different task (possibly another worker thread).
         in_task(async move { g2.unlock().await }).await.unwrap();
         assert_eq!(
-            hget(&mut conn, lock.key(), &owner).await.as_deref(),
+            hget::<String>(&mut conn, lock.key(), &owner)
+                .await
+                .as_deref(),
             Some("1")
         );
         assert_eq!(lock.hold_count().await.unwrap(), 1, "owner keeps one hold");
@@ -491,14 +505,18 @@ async fn force_unlock_by_another_client_wakes_a_waiter() {
     );
     assert_ne!(waiter_owner, holder_owner);
     assert_eq!(
-        hget(&mut conn, wl.key(), &waiter_owner).await.as_deref(),
+        hget::<String>(&mut conn, wl.key(), &waiter_owner)
+            .await
+            .as_deref(),
         Some("1")
     );
 
     // The old holder's guard no longer has a hold, and its unlock leaves the new holder alone.
     assert_not_held(held.unlock().await, "contended");
     assert_eq!(
-        hget(&mut conn, wl.key(), &waiter_owner).await.as_deref(),
+        hget::<String>(&mut conn, wl.key(), &waiter_owner)
+            .await
+            .as_deref(),
         Some("1")
     );
     g.unlock().await.unwrap();
@@ -672,7 +690,9 @@ async fn lease_expiry_frees_the_lock_for_another_client() {
         "B acquired {waited:?} after A's {lease:?} lease began"
     );
     assert_eq!(
-        hget(&mut c, lb.key(), gb.owner()).await.as_deref(),
+        hget::<String>(&mut c, lb.key(), gb.owner())
+            .await
+            .as_deref(),
         Some("1")
     );
     let ttl = pttl(&mut c, lb.key()).await;
@@ -728,7 +748,7 @@ async fn try_lock_with_zero_wait_is_a_single_fast_attempt() {
 
     // The holder is untouched.
     assert_eq!(
-        hget(&mut conn, la.key(), &owner).await.as_deref(),
+        hget::<String>(&mut conn, la.key(), &owner).await.as_deref(),
         Some("1")
     );
     assert_eq!(hlen(&mut conn, la.key()).await, 1);
@@ -788,7 +808,7 @@ async fn try_lock_with_wait_times_out_on_a_held_lock() {
         "channel still subscribed after the waiter gave up"
     );
     assert_eq!(
-        hget(&mut conn, la.key(), &owner).await.as_deref(),
+        hget::<String>(&mut conn, la.key(), &owner).await.as_deref(),
         Some("1")
     );
     assert_eq!(hlen(&mut conn, la.key()).await, 1);
@@ -896,7 +916,7 @@ async fn a_dropped_guard_releases_promptly() {
         assert!(
             support::eventually(Duration::from_secs(1), || {
                 let (mut c, key, owner) = (c.clone(), key.clone(), owner.clone());
-                async move { hget(&mut c, &key, &owner).await.as_deref() == Some("1") }
+                async move { hget::<String>(&mut c, &key, &owner).await.as_deref() == Some("1") }
             })
             .await,
             "dropping one guard must release exactly one hold"

@@ -66,14 +66,19 @@ fn keys_on(ports: &[u16], ns: &str) -> Vec<(u16, String, i64)> {
 
 /// Shard channels and plain channels under `ns` with subscribers, on the servers at `ports`.
 fn channels_on(ports: &[u16], ns: &str) -> Vec<(u16, String)> {
+    channels_of(ports, ns, &["SHARDCHANNELS", "CHANNELS"])
+}
+
+/// Channels under `ns` with subscribers on `ports`, by `PUBSUB <kind>` for each of `kinds`.
+fn channels_of(ports: &[u16], ns: &str, kinds: &[&str]) -> Vec<(u16, String)> {
     let mut out = Vec::new();
     for &port in ports {
         let Ok(mut c) = support::topology::try_connect(port) else {
             continue;
         };
-        for sub in ["SHARDCHANNELS", "CHANNELS"] {
+        for kind in kinds {
             let chans: Vec<String> = redis::cmd("PUBSUB")
-                .arg(sub)
+                .arg(kind)
                 .arg(format!("{ns}:*"))
                 .query(&mut c)
                 .unwrap_or_default();
@@ -275,6 +280,18 @@ impl Scenario {
         }
     }
 
+    /// Waits (at most 10 s) until the holder's client reaches the lock again after the fault.
+    async fn wait_until_holder_client_answers(&self) {
+        let follow = Instant::now();
+        while self.lock.is_locked().await.is_err() {
+            assert!(
+                follow.elapsed() < Duration::from_secs(10),
+                "client did not follow"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The holder lets go (after the fault); returns when. A holder told by `lost()` stopped
     /// relying on the lock when it was told.
     async fn release_holder(&mut self) -> Instant {
@@ -406,18 +423,11 @@ async fn cluster_1000_locks_across_slots_woken_by_sharded_pubsub() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let plain: usize = ports
-        .iter()
-        .map(|&p| {
-            let chans: Vec<String> = redis::cmd("PUBSUB")
-                .arg("CHANNELS")
-                .arg(format!("{ns}:*"))
-                .query(&mut connect(p))
-                .unwrap();
-            chans.len()
-        })
-        .sum();
-    assert_eq!(plain, 0, "waiters use sharded channels, not plain ones");
+    let plain = channels_of(&ports, &ns, &["CHANNELS"]);
+    assert!(
+        plain.is_empty(),
+        "waiters use sharded channels, not plain ones: {plain:?}"
+    );
 
     // Held past the watchdog timeout: renewals (batched per slot) keep all of them.
     let before = script_calls(&ports);
@@ -526,15 +536,7 @@ async fn cluster_master_sigkill_with_waiters_checked() {
         "cluster failed {master} over to {replica} in {:?}",
         t_kill.elapsed()
     );
-    let lock = a.fenced_lock("hot");
-    let follow = Instant::now();
-    while lock.is_locked().await.is_err() {
-        assert!(
-            follow.elapsed() < Duration::from_secs(10),
-            "client did not follow"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    scenario.wait_until_holder_client_answers().await;
     let released_at = scenario.release_holder().await;
     scenario.finish(released_at, ttl * 2).await;
     assert_quiescent(&cluster.master_ports(), &ns, Duration::from_secs(10)).await;
@@ -620,15 +622,7 @@ async fn sentinel_master_sigkill_with_waiters_checked() {
         t_kill.elapsed()
     );
     // The holder's client follows: the next unlock reaches the new master.
-    let lock = a.fenced_lock("hot");
-    let follow = Instant::now();
-    while lock.is_locked().await.is_err() {
-        assert!(
-            follow.elapsed() < Duration::from_secs(10),
-            "client did not follow"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    scenario.wait_until_holder_client_answers().await;
     eprintln!(
         "client answered again {:?} after the kill",
         t_kill.elapsed()

@@ -3,6 +3,8 @@
 //! independent client sets.
 mod support;
 
+use support::{conns, hget, node_clients, redlock_options};
+
 use support::in_task;
 use support::{exists, Conn};
 
@@ -10,54 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use relock::{Client, Error, RedLockOptions, RedLockSet};
+use relock::{Error, RedLockOptions, RedLockSet};
 use support::{Interval, RedisServer};
 
-/// Generous for a loaded 2-core machine; the default (50 ms) suits a quiet network.
-const NODE_TIMEOUT: Duration = Duration::from_millis(400);
-
 fn servers() -> Vec<RedisServer> {
-    (0..5).map(|_| RedisServer::start()).collect()
-}
-
-/// One client per server, all with namespace `ns`.
-async fn clients(servers: &[RedisServer], ns: &str) -> Vec<Client> {
-    let mut out = Vec::new();
-    for s in servers {
-        out.push(
-            Client::builder(s.url())
-                .namespace(ns)
-                .connect_timeout(Duration::from_secs(1))
-                .build()
-                .await
-                .expect("build client"),
-        );
-    }
-    out
-}
-
-fn options(ttl: Duration) -> RedLockOptions {
-    RedLockOptions::default()
-        .ttl(ttl)
-        .node_timeout(NODE_TIMEOUT)
-        .retry_delay(Duration::from_millis(60))
-}
-
-async fn conns(servers: &[RedisServer]) -> Vec<Conn> {
-    let mut out = Vec::new();
-    for s in servers {
-        out.push(s.conn().await);
-    }
-    out
-}
-
-async fn hget(conn: &mut Conn, key: &str, field: &str) -> Option<i64> {
-    redis::cmd("HGET")
-        .arg(key)
-        .arg(field)
-        .query_async(conn)
-        .await
-        .unwrap()
+    support::servers(5)
 }
 
 async fn pttl(conn: &mut Conn, key: &str) -> i64 {
@@ -88,7 +47,7 @@ async fn all_nodes_up_acquires_on_every_node_with_bounded_validity() {
     let servers = servers();
     let ns = support::unique_ns("redlock-all");
     let ttl = Duration::from_secs(5);
-    let set = RedLockSet::with_options(&clients(&servers, &ns).await, options(ttl));
+    let set = RedLockSet::with_options(&node_clients(&servers, &ns).await, redlock_options(ttl));
     let mut conns = conns(&servers).await;
     in_task(async move {
         let lock = set.lock("order:1");
@@ -118,8 +77,8 @@ async fn two_nodes_down_still_acquires() {
     let mut servers = servers();
     let ns = support::unique_ns("redlock-2down");
     let set = RedLockSet::with_options(
-        &clients(&servers, &ns).await,
-        options(Duration::from_secs(5)),
+        &node_clients(&servers, &ns).await,
+        redlock_options(Duration::from_secs(5)),
     );
     servers[0].kill();
     servers[3].kill();
@@ -152,8 +111,8 @@ async fn three_nodes_down_fails_and_releases_the_rest() {
     let mut servers = servers();
     let ns = support::unique_ns("redlock-3down");
     let set = RedLockSet::with_options(
-        &clients(&servers, &ns).await,
-        options(Duration::from_secs(5)),
+        &node_clients(&servers, &ns).await,
+        redlock_options(Duration::from_secs(5)),
     );
     for i in [0, 2, 4] {
         servers[i].kill();
@@ -181,8 +140,8 @@ async fn minority_prelocked_by_another_owner_still_acquires() {
     let servers = servers();
     let ns = support::unique_ns("redlock-minority");
     let set = RedLockSet::with_options(
-        &clients(&servers, &ns).await,
-        options(Duration::from_secs(5)),
+        &node_clients(&servers, &ns).await,
+        redlock_options(Duration::from_secs(5)),
     );
     let mut conns = conns(&servers).await;
     let key = set.lock("shared").key(0).unwrap().to_string();
@@ -232,10 +191,10 @@ async fn minority_prelocked_by_another_owner_still_acquires() {
 async fn majority_held_by_another_set_times_out_with_none_and_leaves_nothing() {
     let servers = servers();
     let ns = support::unique_ns("redlock-majority");
-    let all = clients(&servers, &ns).await;
+    let all = node_clients(&servers, &ns).await;
     // Another owner holding only nodes 0..3 (a RedLock over just those three clients).
-    let other = RedLockSet::with_options(&all[..3], options(Duration::from_secs(10)));
-    let set = RedLockSet::with_options(&all, options(Duration::from_secs(5)));
+    let other = RedLockSet::with_options(&all[..3], redlock_options(Duration::from_secs(10)));
+    let set = RedLockSet::with_options(&all, redlock_options(Duration::from_secs(5)));
     let conns = conns(&servers).await;
     in_task(async move {
         let theirs = other.lock("busy").lock().await.unwrap();
@@ -268,7 +227,7 @@ async fn node_restarted_while_held_keeps_quorum_until_a_majority_is_gone() {
     let mut servers = servers();
     let ns = support::unique_ns("redlock-restart");
     let ttl = Duration::from_millis(1500);
-    let set = RedLockSet::with_options(&clients(&servers, &ns).await, options(ttl));
+    let set = RedLockSet::with_options(&node_clients(&servers, &ns).await, redlock_options(ttl));
     let lock = set.lock("restart");
     let key = lock.key(0).unwrap().to_string();
     let guard = tokio::spawn(async move { lock.lock().await.expect("lock") })
@@ -313,7 +272,7 @@ async fn watchdog_extends_by_quorum_past_the_ttl() {
     let servers = servers();
     let ns = support::unique_ns("redlock-watchdog");
     let ttl = Duration::from_millis(900);
-    let set = RedLockSet::with_options(&clients(&servers, &ns).await, options(ttl));
+    let set = RedLockSet::with_options(&node_clients(&servers, &ns).await, redlock_options(ttl));
     let mut conns = conns(&servers).await;
     in_task(async move {
         let lock = set.lock("long-job");
@@ -335,8 +294,8 @@ async fn lease_hold_expires_reports_lost_and_unlock_is_not_held() {
     let servers = servers();
     let ns = support::unique_ns("redlock-lease");
     let set = RedLockSet::with_options(
-        &clients(&servers, &ns).await,
-        options(Duration::from_secs(30)),
+        &node_clients(&servers, &ns).await,
+        redlock_options(Duration::from_secs(30)),
     );
     let conns = conns(&servers).await;
     in_task(async move {
@@ -363,8 +322,8 @@ async fn reentrant_on_every_node_across_handles_of_one_set() {
     let servers = servers();
     let ns = support::unique_ns("redlock-reentrant");
     let set = RedLockSet::with_options(
-        &clients(&servers, &ns).await,
-        options(Duration::from_secs(5)),
+        &node_clients(&servers, &ns).await,
+        redlock_options(Duration::from_secs(5)),
     );
     let mut conns = conns(&servers).await;
     in_task(async move {
@@ -409,10 +368,10 @@ async fn mutual_exclusion_two_client_sets_four_tasks_each() {
     let mut sets = Vec::new();
     for _ in 0..2 {
         // Each set has its own five Clients to the same five servers.
-        let clients = clients(&servers, &ns).await;
+        let clients = node_clients(&servers, &ns).await;
         sets.push(RedLockSet::with_options(
             &clients,
-            options(Duration::from_secs(5)),
+            redlock_options(Duration::from_secs(5)),
         ));
     }
     let intervals = Arc::new(Mutex::new(Vec::new()));
@@ -457,8 +416,8 @@ async fn dropped_guard_releases_on_every_node_in_the_background() {
     let servers = servers();
     let ns = support::unique_ns("redlock-drop");
     let set = RedLockSet::with_options(
-        &clients(&servers, &ns).await,
-        options(Duration::from_secs(30)),
+        &node_clients(&servers, &ns).await,
+        redlock_options(Duration::from_secs(30)),
     );
     let conns = conns(&servers).await;
     in_task(async move {
@@ -476,8 +435,8 @@ async fn late_reply_from_a_stalled_node_is_released_after_it_answers() {
     let servers = servers();
     let ns = support::unique_ns("redlock-late");
     let set = RedLockSet::with_options(
-        &clients(&servers, &ns).await,
-        options(Duration::from_secs(10)).node_timeout(Duration::from_millis(300)),
+        &node_clients(&servers, &ns).await,
+        redlock_options(Duration::from_secs(10)).node_timeout(Duration::from_millis(300)),
     );
     let mut conns = conns(&servers).await;
     // Node 4 stalls for 1.5 s: its lock call times out but runs once the node wakes up.
@@ -527,8 +486,8 @@ async fn cancelled_lock_with_calls_in_flight_leaves_no_hold() {
     let servers = servers();
     let ns = support::unique_ns("redlock-cancel");
     let set = RedLockSet::with_options(
-        &clients(&servers, &ns).await,
-        options(Duration::from_secs(10)).node_timeout(Duration::from_secs(3)),
+        &node_clients(&servers, &ns).await,
+        redlock_options(Duration::from_secs(10)).node_timeout(Duration::from_secs(3)),
     );
     let conns = conns(&servers).await;
     // Every node stalls: the lock calls are queued when the future is dropped.
@@ -565,7 +524,7 @@ async fn cancelled_lock_with_calls_in_flight_leaves_no_hold() {
 async fn bad_input_is_rejected_before_anything_is_sent() {
     let server = RedisServer::start();
     let ns = support::unique_ns("redlock-bad");
-    let clients = clients(std::slice::from_ref(&server), &ns).await;
+    let clients = node_clients(std::slice::from_ref(&server), &ns).await;
     let invalid = |r: relock::Result<_>| matches!(r, Err(Error::InvalidArgument { .. }));
 
     assert!(invalid(

@@ -2,10 +2,12 @@
 //! scenarios at the edges of the invariants, each against a real redis-server.
 mod support;
 
+use support::hget;
+
 use std::future::Future;
 
 use support::in_task;
-use support::{client, exists, Conn};
+use support::{client, exists};
 
 use std::time::{Duration, Instant};
 
@@ -118,15 +120,6 @@ async fn waiter_survives_subscription_churn_on_its_channel() {
         assert!(support::keys_with_pttl(&mut conn).await.is_empty());
     })
     .await;
-}
-
-async fn hget(conn: &mut Conn, key: &str, field: &str) -> Option<i64> {
-    redis::cmd("HGET")
-        .arg(key)
-        .arg(field)
-        .query_async(conn)
-        .await
-        .unwrap()
 }
 
 /// Blocks the server for `secs` from another OS thread (DEBUG SLEEP on a blocking
@@ -265,7 +258,7 @@ async fn timed_out_reentry_then_reentry_leaks_no_hold() {
         std::thread::sleep(Duration::from_millis(800));
         let g2 = lock.lock().await.expect("re-entry after the stall");
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let count = hget(&mut conn, &key, g1.owner()).await;
+        let count = hget::<i64>(&mut conn, &key, g1.owner()).await;
         g2.unlock().await.expect("unlock g2");
         g1.unlock().await.expect("unlock g1");
         let freed = support::eventually(Duration::from_secs(1), || {

@@ -1,59 +1,13 @@
 //! Review tests for RedLock against three real, independent redis-servers.
 mod support;
 
-use support::Conn;
+use support::{conns, hget, node_clients, redlock_options, servers};
 
 use support::in_task;
 
 use std::time::Duration;
 
-use relock::{Client, RedLockOptions, RedLockSet};
-use support::RedisServer;
-
-const NODE_TIMEOUT: Duration = Duration::from_millis(400);
-
-fn servers(n: usize) -> Vec<RedisServer> {
-    (0..n).map(|_| RedisServer::start()).collect()
-}
-
-async fn clients(servers: &[RedisServer], ns: &str) -> Vec<Client> {
-    let mut out = Vec::new();
-    for s in servers {
-        out.push(
-            Client::builder(s.url())
-                .namespace(ns)
-                .connect_timeout(Duration::from_secs(1))
-                .build()
-                .await
-                .expect("build client"),
-        );
-    }
-    out
-}
-
-fn options(ttl: Duration) -> RedLockOptions {
-    RedLockOptions::default()
-        .ttl(ttl)
-        .node_timeout(NODE_TIMEOUT)
-        .retry_delay(Duration::from_millis(60))
-}
-
-async fn conns(servers: &[RedisServer]) -> Vec<Conn> {
-    let mut out = Vec::new();
-    for s in servers {
-        out.push(s.conn().await);
-    }
-    out
-}
-
-async fn hget(conn: &mut Conn, key: &str, field: &str) -> Option<i64> {
-    redis::cmd("HGET")
-        .arg(key)
-        .arg(field)
-        .query_async(conn)
-        .await
-        .unwrap()
-}
+use relock::RedLockSet;
 
 /// A lease guard whose hold expired must not release the hold the same task took afterwards
 /// (invariants 5 and 6). RLock/FairLock guard against this with hold epochs; RedLock does not.
@@ -62,12 +16,12 @@ async fn stale_lease_guard_does_not_release_the_next_hold_of_its_task() {
     let servers = servers(3);
     let ns = support::unique_ns("review-redlock-stale");
     let set = RedLockSet::with_options(
-        &clients(&servers, &ns).await,
-        options(Duration::from_secs(10)),
+        &node_clients(&servers, &ns).await,
+        redlock_options(Duration::from_secs(10)),
     );
     let other_set = RedLockSet::with_options(
-        &clients(&servers, &ns).await,
-        options(Duration::from_secs(10)),
+        &node_clients(&servers, &ns).await,
+        redlock_options(Duration::from_secs(10)),
     );
     let mut conns = conns(&servers).await;
     in_task(async move {
@@ -121,8 +75,8 @@ async fn unlock_racing_extensions_never_leaves_a_hold() {
     let servers = servers(3);
     let ns = support::unique_ns("review-redlock-extend-race");
     let set = RedLockSet::with_options(
-        &clients(&servers, &ns).await,
-        options(Duration::from_millis(150)),
+        &node_clients(&servers, &ns).await,
+        redlock_options(Duration::from_millis(150)),
     );
     let mut conns = conns(&servers).await;
     in_task(async move {

@@ -308,3 +308,55 @@ pub async fn exists(conn: &mut Conn, key: &str) -> bool {
         .unwrap();
     n == 1
 }
+
+/// `HGET key field`, typed by the caller.
+pub async fn hget<T: redis::FromRedisValue>(conn: &mut Conn, key: &str, field: &str) -> Option<T> {
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// `n` independent servers (Redlock nodes).
+pub fn servers(n: usize) -> Vec<RedisServer> {
+    (0..n).map(|_| RedisServer::start()).collect()
+}
+
+/// One client per server, all with namespace `ns` (Redlock nodes).
+pub async fn node_clients(servers: &[RedisServer], ns: &str) -> Vec<relock::Client> {
+    let mut out = Vec::new();
+    for s in servers {
+        out.push(
+            relock::Client::builder(s.url())
+                .namespace(ns)
+                .connect_timeout(Duration::from_secs(1))
+                .build()
+                .await
+                .expect("build client"),
+        );
+    }
+    out
+}
+
+/// One inspection connection per server.
+pub async fn conns(servers: &[RedisServer]) -> Vec<Conn> {
+    let mut out = Vec::new();
+    for s in servers {
+        out.push(s.conn().await);
+    }
+    out
+}
+
+/// Redlock node timeout for the tests: generous for a loaded 2-core machine (the default,
+/// 50 ms, suits a quiet network).
+pub const NODE_TIMEOUT: Duration = Duration::from_millis(400);
+
+/// Redlock options for the tests: `ttl`, [`NODE_TIMEOUT`], 60 ms retry delay.
+pub fn redlock_options(ttl: Duration) -> relock::RedLockOptions {
+    relock::RedLockOptions::default()
+        .ttl(ttl)
+        .node_timeout(NODE_TIMEOUT)
+        .retry_delay(Duration::from_millis(60))
+}
