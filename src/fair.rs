@@ -47,7 +47,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::Core;
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys};
-use crate::raw::{self, current_owner, pttl_from, Attempt, Hold};
+use crate::raw::{self, current_owner, pttl_from, Attempt, Hold, Ticket};
 use crate::scripts::Script;
 use crate::watchdog::HoldKey;
 
@@ -292,11 +292,11 @@ impl FairLock {
             )
         })
         .await;
-        let holds = match granted {
+        let (ticket, holds) = match granted {
             // The lock script removed us from the queue when it granted the lock.
-            Ok(Some(holds)) => {
+            Ok(Some(granted)) => {
                 queued.armed = false;
-                holds
+                granted
             }
             Ok(None) => {
                 queued.leave_now().await;
@@ -305,6 +305,8 @@ impl FairLock {
             }
             Err(e) => return Err(e), // `queued` leaves in the background
         };
+        // No .await between the reply and the registration: the hold always gets its guard.
+        let hold = Hold::register(ticket, holds, lease);
         tracing::debug!(
             lock = %self.inner.name,
             kind = "fair",
@@ -312,9 +314,7 @@ impl FairLock {
             waited_ms = started.elapsed().as_millis() as u64,
             "lock acquired"
         );
-        Ok(Some(FairLockGuard {
-            hold: Hold::register(self.clone(), hold_key, holds, lease),
-        }))
+        Ok(Some(FairLockGuard { hold }))
     }
 
     /// One run of the lock script, cleaning up after itself when abandoned (see
@@ -328,10 +328,7 @@ impl FairLock {
         deadline: Option<Instant>,
         single: bool,
         abandoned: &Arc<AtomicBool>,
-    ) -> impl Future<Output = Result<Attempt<u32>>> + Send + 'static {
-        let core = &self.inner.core;
-        let owner = hold_key.1.clone();
-        let expected = core.watchdog.local_holds(hold_key) + 1;
+    ) -> impl Future<Output = Result<Attempt<(Ticket<FairLock>, u32)>>> + Send + 'static {
         let lease = self.inner.waiter_lease;
         let budget = match deadline {
             _ if single => Duration::ZERO,
@@ -344,46 +341,48 @@ impl FairLock {
         } else {
             (budget.as_millis() as u64).max(1)
         };
-        let lock = self.clone();
-        let call_owner = owner.clone();
+        let (lock, hold_key) = (self.clone(), hold_key.clone());
         let waiter = waiter.clone();
         let abandoned = abandoned.clone();
-        let core = self.inner.core.clone();
-        let call = async move {
-            let reply = raw::run_acquire(
-                &lock,
-                &call_owner,
-                &FAIR_LOCK,
-                &lock.keys(),
-                &[
-                    &lease_ms,
-                    &&*call_owner,
-                    &&*waiter,
-                    &budget_ms,
-                    &lock.inner.channel_prefix.as_str(),
-                    &lock.inner.core.publish,
-                ],
-            )
-            .await;
-            // The waiter is gone and may have left before this late attempt queued it again.
-            if abandoned.load(Ordering::SeqCst) && budget_ms > 0 {
-                let _ = lock.leave(&waiter).await;
-            }
-            reply
-        }
-        .boxed();
-        let reply = raw::guarded_call(self, owner, expected, call, raw::Synced::granted);
         // Wake at least every third of the waiter lease to refresh the queue entry.
         let refresh = lease / 3;
         async move {
-            let reply = reply.await?;
-            reply.check(&core)?;
-            match reply.reply.as_slice() {
-                [1, holds] if *holds >= 1 => Ok(Attempt::Acquired(*holds as u32)),
-                [0, wait] => Ok(Attempt::Held(Some(
+            let ticket = Ticket::begin(&lock, &hold_key).await;
+            let call_lock = lock.clone();
+            let call = async move {
+                let owner = &hold_key.1;
+                let reply = raw::run_acquire(
+                    &call_lock,
+                    owner,
+                    &FAIR_LOCK,
+                    &call_lock.keys(),
+                    &[
+                        &lease_ms,
+                        &&**owner,
+                        &&*waiter,
+                        &budget_ms,
+                        &call_lock.inner.channel_prefix.as_str(),
+                        &call_lock.inner.core.publish,
+                    ],
+                )
+                .await;
+                // The waiter is gone and may have left before this late attempt queued it again.
+                if abandoned.load(Ordering::SeqCst) && budget_ms > 0 {
+                    let _ = call_lock.leave(&waiter).await;
+                }
+                reply
+            }
+            .boxed();
+            let (reply, ticket) = raw::ticketed_call(ticket, call, raw::Synced::taken).await?;
+            reply.check(&lock.inner.core)?;
+            match (reply.reply.as_slice(), ticket) {
+                ([1, holds], Some(ticket)) if *holds >= 1 => {
+                    Ok(Attempt::Acquired((ticket, *holds as u32)))
+                }
+                ([0, wait], None) => Ok(Attempt::Held(Some(
                     pttl_from(*wait).map_or(refresh, |w| w.min(refresh)),
                 ))),
-                other => Err(Error::UnexpectedReply(format!(
+                (other, _) => Err(Error::UnexpectedReply(format!(
                     "fair lock script answered {other:?}"
                 ))),
             }
@@ -630,11 +629,25 @@ impl FairLockGuard {
         self.hold.lease()
     }
 
-    /// Whether the lock is known to be lost: the watchdog found it gone (expired,
-    /// force-unlocked, server restarted without persistence) or stopped (client dropped).
-    /// A lease hold is not watched; only its TTL tells.
+    /// Whether the lock must be treated as lost: the watchdog found it gone (expired,
+    /// force-unlocked, server restarted without persistence) or stopped (client dropped),
+    /// or its [`validity`](Self::validity) ran out. Computed at the call, so a holder
+    /// resumed from a long pause sees `true` at once, before any renewal could run.
     pub fn is_lost(&self) -> bool {
         self.hold.is_lost()
+    }
+
+    /// How long the lock is still known to be held: the TTL that the last acquire or
+    /// renewal gave the key, measured from the moment that call was *sent* (the server ran
+    /// it later, so the key lives at least that long), less a safety margin for clock drift
+    /// and scheduling (1 % of that TTL + 2 ms, at least 100 ms or a tenth of a shorter
+    /// TTL). Zero once lost. For a lease hold this counts down to the end of
+    /// the lease; for a watchdog hold each renewal moves it forward.
+    ///
+    /// Check it before an action that must not happen without the lock, and use fencing
+    /// tokens where the resource can check them: a pause after the check is not covered.
+    pub fn validity(&self) -> Duration {
+        self.hold.validity()
     }
 
     /// A token cancelled when the lock is known to be lost (see [`is_lost`](Self::is_lost)).

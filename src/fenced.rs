@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::Core;
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys};
-use crate::raw::{self, current_owner, pttl_from, Attempt, Hold, Kind};
+use crate::raw::{self, current_owner, pttl_from, Attempt, Hold, Kind, Ticket};
 use crate::reentrant::RLock;
 use crate::scripts::Script;
 use crate::watchdog::HoldKey;
@@ -186,11 +186,11 @@ impl FencedLock {
             self.attempt(&hold_key, lease_ms)
         })
         .await?;
-        let Some((holds, token)) = granted else {
+        let Some((ticket, holds, token)) = granted else {
             return Ok(None);
         };
         // No .await between the reply and the registration: the hold always gets its guard.
-        let hold = Hold::register(rlock.clone(), hold_key, holds, lease);
+        let hold = Hold::register(ticket, holds, lease);
         tracing::debug!(
             lock = %rlock.name(),
             kind = "fenced",
@@ -202,35 +202,35 @@ impl FencedLock {
         Ok(Some(FencedLockGuard { hold, token }))
     }
 
-    /// One run of the fenced lock script, cleaning up after itself when abandoned.
+    /// One run of the fenced lock script, counted in the hold registry and cleaning up after
+    /// itself when abandoned.
     fn attempt(
         &self,
         hold_key: &HoldKey,
         lease_ms: u64,
-    ) -> impl std::future::Future<Output = Result<Attempt<(u32, u64)>>> + Send + 'static {
-        let rlock = &self.inner.rlock;
-        let core = rlock.core();
-        let owner = hold_key.1.clone();
-        let expected = core.watchdog.local_holds(hold_key) + 1;
+    ) -> impl std::future::Future<Output = Result<Attempt<(Ticket<RLock>, u32, u64)>>> + Send + 'static
+    {
+        let rlock = self.inner.rlock.clone();
+        let hold_key = hold_key.clone();
         let (key, fence) = (self.inner.key.clone(), self.inner.fence.clone());
-        let (kind, core) = (rlock.clone(), core.clone());
-        let call_owner = owner.clone();
-        let call = async move {
-            let keys: [&str; 2] = [&key, &fence];
-            let args: [&dyn crate::scripts::ToRedisArgsDyn; 2] = [&lease_ms, &&*call_owner];
-            raw::run_acquire(&kind, &call_owner, &FENCED_LOCK, &keys, &args).await
-        }
-        .boxed();
-        let reply = raw::guarded_call(rlock, owner, expected, call, raw::Synced::granted);
         async move {
-            let reply = reply.await?;
-            reply.check(&core)?;
-            match reply.reply.as_slice() {
-                [1, holds, token] if *holds >= 1 && *token > 0 => {
-                    Ok(Attempt::Acquired((*holds as u32, *token as u64)))
+            let ticket = Ticket::begin(&rlock, &hold_key).await;
+            let kind = rlock.clone();
+            let call = async move {
+                let keys: [&str; 2] = [&key, &fence];
+                let owner = &hold_key.1;
+                let args: [&dyn crate::scripts::ToRedisArgsDyn; 2] = [&lease_ms, &&**owner];
+                raw::run_acquire(&kind, owner, &FENCED_LOCK, &keys, &args).await
+            }
+            .boxed();
+            let (reply, ticket) = raw::ticketed_call(ticket, call, raw::Synced::taken).await?;
+            reply.check(rlock.core())?;
+            match (reply.reply.as_slice(), ticket) {
+                ([1, holds, token], Some(ticket)) if *holds >= 1 && *token > 0 => {
+                    Ok(Attempt::Acquired((ticket, *holds as u32, *token as u64)))
                 }
-                [0, pttl] => Ok(Attempt::Held(pttl_from(*pttl))),
-                other => Err(Error::UnexpectedReply(format!(
+                ([0, pttl], None) => Ok(Attempt::Held(pttl_from(*pttl))),
+                (other, _) => Err(Error::UnexpectedReply(format!(
                     "fenced lock script answered {other:?}"
                 ))),
             }
@@ -340,6 +340,12 @@ impl FencedLockGuard {
     /// Whether the lock is known to be lost (see [`RLockGuard::is_lost`](crate::RLockGuard::is_lost)).
     pub fn is_lost(&self) -> bool {
         self.hold.is_lost()
+    }
+
+    /// How long the lock is still known to be held (see
+    /// [`RLockGuard::validity`](crate::RLockGuard::validity)).
+    pub fn validity(&self) -> Duration {
+        self.hold.validity()
     }
 
     /// A token cancelled when the lock is known to be lost.

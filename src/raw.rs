@@ -28,6 +28,24 @@
 //! the attempt would have added (expected hold count = holds known locally + 1), so a hold
 //! the caller did not take is never released. Both go out on the same multiplexed
 //! connection, after the attempt, so Redis runs them after it.
+//!
+//! # Settling: the server's count always comes back to the guards'
+//!
+//! Each call that may change an owner's hold count (acquire, release) is counted in the
+//! client's hold registry while in flight ([`Ticket`]). A call whose outcome is unknown (reply
+//! lost: connection dropped, response timeout), an abandoned acquire that took a hold, a
+//! granted reply whose count the local guards do not explain, or the release of a guard from
+//! an earlier run, all leave the entry *in doubt*. As soon as no call of that owner is in
+//! flight, a settlement runs ([`settle`]): it reads the owner's count on the server and
+//! releases, one conditional step at a time (`expected` = the count it read), until the
+//! server's count equals the number of live guards. New acquires of that owner wait for it;
+//! releases during it are left to it. A count found *below* the guards' means the server
+//! forgot holds (expiry, force-unlock, restart): those guards are told they are lost.
+//!
+//! So a release whose reply was lost never leaves a phantom hold that the same task would
+//! later re-enter, and a server count above what the owner knows is never adopted.
+//! When Redis cannot be reached, a settlement retries with backoff; with no guard left it
+//! stops once the key's longest TTL has certainly run out.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -44,7 +62,7 @@ use crate::client::Core;
 use crate::error::{Error, Result};
 use crate::listener::Subscription;
 use crate::scripts::{Script, ToRedisArgsDyn};
-use crate::watchdog::HoldKey;
+use crate::watchdog::{Begin, HoldKey, Outcome, Release, Sent};
 
 /// Used when the holder's TTL is unknown (-1, or an odd reply): re-check at least this often.
 const FALLBACK_WAIT: Duration = Duration::from_millis(500);
@@ -233,6 +251,213 @@ pub(crate) trait Kind: Clone + Send + Sync + 'static {
     fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>>;
 }
 
+/// Whether an acquire reply took a hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Taken {
+    Yes,
+    No,
+    /// Granted, then given back because replica sync failed, but that release failed: the
+    /// server may still count the hold.
+    Maybe,
+}
+
+/// One acquire call of one owner on one lock, counted in the hold registry while in flight
+/// (see "Settling" above). Dropped without an outcome, it counts as unknown.
+pub(crate) struct Ticket<K: Kind> {
+    kind: K,
+    key: HoldKey,
+    sent: Sent,
+    open: bool,
+}
+
+impl<K: Kind> Ticket<K> {
+    /// Waits until no settlement runs for this owner, then counts the call as in flight.
+    ///
+    /// Cancel safe: dropped while waiting, nothing was counted.
+    pub(crate) async fn begin(kind: &K, key: &HoldKey) -> Ticket<K> {
+        let watchdog = &kind.core().watchdog;
+        loop {
+            let settled = match watchdog.begin(key) {
+                Begin::Go(sent) => {
+                    return Ticket {
+                        kind: kind.clone(),
+                        key: key.clone(),
+                        sent,
+                        open: true,
+                    }
+                }
+                Begin::Wait(settled) => settled,
+            };
+            let notified = settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if watchdog.is_settling(key) {
+                notified.await;
+            }
+        }
+    }
+
+    /// Ends the call without a guard.
+    fn finish(mut self, outcome: Outcome) {
+        self.open = false;
+        finish(&self.kind, &self.key, outcome);
+    }
+}
+
+impl<K: Kind> Drop for Ticket<K> {
+    fn drop(&mut self) {
+        if self.open {
+            finish(&self.kind, &self.key, Outcome::Unknown);
+        }
+    }
+}
+
+/// Ends a counted call; starts the settlement it may call for.
+fn finish<K: Kind>(kind: &K, key: &HoldKey, outcome: Outcome) {
+    if kind.core().watchdog.finish(key, outcome) {
+        spawn_settle(kind, key);
+    }
+}
+
+/// Whether a failed call may still have run on the server: no error reply came from it.
+fn outcome_unknown(e: &redis::RedisError) -> bool {
+    e.code().is_none()
+}
+
+/// Runs an acquire call under its ticket so it never leaks a hold: an abandoned call
+/// finishes in the background, and a hold it took, or may have taken, is settled away.
+/// Returns the reply, and the ticket when the reply took a hold (for [`Hold::register`]).
+pub(crate) async fn ticketed_call<K: Kind, R: Send + 'static>(
+    ticket: Ticket<K>,
+    call: BoxFuture<'static, redis::RedisResult<R>>,
+    taken: fn(&R) -> Taken,
+) -> Result<(R, Option<Ticket<K>>)> {
+    let handle = ticket.kind.core().handle.clone();
+    let call = async move { (call.await, ticket) }.boxed();
+    let abandoned = move |(reply, ticket): (redis::RedisResult<R>, Ticket<K>)| {
+        let outcome = match &reply {
+            // Taken by nobody: a hold no guard owns.
+            Ok(r) if taken(r) != Taken::No => Outcome::Unknown,
+            Ok(_) => Outcome::Known,
+            Err(e) if outcome_unknown(e) => Outcome::Unknown,
+            Err(_) => Outcome::Known,
+        };
+        ticket.finish(outcome);
+        async {}.boxed()
+    };
+    let (reply, ticket) = Inflight::new(handle, call, abandoned).await;
+    match reply {
+        Ok(r) => match taken(&r) {
+            Taken::Yes => Ok((r, Some(ticket))),
+            Taken::No => {
+                ticket.finish(Outcome::Known);
+                Ok((r, None))
+            }
+            Taken::Maybe => {
+                ticket.finish(Outcome::Unknown);
+                Ok((r, None))
+            }
+        },
+        Err(e) => {
+            // No error reply: the script may have run. The settlement that follows undoes
+            // its hold if so; the caller's next attempt waits for it.
+            let outcome = if outcome_unknown(&e) {
+                Outcome::Unknown
+            } else {
+                Outcome::Known
+            };
+            ticket.finish(outcome);
+            Err(e.into())
+        }
+    }
+}
+
+fn spawn_settle<K: Kind>(kind: &K, key: &HoldKey) {
+    let (kind, key) = (kind.clone(), key.clone());
+    kind.core().handle.clone().spawn(settle(kind, key));
+}
+
+/// Brings the server's hold count of `key`'s owner back to the number of live guards (see
+/// "Settling" above). Runs while the registry marks the entry as settling, so no other call
+/// of this owner is in flight: each step's `expected` count is exact.
+async fn settle<K: Kind>(kind: K, key: HoldKey) {
+    let core = kind.core().clone();
+    let started = Instant::now();
+    let mut backoff = SETTLE_BACKOFF;
+    loop {
+        let (target, ttl) = core.watchdog.settle_target(&key);
+        let step: Result<Option<bool>> = async {
+            let count = owner_holds(&core, &key.0, &key.1).await?;
+            if count == target {
+                return Ok(Some(false));
+            }
+            if count < target {
+                return Ok(Some(true));
+            }
+            // Release one hold, but only while the count is still what we read.
+            kind.release(key.1.clone(), count).await?;
+            Ok(None)
+        }
+        .await;
+        match step {
+            Ok(Some(lost)) => {
+                if core.watchdog.settle_done(&key, target, lost, false) {
+                    tracing::debug!(lock = %kind.name(), holds = target, lost, "hold count settled");
+                    return;
+                }
+            }
+            Ok(None) => backoff = SETTLE_BACKOFF,
+            Err(e) => {
+                // With no guard left, the key is gone once its longest TTL ran out after the
+                // last call (every call ended before the settlement began).
+                let expired = target == 0 && started.elapsed() > ttl + SETTLE_BACKOFF;
+                if expired || core.watchdog.is_shut_down() {
+                    tracing::warn!(
+                        lock = %kind.name(),
+                        error = %e,
+                        "could not settle the hold count; the hold expires with its TTL"
+                    );
+                    core.watchdog.settle_done(&key, target, false, true);
+                    return;
+                }
+                tracing::debug!(lock = %kind.name(), error = %e, "settling the hold count failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// First retry delay of a settlement.
+const SETTLE_BACKOFF: Duration = Duration::from_millis(20);
+
+/// The hold count of `owner` in a lock hash (0 if none).
+async fn owner_holds(core: &Core, key: &str, owner: &str) -> Result<u32> {
+    let n: Option<u32> = redis::cmd("HGET")
+        .arg(key)
+        .arg(owner)
+        .query_async(&mut core.conn.clone())
+        .await?;
+    Ok(n.unwrap_or(0))
+}
+
+/// Sends the unlock script for one hold counted by [`Release::Send`], and ends the count.
+fn send_release<K: Kind>(kind: &K, key: &HoldKey) -> BoxFuture<'static, Result<i64>> {
+    let (kind, key) = (kind.clone(), key.clone());
+    async move {
+        let reply = kind.release(key.1.clone(), 0).await;
+        let outcome = match &reply {
+            Ok(-1) => Outcome::Forgotten,
+            Ok(_) => Outcome::Known,
+            Err(Error::Redis(e)) if outcome_unknown(e) => Outcome::Unknown,
+            Err(_) => Outcome::Known,
+        };
+        finish(&kind, &key, outcome);
+        reply
+    }
+    .boxed()
+}
+
 /// Wraps an acquire script call so it never leaks a hold (see "Cancellation" above).
 ///
 /// `granted` tells from a reply whether the call took a hold. `expected` is the owner's hold
@@ -284,12 +509,18 @@ pub(crate) struct Synced {
     /// Replica sync failed: only this many replicas acknowledged a granted hold, which was
     /// released again (so the reply no longer counts as granted).
     pub(crate) unsynced: Option<u32>,
+    /// That release failed: the server may still count the hold.
+    pub(crate) unreleased: bool,
 }
 
 impl Synced {
-    /// Whether the call still holds what it was granted (for [`guarded_call`]).
-    pub(crate) fn granted(&self) -> bool {
-        self.reply.first() == Some(&1) && self.unsynced.is_none()
+    /// Whether the call holds what it was granted (for [`ticketed_call`]).
+    pub(crate) fn taken(&self) -> Taken {
+        match (self.reply.first(), self.unsynced) {
+            (Some(1), None) => Taken::Yes,
+            (Some(1), Some(_)) if self.unreleased => Taken::Maybe,
+            _ => Taken::No,
+        }
     }
 
     /// [`Error::ReplicaSync`] if the hold was released for want of replicas.
@@ -323,6 +554,7 @@ pub(crate) async fn run_acquire<K: Kind>(
         return Ok(Synced {
             reply,
             unsynced: None,
+            unreleased: false,
         });
     };
     let (reply, acks): (Vec<i64>, _) = script.run_synced(&mut conn, keys, args, sync).await?;
@@ -339,6 +571,7 @@ pub(crate) async fn run_acquire<K: Kind>(
             return Ok(Synced {
                 reply,
                 unsynced: None,
+                unreleased: false,
             })
         }
     };
@@ -348,12 +581,17 @@ pub(crate) async fn run_acquire<K: Kind>(
         required = sync.replicas,
         "lock write not replicated in time; releasing it (fail closed)"
     );
-    if let Err(e) = kind.release(owner.clone(), holds).await {
-        tracing::warn!(lock = %kind.name(), error = %e, "release after failed replica sync failed; the hold expires with its TTL");
-    }
+    let unreleased = match kind.release(owner.clone(), holds).await {
+        Ok(_) => false,
+        Err(e) => {
+            tracing::warn!(lock = %kind.name(), error = %e, "release after failed replica sync failed; settling it");
+            true
+        }
+    };
     Ok(Synced {
         reply,
         unsynced: Some(acked),
+        unreleased,
     })
 }
 
@@ -388,19 +626,24 @@ struct HoldState<K: Kind> {
 }
 
 impl<K: Kind> Hold<K> {
-    /// Registers a granted hold (and its watchdog when `lease` is `None`). Call it right after
-    /// the acquire reply, with no `.await` in between, so no cancellation separates the hold
-    /// from its guard.
+    /// Registers the hold a granted call took (and its watchdog when `lease` is `None`),
+    /// ending the call's ticket. Call it right after the acquire reply, with no `.await` in
+    /// between, so no cancellation separates the hold from its guard.
     pub(crate) fn register(
-        kind: K,
-        hold_key: HoldKey,
+        mut ticket: Ticket<K>,
         server_holds: u32,
         lease: Option<Duration>,
     ) -> Hold<K> {
-        let (lost, epoch) = kind
-            .core()
-            .watchdog
-            .acquired(&hold_key, server_holds, lease.is_none());
+        ticket.open = false;
+        let (kind, hold_key) = (ticket.kind.clone(), ticket.key.clone());
+        let core = kind.core();
+        let ttl = lease.unwrap_or(Duration::from_millis(core.watchdog_ms));
+        let (lost, epoch, settle) =
+            core.watchdog
+                .acquired(&hold_key, ticket.sent, server_holds, lease.is_none(), ttl);
+        if settle {
+            spawn_settle(&kind, &hold_key);
+        }
         Hold {
             state: Some(HoldState {
                 kind,
@@ -412,8 +655,10 @@ impl<K: Kind> Hold<K> {
         }
     }
 
-    /// Releases this hold: stops its renewals first, then runs the unlock script once (no
-    /// blind retry). Finishes in the background if the future is dropped.
+    /// Releases this hold: stops its renewals first, then runs the unlock script once. An
+    /// unknown outcome (reply lost) is settled in the background (see "Settling"): the
+    /// error is returned, and the hold is released or expires, never left behind. Finishes
+    /// in the background if the future is dropped.
     pub(crate) async fn unlock(&mut self) -> Result<()> {
         let Some(state) = self.state.take() else {
             return Ok(());
@@ -422,23 +667,42 @@ impl<K: Kind> Hold<K> {
         let not_held = || Error::NotHeld {
             name: state.kind.name().to_string(),
         };
-        if !core
-            .watchdog
-            .released(&state.hold_key, state.lease.is_none(), state.epoch)
-        {
-            // The hold expired and this owner took the lock again: that hold is not ours.
-            return Err(not_held());
-        }
-        let call = state.kind.release(state.hold_key.1.clone(), 0);
-        match Inflight::new(core.handle.clone(), call, |_| async {}.boxed()).await? {
-            -1 => Err(not_held()),
-            n if n >= 0 => {
-                tracing::debug!(lock = %state.kind.name(), remaining = n, "lock released");
-                Ok(())
+        let watch = state.lease.is_none();
+        match core.watchdog.released(&state.hold_key, watch, state.epoch) {
+            Release::Stale { settle } => {
+                // The hold expired and this owner took the lock again: that hold is not ours.
+                if settle {
+                    spawn_settle(&state.kind, &state.hold_key);
+                }
+                Err(not_held())
             }
-            other => Err(Error::UnexpectedReply(format!(
-                "unlock script answered {other}"
-            ))),
+            Release::Settling(settled) => {
+                // The settlement running now releases this hold with the others it trims.
+                let notified = settled.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if core.watchdog.is_settling(&state.hold_key) {
+                    notified.await;
+                }
+                if state.lost.is_cancelled() {
+                    Err(not_held())
+                } else {
+                    Ok(())
+                }
+            }
+            Release::Send => {
+                let call = send_release(&state.kind, &state.hold_key);
+                match Inflight::new(core.handle.clone(), call, |_| async {}.boxed()).await? {
+                    -1 => Err(not_held()),
+                    n if n >= 0 => {
+                        tracing::debug!(lock = %state.kind.name(), remaining = n, "lock released");
+                        Ok(())
+                    }
+                    other => Err(Error::UnexpectedReply(format!(
+                        "unlock script answered {other}"
+                    ))),
+                }
+            }
         }
     }
 
@@ -454,8 +718,21 @@ impl<K: Kind> Hold<K> {
         self.state.as_ref().and_then(|s| s.lease)
     }
 
+    /// How long the lock is still known to be held: from the send time of the last call
+    /// that set its TTL (acquire or renewal), minus a safety margin; zero once lost.
+    pub(crate) fn validity(&self) -> Duration {
+        self.state.as_ref().map_or(Duration::ZERO, |s| {
+            if s.lost.is_cancelled() {
+                return Duration::ZERO;
+            }
+            s.kind.core().watchdog.validity(&s.hold_key, s.epoch)
+        })
+    }
+
+    /// Lost when the watchdog found it gone, or its validity ran out: computed here, so a
+    /// holder resumed after a pause sees it at once, before the watchdog task ran.
     pub(crate) fn is_lost(&self) -> bool {
-        self.state.as_ref().is_some_and(|s| s.lost.is_cancelled())
+        self.validity().is_zero()
     }
 
     pub(crate) fn lost(&self) -> CancellationToken {
@@ -471,23 +748,29 @@ impl<K: Kind> Drop for Hold<K> {
             return;
         };
         let core = state.kind.core().clone();
-        if !core
-            .watchdog
-            .released(&state.hold_key, state.lease.is_none(), state.epoch)
-        {
-            return; // a stale hold: the lock was lost and re-taken by this owner
-        }
-        tracing::debug!(lock = %state.kind.name(), "guard dropped; releasing in the background");
-        let release = state.kind.release(state.hold_key.1.clone(), 0);
-        core.handle.spawn(async move {
-            if let Err(e) = release.await {
-                tracing::warn!(
-                    lock = %state.kind.name(),
-                    error = %e,
-                    "background release failed; the lock expires with its TTL"
-                );
+        let watch = state.lease.is_none();
+        match core.watchdog.released(&state.hold_key, watch, state.epoch) {
+            Release::Stale { settle } => {
+                if settle {
+                    spawn_settle(&state.kind, &state.hold_key);
+                }
             }
-        });
+            // The running settlement releases it.
+            Release::Settling(_) => {}
+            Release::Send => {
+                tracing::debug!(lock = %state.kind.name(), "guard dropped; releasing in the background");
+                let release = send_release(&state.kind, &state.hold_key);
+                core.handle.spawn(async move {
+                    if let Err(e) = release.await {
+                        tracing::warn!(
+                            lock = %state.kind.name(),
+                            error = %e,
+                            "background release failed; settling it, or the lock expires with its TTL"
+                        );
+                    }
+                });
+            }
+        }
     }
 }
 
@@ -502,13 +785,7 @@ pub(crate) async fn is_locked(core: &Core, key: &str) -> Result<bool> {
 
 /// The calling task's hold count in a lock hash (0 if none).
 pub(crate) async fn hold_count(core: &Core, key: &str) -> Result<u32> {
-    let owner = current_owner(&core.id_str);
-    let n: Option<u32> = redis::cmd("HGET")
-        .arg(key)
-        .arg(&*owner)
-        .query_async(&mut core.conn.clone())
-        .await?;
-    Ok(n.unwrap_or(0))
+    owner_holds(core, key, &current_owner(&core.id_str)).await
 }
 
 /// Time until a lock hash expires: `None` when it does not exist, `Duration::MAX` when it

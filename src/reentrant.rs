@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::Core;
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys};
-use crate::raw::{self, current_owner, pttl_from, Attempt, Hold};
+use crate::raw::{self, current_owner, pttl_from, Attempt, Hold, Ticket};
 use crate::scripts::{FORCE_UNLOCK, LOCK, UNLOCK};
 use crate::watchdog::HoldKey;
 
@@ -164,10 +164,12 @@ impl RLock {
             self.attempt(&hold_key, lease_ms)
         })
         .await?;
-        let Some(holds) = granted else {
+        let Some((ticket, holds)) = granted else {
             tracing::debug!(lock = %self.inner.name, waited_ms = started.elapsed().as_millis() as u64, "try_lock timed out");
             return Ok(None);
         };
+        // No .await between the reply and the registration: the hold always gets its guard.
+        let hold = Hold::register(ticket, holds, lease);
         tracing::debug!(
             lock = %self.inner.name,
             kind = "reentrant",
@@ -175,44 +177,35 @@ impl RLock {
             waited_ms = started.elapsed().as_millis() as u64,
             "lock acquired"
         );
-        Ok(Some(RLockGuard {
-            hold: Hold::register(self.clone(), hold_key, holds, lease),
-        }))
+        Ok(Some(RLockGuard { hold }))
     }
 
-    /// One run of the lock script, cleaning up after itself when abandoned (see
-    /// [`raw`](crate::raw) "Cancellation").
+    /// One run of the lock script, counted in the hold registry and cleaning up after itself
+    /// when abandoned (see [`raw`](crate::raw) "Cancellation" and "Settling").
     fn attempt(
         &self,
         hold_key: &HoldKey,
         lease_ms: u64,
-    ) -> impl std::future::Future<Output = Result<Attempt<u32>>> + Send + 'static {
-        let core = &self.inner.core;
-        let owner = hold_key.1.clone();
-        // What the hold count will be if this attempt takes a hold.
-        let expected = core.watchdog.local_holds(hold_key) + 1;
-        let (lock, core) = (self.clone(), core.clone());
-        let call_owner = owner.clone();
-        let call = async move {
-            let key: &str = &lock.inner.key;
-            raw::run_acquire(
-                &lock,
-                &call_owner,
-                &LOCK,
-                &[key],
-                &[&lease_ms, &&*call_owner],
-            )
-            .await
-        }
-        .boxed();
-        let reply = raw::guarded_call(self, owner, expected, call, raw::Synced::granted);
+    ) -> impl std::future::Future<Output = Result<Attempt<(Ticket<RLock>, u32)>>> + Send + 'static
+    {
+        let (lock, hold_key) = (self.clone(), hold_key.clone());
         async move {
-            let reply = reply.await?;
-            reply.check(&core)?;
-            match reply.reply.as_slice() {
-                [1, holds] if *holds >= 1 => Ok(Attempt::Acquired(*holds as u32)),
-                [0, pttl] => Ok(Attempt::Held(pttl_from(*pttl))),
-                other => Err(Error::UnexpectedReply(format!(
+            let ticket = Ticket::begin(&lock, &hold_key).await;
+            let call_lock = lock.clone();
+            let call = async move {
+                let key: &str = &call_lock.inner.key;
+                let owner = &hold_key.1;
+                raw::run_acquire(&call_lock, owner, &LOCK, &[key], &[&lease_ms, &&**owner]).await
+            }
+            .boxed();
+            let (reply, ticket) = raw::ticketed_call(ticket, call, raw::Synced::taken).await?;
+            reply.check(&lock.inner.core)?;
+            match (reply.reply.as_slice(), ticket) {
+                ([1, holds], Some(ticket)) if *holds >= 1 => {
+                    Ok(Attempt::Acquired((ticket, *holds as u32)))
+                }
+                ([0, pttl], None) => Ok(Attempt::Held(pttl_from(*pttl))),
+                (other, _) => Err(Error::UnexpectedReply(format!(
                     "lock script answered {other:?}"
                 ))),
             }
@@ -385,11 +378,25 @@ impl RLockGuard {
         self.hold.lease()
     }
 
-    /// Whether the lock is known to be lost: the watchdog found it gone (expired,
-    /// force-unlocked, server restarted without persistence) or stopped (client dropped).
-    /// A lease hold is not watched; only its TTL tells.
+    /// Whether the lock must be treated as lost: the watchdog found it gone (expired,
+    /// force-unlocked, server restarted without persistence) or stopped (client dropped),
+    /// or its [`validity`](Self::validity) ran out. Computed at the call, so a holder
+    /// resumed from a long pause sees `true` at once, before any renewal could run.
     pub fn is_lost(&self) -> bool {
         self.hold.is_lost()
+    }
+
+    /// How long the lock is still known to be held: the TTL that the last acquire or
+    /// renewal gave the key, measured from the moment that call was *sent* (the server ran
+    /// it later, so the key lives at least that long), less a safety margin for clock drift
+    /// and scheduling (1 % of that TTL + 2 ms, at least 100 ms or a tenth of a shorter
+    /// TTL). Zero once lost. For a lease hold this counts down to the end of
+    /// the lease; for a watchdog hold each renewal moves it forward.
+    ///
+    /// Check it before an action that must not happen without the lock, and use fencing
+    /// tokens where the resource can check them: a pause after the check is not covered.
+    pub fn validity(&self) -> Duration {
+        self.hold.validity()
     }
 
     /// A token cancelled when the lock is known to be lost (see [`is_lost`](Self::is_lost)).
