@@ -1,5 +1,7 @@
-//! Repro (library bug): a partitioned holder is told its lock is lost only after another
-//! client already holds it. Copy to tests/ and run: cargo test --test fault_partition -- --nocapture
+//! Partitions: a holder cut off from Redis (a black-holing TCP proxy between it and the
+//! server) must learn that its lock is lost before another client can take it, including when
+//! a short-lease re-entry or a late reply came just before the cut: the loss deadline runs
+//! from the *send* time of the last call that set the key's TTL to a known value.
 mod support;
 
 use std::time::{Duration, Instant};
@@ -18,6 +20,8 @@ const TTL: Duration = Duration::from_secs(1);
 struct Proxy {
     port: u16,
     cut: tokio::sync::watch::Sender<bool>,
+    /// Holds back only the server's replies (requests still go through).
+    hold_replies: tokio::sync::watch::Sender<bool>,
 }
 
 impl Proxy {
@@ -25,6 +29,7 @@ impl Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let (cut, rx) = tokio::sync::watch::channel(false);
+        let (hold_replies, replies) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             while let Ok((down, _)) = listener.accept().await {
                 let Ok(up) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await else {
@@ -32,14 +37,21 @@ impl Proxy {
                 };
                 let (dr, dw) = down.into_split();
                 let (ur, uw) = up.into_split();
-                tokio::spawn(pipe(dr, uw, rx.clone()));
-                tokio::spawn(pipe(ur, dw, rx.clone()));
+                tokio::spawn(pipe(dr, uw, rx.clone(), None));
+                tokio::spawn(pipe(ur, dw, rx.clone(), Some(replies.clone())));
             }
         });
-        Proxy { port, cut }
+        Proxy {
+            port,
+            cut,
+            hold_replies,
+        }
     }
     fn set_cut(&self, cut: bool) {
         self.cut.send_replace(cut);
+    }
+    fn set_hold_replies(&self, hold: bool) {
+        self.hold_replies.send_replace(hold);
     }
 }
 
@@ -47,6 +59,7 @@ async fn pipe(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut cut: tokio::sync::watch::Receiver<bool>,
+    mut hold: Option<tokio::sync::watch::Receiver<bool>>,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf = vec![0u8; 64 * 1024];
@@ -58,6 +71,11 @@ async fn pipe(
         // While cut, hold the bytes back until the link is up again.
         if cut.wait_for(|c| !*c).await.is_err() {
             return;
+        }
+        if let Some(hold) = hold.as_mut() {
+            if hold.wait_for(|h| !*h).await.is_err() {
+                return;
+            }
         }
         if to.write_all(&buf[..n]).await.is_err() {
             return;
@@ -131,5 +149,130 @@ async fn partition_holder_told_within_lease() {
         matches!(r, Err(Error::NotHeld { .. }) | Err(Error::Redis(_))),
         "{r:?}"
     );
+    b_guard.unlock().await.unwrap();
+}
+
+async fn through_proxy(proxy: &Proxy, ns: &str, response_timeout: Duration) -> Client {
+    Client::builder(format!("redis://127.0.0.1:{}/", proxy.port))
+        .namespace(ns)
+        .watchdog_timeout(TTL)
+        .response_timeout(response_timeout)
+        .build()
+        .await
+        .unwrap()
+}
+
+/// B waits for `name` on a direct client; returns when it acquired it.
+fn contender(b: &Client, name: &str) -> tokio::task::JoinHandle<(relock::RLockGuard, Instant)> {
+    let lock = b.lock(name);
+    tokio::spawn(async move {
+        let g = lock.lock().await.expect("B lock");
+        (g, Instant::now())
+    })
+}
+
+/// A re-enters its watchdog hold with a 50 ms lease just before the link is cut. That
+/// re-entry does not extend the key's TTL (a lease never lowers it, and 50 ms is below what
+/// is left), so it must not move the loss deadline either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_lease_reentry_before_cut_does_not_delay_loss() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let ns = support::unique_ns("partition-reentry");
+    let a = through_proxy(&proxy, &ns, Duration::from_millis(1000)).await;
+    let b = support::client(&server, &ns, TTL).await;
+    let a_lock = a.lock("p");
+    let (held, lost_at, cut_at) = tokio::spawn(async move {
+        let held = a_lock.lock().await.expect("A lock");
+        let lost = held.lost();
+        let lost_at = tokio::spawn(async move {
+            lost.cancelled().await;
+            Instant::now()
+        });
+        // Renewals run every 333 ms; re-enter just before the cut, mid-period.
+        tokio::time::sleep(Duration::from_millis(550)).await;
+        let inner = a_lock
+            .lock_with_lease(Duration::from_millis(50))
+            .await
+            .expect("re-entry");
+        drop(inner); // released in the background, before the cut
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        (held, lost_at, Instant::now())
+    })
+    .await
+    .unwrap();
+    let b_task = contender(&b, "p");
+    proxy.set_cut(true);
+    let (b_guard, b_at) = tokio::time::timeout(Duration::from_secs(5), b_task)
+        .await
+        .unwrap()
+        .unwrap();
+    let lost_at = tokio::time::timeout(Duration::from_secs(5), lost_at)
+        .await
+        .unwrap()
+        .unwrap();
+    println!(
+        "A told lost at cut+{:?}; B acquired at cut+{:?}",
+        lost_at - cut_at,
+        b_at - cut_at
+    );
+    assert!(held.is_lost());
+    assert!(
+        lost_at <= b_at,
+        "A learned of the loss {:?} after B acquired",
+        lost_at - b_at
+    );
+    proxy.set_cut(false);
+    drop(held);
+    b_guard.unlock().await.unwrap();
+}
+
+/// The reply to A's lock call arrives 600 ms late (under A's 1 s response timeout); then the
+/// link is cut. The key's TTL ran from when the server ran the call, so A's loss deadline
+/// must run from when A sent it, not from when the reply came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_lock_reply_then_cut_holder_told_first() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let ns = support::unique_ns("partition-late");
+    let a = through_proxy(&proxy, &ns, Duration::from_millis(1000)).await;
+    let b = support::client(&server, &ns, TTL).await;
+    let a_lock = a.lock("p");
+    proxy.set_hold_replies(true);
+    let sent_at = Instant::now();
+    let a_task = tokio::spawn(async move { a_lock.lock().await.expect("A lock") });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let b_task = contender(&b, "p");
+    proxy.set_hold_replies(false);
+    let held = a_task.await.unwrap();
+    // Cut right after the late reply: no renewal gets through any more.
+    proxy.set_cut(true);
+    let cut_at = Instant::now();
+    let lost = held.lost();
+    let lost_at = tokio::spawn(async move {
+        lost.cancelled().await;
+        Instant::now()
+    });
+    let (b_guard, b_at) = tokio::time::timeout(Duration::from_secs(5), b_task)
+        .await
+        .unwrap()
+        .unwrap();
+    let lost_at = tokio::time::timeout(Duration::from_secs(5), lost_at)
+        .await
+        .unwrap()
+        .unwrap();
+    println!(
+        "reply {:?} after send; A told lost at cut+{:?}; B acquired at cut+{:?}",
+        cut_at - sent_at,
+        lost_at - cut_at,
+        b_at - cut_at
+    );
+    assert!(
+        lost_at <= b_at,
+        "A learned of the loss {:?} after B acquired",
+        lost_at - b_at
+    );
+    proxy.set_cut(false);
+    drop(held);
     b_guard.unlock().await.unwrap();
 }

@@ -483,3 +483,58 @@ async fn lease_lock_is_not_renewed() {
     })
     .await;
 }
+
+/// The holder's whole process is paused (as by SIGSTOP or a long GC) past the watchdog
+/// timeout: no task runs, so no renewal is sent and the watchdog task cannot mark the guard.
+/// When it resumes, `is_lost()` must already say so, before any task of the client ran.
+#[test]
+fn paused_holder_sees_is_lost_at_once_on_resume() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = RedisServer::start();
+    rt.block_on(async {
+        let ns = support::unique_ns("paused");
+        let c = client(&server, &ns, Duration::from_secs(1)).await;
+        let lock = c.lock("p");
+        let g = tokio::spawn(async move { lock.lock().await.unwrap() })
+            .await
+            .unwrap();
+        assert!(!g.is_lost());
+        assert!(
+            g.validity() > Duration::from_millis(500),
+            "{:?}",
+            g.validity()
+        );
+        // Block the only runtime thread: the watchdog cannot run.
+        std::thread::sleep(Duration::from_millis(1200));
+        assert!(g.is_lost(), "validity {:?} after the pause", g.validity());
+        assert_eq!(g.validity(), Duration::ZERO);
+        let _ = g.unlock().await;
+    });
+}
+
+/// A lease hold says how long it is still valid, counted from when its lock call was sent.
+#[tokio::test]
+async fn lease_guard_validity_counts_down_from_send() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("lease-validity");
+    let c = client(&server, &ns, Duration::from_secs(30)).await;
+    let lock = c.lock("p");
+    in_task(async move {
+        let before = Instant::now();
+        let g = lock.lock_with_lease(Duration::from_secs(2)).await.unwrap();
+        let v = g.validity();
+        // 2 s less a 100 ms margin, less what passed since the call was sent.
+        assert!(v <= Duration::from_millis(1900), "{v:?}");
+        assert!(v >= Duration::from_millis(1900) - before.elapsed(), "{v:?}");
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert!(g.validity() <= Duration::from_millis(900));
+        assert!(!g.is_lost());
+        tokio::time::sleep(Duration::from_millis(950)).await;
+        assert!(g.is_lost(), "the lease ran out: {:?}", g.validity());
+        let _ = g.unlock().await;
+    })
+    .await;
+}
