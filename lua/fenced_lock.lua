@@ -5,8 +5,8 @@
 --          plus field "token" -> the holder's fencing token (decimal). No owner field can be
 --          "token" (owner fields start with a uuid), so unlock.lua and renew.lua work
 --          unchanged, and unlock.lua's `del` at the last release removes the token with it.
--- KEYS[2]  fencing counter (same hash tag). The only key relock writes without a TTL: it
---          must outlive every lock hash, or tokens would repeat.
+-- KEYS[2]  fencing counter (same hash tag): the last token issued, as a decimal string. The
+--          only key relock writes without a TTL: it must outlive every lock hash.
 -- ARGV[1]  lease in milliseconds (integer >= 1): TTL of a new lock; on re-entry the TTL is
 --          raised to at least this value, never lowered
 -- ARGV[2]  owner field "<client uuid>:<task id>"
@@ -14,35 +14,68 @@
 -- Returns {1, holds, token}  acquired; holds = this owner's hold count after the call,
 --                            token = the fencing token of this hold (< 2^53)
 --         {0, pttl}          held by another owner; pttl = its remaining TTL in ms (-1 = none)
---         error "relock: fencing counter exhausted" when the counter reached 2^53 - 1
+--         error "relock: fencing counter exhausted" when the next token would be 2^53 or more
+--         error "relock: fencing counter is not an integer" when KEYS[2] holds anything else
+--         (nothing is written in either case)
 --
--- Tokens. A missing counter (first use, or a Redis restart without persistence) starts from
--- the server clock in microseconds since the epoch (about 1.7e15 today, below 2^53 until the
--- year 2255). Each token is then counter + 1, so tokens issued after a restart are larger
--- than those issued before it as long as the server clock never goes backwards and a lock
--- is taken fewer than a million times per second (the counter never overtakes the clock).
--- Lua numbers are doubles: the token is copied as the counter's string, never formatted
--- from a number, and stays below 2^53 so the integer reply is exact.
+-- Tokens. A new token is max(counter + 1, server clock), the clock being TIME in microseconds
+-- since the epoch (about 1.7e15 today, below 2^53 until the year 2255); the counter is set to
+-- the token. The clock is what keeps tokens increasing when the server loses writes: a
+-- restart without persistence (the counter is gone), a restart that loads an RDB snapshot or
+-- an AOF (`appendfsync everysec`) missing the last writes, a failover to a replica that had
+-- not received them (the counter comes back with an older value). Counting on from such a
+-- counter would hand out tokens again; the clock has moved on since they were issued.
+--
+-- Why it holds, and when it does not. Every token is >= the clock at the moment it was
+-- issued, and above it only by the counter's lead over the clock. Each token raises the lead
+-- by at most 1 and every microsecond lowers it by 1 (down to 0), so the lead stays 0 while
+-- the lock issues at most one token per microsecond on average (over every stretch of time
+-- up to now). A burst of k tokens within d < k microseconds leaves a lead of up to k - d
+-- microseconds (1000 tokens in 100 us: 900 us), drained again k - d microseconds later. One
+-- lock hardly gets near that rate: each new owner costs this script and an unlock, which the
+-- server runs one at a time.
+-- Let T be the last token issued before the writes were lost, at clock c1 on the old server,
+-- so T <= c1 + lead. The first token after the loss, issued at clock c2 on the restarted or
+-- promoted server, is >= c2, so it is larger than T if c2 > c1 + lead: if the time from T to
+-- the first new token (the gap) exceeds lead + skew, skew being how far the new server's
+-- clock is behind the old one's (0 for a restart on the same machine whose clock never steps
+-- back; a step back, e.g. by NTP, counts as skew). A restart takes milliseconds at least
+-- (process start, loading the data), a Sentinel failover seconds, so the margin is wide with
+-- synchronised clocks. Without it, new tokens may repeat old ones or fall below them by up to
+-- lead + skew - gap microseconds. A counter deleted on its own (eviction, a DEL) is
+-- overtaken by the clock the same way.
+-- Lua numbers are doubles: counter and clock are compared as numbers (exact below 2^53), and
+-- the counter is written from the clock's string or by INCR, never formatted from a number.
 local MAX_TOKEN = 9007199254740991 -- 2^53 - 1
 
+-- Issues the next token into KEYS[2] and the hash; returns it, or nil and an error message.
 local function next_token()
-    if redis.call('exists', KEYS[2]) == 0 then
-        local now = redis.call('time') -- {seconds, microseconds} as strings
-        redis.call('set', KEYS[2], now[1] .. string.sub('000000' .. now[2], -6))
+    local now = redis.call('time') -- {seconds, microseconds} as strings
+    local clock = now[1] .. string.sub('000000' .. now[2], -6)
+    local counter = redis.call('get', KEYS[2])
+    if counter and not string.find(counter, '^%-?%d+$') then
+        return nil, 'relock: fencing counter is not an integer'
     end
-    local token = redis.call('incr', KEYS[2])
-    if token > MAX_TOKEN then
-        return nil
+    local count_on = counter and tonumber(counter) >= tonumber(clock)
+    local next_value = count_on and tonumber(counter) + 1 or tonumber(clock)
+    if next_value > MAX_TOKEN then
+        return nil, 'relock: fencing counter exhausted'
     end
-    redis.call('hset', KEYS[1], 'token', redis.call('get', KEYS[2]))
-    return token
+    if count_on then
+        redis.call('incr', KEYS[2])
+    else
+        redis.call('set', KEYS[2], clock)
+    end
+    local token = redis.call('get', KEYS[2])
+    redis.call('hset', KEYS[1], 'token', token)
+    return tonumber(token)
 end
 
 local lease = tonumber(ARGV[1])
 if redis.call('exists', KEYS[1]) == 0 then
-    local token = next_token()
+    local token, err = next_token()
     if not token then
-        return redis.error_reply('relock: fencing counter exhausted')
+        return redis.error_reply(err)
     end
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], lease)
@@ -52,9 +85,10 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local token = tonumber(redis.call('hget', KEYS[1], 'token'))
     if not token then
         -- Re-entered through a plain RLock of the same name: this hold gets its token now.
-        token = next_token()
+        local err
+        token, err = next_token()
         if not token then
-            return redis.error_reply('relock: fencing counter exhausted')
+            return redis.error_reply(err)
         end
     end
     local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)

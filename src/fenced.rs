@@ -20,7 +20,8 @@
 //! one lock), with one extra field `token` holding the holder's token, so the core's unlock,
 //! force-unlock and batched renew scripts work on it unchanged. The counter lives in
 //! `<ns>:fence:{<name>}`, the one key relock writes without a TTL; see `lua/fenced_lock.lua`
-//! for how it survives a restart without persistence.
+//! for how tokens keep increasing when Redis loses writes (a restart, an older snapshot or
+//! AOF, a failover to a lagging replica) and where that stops.
 
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -50,8 +51,7 @@ const MAX_TOKEN: u64 = (1 << 53) - 1;
 
 /// A reentrant distributed lock that hands out fencing tokens: every acquisition that makes a
 /// new owner returns a token strictly greater than every token this lock issued before, also
-/// across a Redis restart without persistence (see below). Re-entry returns the current
-/// token.
+/// after Redis lost writes (under the assumptions below). Re-entry returns the current token.
 ///
 /// Get one from [`Client::fenced_lock`](crate::Client::fenced_lock). Otherwise it behaves like
 /// [`RLock`] (same owner rules, watchdog or lease, pub/sub wakeups); it *is* the `RLock` of
@@ -64,12 +64,23 @@ const MAX_TOKEN: u64 = (1 << 53) - 1;
 /// for a value kept in Redis). Without that check the token protects nothing.
 ///
 /// # Guarantees and assumptions
-/// Tokens are taken from a counter key with no TTL (`<ns>:fence:{<name>}`). If that key is
-/// lost (a restart without persistence, a failover to a replica that missed it, eviction), it
-/// restarts from the server clock in microseconds, so new tokens are still larger than the
-/// old ones **as long as the Redis server clock never goes backwards** (also across the
-/// machines a failover moves it to) and the lock is taken fewer than a million times a
-/// second. Tokens are below 2<sup>53</sup> (about the year 2255 at one per microsecond).
+/// Each new token is the larger of the counter (`<ns>:fence:{<name>}`, a key with no TTL) + 1
+/// and the Redis server clock in microseconds, and the counter is set to it. When Redis loses
+/// writes, the counter comes back older or not at all: a restart without persistence, a
+/// restart from an RDB snapshot or an AOF (`appendfsync everysec`) missing the last writes, a
+/// failover to a replica that had not received them, eviction. The clock has moved past the
+/// lost tokens meanwhile, so new tokens are still larger than all of them **as long as the
+/// time from the last lost token to the first new one exceeds**
+/// - the counter's lead over the clock: 0 while the lock issues at most one token per
+///   microsecond on average; a burst of k tokens within d < k microseconds leaves up to
+///   k − d microseconds, drained again k − d microseconds later;
+/// - plus how far the new server's clock is behind the old one's: the skew between the
+///   machines in a failover, or a step back of the clock (NTP) on the same machine.
+///
+/// Restarts take milliseconds and failovers seconds, so the margin is wide with synchronised
+/// clocks; otherwise new tokens may repeat or fall below lost ones by up to that sum minus the
+/// time that passed. `lua/fenced_lock.lua` gives the argument. Tokens are below
+/// 2<sup>53</sup> (about the year 2255 at one per microsecond).
 #[derive(Clone)]
 pub struct FencedLock {
     inner: Arc<Inner>,
@@ -125,8 +136,8 @@ impl FencedLock {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails
-    /// (also when the counter holds something other than an integer, or reached
-    /// 2<sup>53</sup>).
+    /// (also when the counter holds something other than an integer, or is exhausted: the
+    /// next token would be 2<sup>53</sup> or more; nothing is written then).
     ///
     /// # Cancel safety
     /// Cancel safe, as [`RLock::lock`]: dropping the future leaves no hold behind. A token
@@ -304,7 +315,8 @@ pub struct FencedLockGuard {
 
 impl FencedLockGuard {
     /// The fencing token of this hold: larger than every token the lock issued to earlier
-    /// owners. Present it with every write to the protected resource.
+    /// owners (under the assumptions in [`FencedLock`]'s docs). Present it with every write to
+    /// the protected resource.
     pub fn token(&self) -> u64 {
         self.token
     }

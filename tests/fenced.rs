@@ -1,7 +1,8 @@
 //! `FencedLock` and `FencedValue` against a real redis-server: tokens grow with every new
-//! owner (under contention, and across a restart that wipes the counter), re-entry keeps
-//! the token, stale writes are rejected with a typed error, and only the fence counter is
-//! left without a TTL.
+//! owner (under contention, across a restart that wipes the counter, and across a loss of
+//! writes that brings an older counter back: an RDB snapshot, an AOF `everysec` tail, a
+//! failover to a lagging replica), re-entry keeps the token, stale writes are rejected with a
+//! typed error, and only the fence counter is left without a TTL.
 
 mod support;
 
@@ -11,7 +12,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use relock::{Client, Error};
+use redis::AsyncCommands;
+use relock::{Client, Error, FencedLock};
 use support::{Interval, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(2);
@@ -348,4 +350,271 @@ async fn watchdog_renews_a_fenced_hold_and_bad_names_are_rejected() {
         ));
     })
     .await;
+}
+
+/// Tokens of `n` fenced acquisitions in a row (lock, note the token, unlock).
+async fn issue(lock: &FencedLock, n: usize) -> Vec<u64> {
+    let mut tokens = Vec::new();
+    for _ in 0..n {
+        let g = within(10, lock.lock()).await.expect("lock");
+        tokens.push(g.token());
+        g.unlock().await.expect("unlock");
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    tokens
+}
+
+/// The fencing counter as the server has it (`None`: no counter).
+async fn counter(conn: &mut redis::aio::MultiplexedConnection, lock: &FencedLock) -> Option<u64> {
+    redis::cmd("GET")
+        .arg(lock.fence_key())
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// Tokens of `n` acquisitions once the server answers again: the client reconnects in the
+/// background and the server may still be loading, so retryable errors are waited out.
+async fn issue_when_back(lock: &FencedLock, n: usize) -> Vec<u64> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut tokens = Vec::new();
+    while tokens.len() < n {
+        match lock.try_lock(Duration::from_secs(1), None).await {
+            Ok(Some(g)) => {
+                tokens.push(g.token());
+                g.unlock().await.expect("unlock");
+            }
+            Ok(None) => panic!("nobody holds the lock after the loss of writes"),
+            Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("lock after the loss of writes: {e:?}"),
+        }
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    tokens
+}
+
+/// Asserts the scenario really happened (the counter came back as `kept`, the last token the
+/// loss kept, which is below the highest token issued) and that new tokens are still larger
+/// than every token issued before.
+fn assert_overtaken(kept: &[u64], lost: &[u64], restored: Option<u64>, after: &[u64]) {
+    let highest = *lost.last().unwrap();
+    assert!(kept.last() < lost.first(), "{kept:?} then {lost:?}");
+    assert_eq!(
+        restored,
+        kept.last().copied(),
+        "the counter must come back from before the lost tokens {lost:?}"
+    );
+    assert!(
+        after[0] > highest,
+        "token {} after the loss of writes <= {highest} issued before (restored counter \
+         {restored:?})",
+        after[0]
+    );
+}
+
+/// `save` on, tokens, `SAVE`, more tokens (not in the snapshot), SIGKILL, restart on the same
+/// port and dir: the server loads the snapshot, so the counter comes back behind the last
+/// tokens. The next tokens are still larger than all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_after_a_restart_from_an_older_rdb_snapshot_are_larger() {
+    const RDB: &[&str] = &["--save", "3600", "1"];
+    let mut server = RedisServer::start_with(RDB);
+    let mut conn = server.conn().await;
+    let save: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("save")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(save, ["save", "3600 1"]);
+    let c = client(&server, &support::unique_ns("fenced-rdb")).await;
+    let lock = c.fenced_lock("snapshotted");
+
+    let kept = issue(&lock, 5).await;
+    let () = redis::cmd("SAVE").query_async(&mut conn).await.unwrap();
+    let lost = issue(&lock, 5).await;
+
+    tokio::task::block_in_place(|| server.restart_keeping_data(RDB));
+    let mut conn = server.conn().await;
+    let restored = counter(&mut conn, &lock).await;
+    let after = issue_when_back(&lock, 3).await;
+    assert_overtaken(&kept, &lost, restored, &after);
+    println!("kept {kept:?}, lost {lost:?}, restored {restored:?}, after {after:?}");
+}
+
+/// The incremental file of a multi-part AOF (Redis 7), named by the manifest's `type i` line.
+fn incr_aof(server: &RedisServer) -> std::path::PathBuf {
+    let dir = server.dir().join("appendonlydir");
+    let manifest = std::fs::read_to_string(dir.join("appendonly.aof.manifest")).unwrap();
+    let name = manifest
+        .lines()
+        .find(|l| l.ends_with(" type i"))
+        .and_then(|l| l.split(' ').nth(1))
+        .unwrap_or_else(|| panic!("no incremental AOF in the manifest:\n{manifest}"));
+    dir.join(name)
+}
+
+/// `appendfsync everysec` may lose about the last second of writes when the machine dies
+/// (power loss, kernel crash): they were in the page cache, not on disk. A SIGKILL of the
+/// server alone loses nothing (the writes were already handed to the kernel), so after the
+/// SIGKILL the test cuts the AOF back to the length it had on disk before the last tokens, as
+/// such a crash leaves it, and restarts from it. The counter comes back behind the last
+/// tokens; the next tokens are still larger than all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_after_a_restart_from_an_aof_missing_its_last_writes_are_larger() {
+    const AOF: &[&str] = &["--appendonly", "yes", "--appendfsync", "everysec"];
+    let mut server = RedisServer::start_with(AOF);
+    let c = client(&server, &support::unique_ns("fenced-aof")).await;
+    let lock = c.fenced_lock("appended");
+
+    let kept = issue(&lock, 5).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await; // everysec: on disk by now
+    let aof = incr_aof(&server);
+    let on_disk = std::fs::metadata(&aof).unwrap().len();
+    let lost = issue(&lock, 5).await;
+    tokio::task::block_in_place(|| server.kill());
+    let written = std::fs::metadata(&aof).unwrap().len();
+    assert!(
+        written > on_disk,
+        "the lost tokens must have reached the AOF file: {written} <= {on_disk} bytes"
+    );
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&aof)
+        .unwrap()
+        .set_len(on_disk)
+        .unwrap();
+    tokio::task::block_in_place(|| server.start_again_with(AOF));
+
+    let mut conn = server.conn().await;
+    let restored = counter(&mut conn, &lock).await;
+    let after = issue_when_back(&lock, 3).await;
+    assert_overtaken(&kept, &lost, restored, &after);
+    println!("kept {kept:?}, lost {lost:?}, restored {restored:?}, after {after:?}");
+}
+
+async fn info(conn: &mut redis::aio::MultiplexedConnection, section: &str) -> String {
+    redis::cmd("INFO")
+        .arg(section)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// A failover to a replica that missed the last writes. The master issues tokens and the
+/// replica acknowledges them (WAIT); then the replica stalls (SIGSTOP) and its link is cut
+/// (CLIENT KILL TYPE replica on the master), the master issues more tokens and dies (SIGKILL)
+/// before the replica is back, and the replica is promoted (REPLICAOF NO ONE, as Sentinel
+/// does). Its counter is behind the last tokens; the next tokens, through a client of the new
+/// master, are still larger than all of them, and a resource that saw the old holder's token
+/// accepts the new holder's and rejects the old one's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_after_a_failover_to_a_lagging_replica_are_larger() {
+    let mut master = RedisServer::start();
+    let master_port = master.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master_port]);
+    let mut replica_conn = replica.conn().await;
+    let synced = support::eventually(Duration::from_secs(10), || {
+        let mut conn = replica_conn.clone();
+        async move {
+            info(&mut conn, "replication")
+                .await
+                .contains("master_link_status:up")
+        }
+    })
+    .await;
+    assert!(synced, "the replica never synced");
+    let ns = support::unique_ns("fenced-failover");
+    let c = client(&master, &ns).await;
+    let lock = c.fenced_lock("replicated");
+    let resource_server = RedisServer::start(); // the protected resource, elsewhere
+    let resource = client(&resource_server, &ns)
+        .await
+        .fenced_value(format!("{ns}:resource"));
+
+    let kept = issue(&lock, 5).await;
+    let mut master_conn = master.conn().await;
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query_async(&mut master_conn)
+        .await
+        .unwrap();
+    assert_eq!(acked, 1, "the replica did not acknowledge the first tokens");
+    assert_eq!(
+        counter(&mut replica_conn, &lock).await,
+        kept.last().copied()
+    );
+
+    replica.signal("-STOP");
+    let cut: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query_async(&mut master_conn)
+        .await
+        .unwrap();
+    assert_eq!(cut, 1, "no replica link to cut");
+    let lost = issue(&lock, 5).await;
+    let last = *lost.last().unwrap();
+    resource.write(last, "old holder").await.expect("write");
+    tokio::task::block_in_place(|| master.kill());
+    replica.signal("-CONT");
+    let () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query_async(&mut replica_conn)
+        .await
+        .unwrap();
+    let role = info(&mut replica_conn, "replication").await;
+    assert!(role.contains("role:master"), "{role}");
+
+    let restored = counter(&mut replica_conn, &lock).await;
+    let promoted = client(&replica, &ns).await.fenced_lock("replicated");
+    let after = issue_when_back(&promoted, 3).await;
+    assert_overtaken(&kept, &lost, restored, &after);
+
+    let g = within(10, promoted.lock()).await.expect("lock");
+    resource
+        .write(g.token(), "new holder")
+        .await
+        .expect("the resource must accept the new holder's token");
+    let late = resource.write(last, "old holder, late").await.unwrap_err();
+    assert!(late.is_stale_token(), "{late:?}");
+    g.unlock().await.unwrap();
+    println!("kept {kept:?}, lost {lost:?}, restored {restored:?}, after {after:?}");
+}
+
+/// The counter's edge cases, set by hand: a counter ahead of the clock counts on by one; a
+/// counter at 2^53 - 1 is exhausted and a non-integer one is refused, both as Redis errors
+/// that leave the counter and the lock untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counter_ahead_of_the_clock_counts_on_and_bad_counters_are_errors() {
+    let server = RedisServer::start();
+    let c = client(&server, &support::unique_ns("fenced-counter")).await;
+    let lock = c.fenced_lock("edge");
+    let mut conn = server.conn().await;
+
+    let ahead = server_micros(&mut conn).await + 3_600_000_000; // an hour ahead
+    let () = conn.set(lock.fence_key(), ahead).await.unwrap();
+    assert_eq!(issue(&lock, 2).await, [ahead + 1, ahead + 2]);
+
+    let max_token = ((1u64 << 53) - 1).to_string();
+    for (value, message) in [
+        (max_token.as_str(), "fencing counter exhausted"),
+        ("12.5", "fencing counter is not an integer"),
+        ("abc", "fencing counter is not an integer"),
+    ] {
+        let () = conn.set(lock.fence_key(), value).await.unwrap();
+        let err = lock.try_lock(Duration::ZERO, None).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::Redis(_)) && err.to_string().contains(message),
+            "{value}: {err:?}"
+        );
+        let left: String = conn.get(lock.fence_key()).await.unwrap();
+        assert_eq!(left, value);
+        assert!(!lock.is_locked().await.unwrap());
+    }
 }

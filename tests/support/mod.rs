@@ -360,3 +360,45 @@ pub fn redlock_options(ttl: Duration) -> relock::RedLockOptions {
         .node_timeout(NODE_TIMEOUT)
         .retry_delay(Duration::from_millis(60))
 }
+
+impl RedisServer {
+    /// The server's data directory (where `dump.rdb` and `appendonlydir/` live).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Start the server again after [`RedisServer::kill`], on the same port and in the same
+    /// dir, with `extra` arguments: unlike [`RedisServer::restart`] it loads whatever the dir
+    /// holds (an RDB snapshot, an AOF), as a real restart does.
+    pub fn start_again_with(&mut self, extra: &[&str]) {
+        assert!(
+            self.child.is_none(),
+            "start_again_with: the server still runs"
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.spawn(extra) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("redis-server did not restart on port {}", self.port);
+    }
+
+    /// SIGKILL, then [`RedisServer::start_again_with`]: a crash and a restart that keeps the
+    /// data dir.
+    pub fn restart_keeping_data(&mut self, extra: &[&str]) {
+        self.kill();
+        self.start_again_with(extra);
+    }
+
+    /// Send a signal through kill(1), e.g. `"-STOP"` / `"-CONT"`.
+    pub fn signal(&self, sig: &str) {
+        let pid = self.pid().expect("signal: the server is not running");
+        let status = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .expect("run kill(1)");
+        assert!(status.success(), "kill {sig} {pid} failed");
+    }
+}
