@@ -14,12 +14,24 @@
 //! task exactly when its next lock is freed. The price:
 //! a waiter holds its smaller names while it waits for a larger one, which slows down tasks
 //! that only need those; use several smaller multi-locks or shorter waits if that matters.
+//!
+//! # Why check before returning
+//!
+//! While the call waits for a later member, one taken earlier can go away: force-unlocked,
+//! expired while this process was paused, wiped by a server restart without persistence.
+//! Another owner may even hold it by then. Its guard learns of that only at the next watchdog
+//! renewal (a lease hold never), so the local `is_lost()` flags are not enough: once the last
+//! member is taken, `lua/multi_check.lua` asks the server whether this owner still holds every
+//! earlier one (one read-only call, one per slot on a Cluster). If one is gone, the members
+//! still held are released and the acquisition starts over, so a guard is only handed out
+//! after the server confirmed the whole set.
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use futures::future::{join_all, select_all};
+use futures::future::{join_all, select_all, try_join_all};
+use redis::cluster_routing::Slot;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -27,6 +39,11 @@ use crate::client::Core;
 use crate::error::{Error, Result};
 use crate::raw;
 use crate::reentrant::{RLock, RLockGuard};
+use crate::scripts::{Script, ToRedisArgsDyn};
+
+/// `lua/multi_check.lua`: whether members are still held by their owners.
+static CHECK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/multi_check.lua")));
 
 /// All-or-nothing over several [`RLock`]s: the guard holds every one of them, or the
 /// acquisition fails (or times out) and holds none.
@@ -50,6 +67,15 @@ use crate::reentrant::{RLock, RLockGuard};
 /// out, everything is released and the acquisition starts over (within the wait); the guard
 /// then holds the whole set for at least `lease` minus the time the acquisition took after
 /// the first member, which [`MultiLockGuard::acquired_in`] reports.
+///
+/// # All or nothing
+/// A guard is handed out only after the server confirmed that this owner still holds every
+/// member. A member taken early and lost while the call waited for a later one (force-unlocked,
+/// expired while the process was paused, wiped by a restart without persistence, perhaps taken
+/// by another owner meanwhile) makes the acquisition release what it still holds and start
+/// over, within the caller's wait. A member lost *after* the guard was handed out shows in
+/// [`MultiLockGuard::lost`] and [`MultiLockGuard::is_lost`] (at the next renewal for watchdog
+/// members; lease members are not watched, their TTL tells).
 #[derive(Clone)]
 pub struct MultiLock {
     inner: Arc<Inner>,
@@ -99,14 +125,19 @@ impl MultiLock {
     /// Acquires every member, waiting as long as it takes; the watchdog keeps them alive
     /// until the guard is released.
     ///
+    /// A member lost while the call waited for a later one is not an error: the members still
+    /// held are released and the acquisition starts over (see "All or nothing" above).
+    ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an empty list or an invalid name; [`Error::Redis`]
-    /// when Redis fails. On an error the members taken so far are released first.
+    /// when Redis fails, including the final check that every member is still held. On an
+    /// error the members taken so far are released first.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the member guards taken so far, which releases
-    /// them in the background (promptly, at the latest by their TTL), and the member being
-    /// waited for is cancelled as [`RLock::lock`] is (no hold left behind).
+    /// them in the background (promptly, at the latest by their TTL), also during the final
+    /// check or while the acquisition starts over, and the member being waited for is
+    /// cancelled as [`RLock::lock`] is (no hold left behind).
     pub async fn lock(&self) -> Result<MultiLockGuard> {
         raw::never_timed_out(self.acquire(None, None).await?)
     }
@@ -126,7 +157,9 @@ impl MultiLock {
 
     /// Tries to acquire every member within `wait` in total (`Duration::ZERO`: one attempt
     /// each, in order). `Ok(None)` when some member stayed held by another owner until the
-    /// deadline; the members taken before are released before it returns.
+    /// deadline, or a member taken earlier was lost and the deadline passed before the set
+    /// could be taken again; the members taken before are released before it returns. Never
+    /// a guard over part of the set.
     ///
     /// # Errors
     /// As [`MultiLock::lock_with_lease`]. Contention is never an error.
@@ -184,13 +217,37 @@ impl MultiLock {
                 }
             }
             let acquired_in = first_taken.map_or(Duration::ZERO, |t| t.elapsed());
-            if lease.is_some_and(|lease| acquired_in >= lease) {
-                // The first member may have expired already: not all-or-nothing any more.
+            // All or nothing: a member taken early may have gone while we waited for a later
+            // one. Its lease ran out, or it was lost (force-unlocked, expired while its
+            // holder was paused, wiped by a restart without persistence) and maybe taken by
+            // another owner; its guard need not know that yet, so the server is asked.
+            let whole = if lease.is_some_and(|lease| acquired_in >= lease) {
                 tracing::debug!(
                     kind = "multi",
                     ?acquired_in,
                     "lease ran out while acquiring; retrying"
                 );
+                false
+            } else {
+                match self.first_lost(&guards).await {
+                    Ok(None) => true,
+                    Ok(Some(name)) => {
+                        tracing::warn!(
+                            lock = %name,
+                            kind = "multi",
+                            ?acquired_in,
+                            "member lost while acquiring the rest; retrying"
+                        );
+                        false
+                    }
+                    Err(e) => {
+                        release_all(guards).await;
+                        return Err(e);
+                    }
+                }
+            };
+            if !whole {
+                // Start over: give back what is still held, then wait for every member again.
                 release_all(guards).await;
                 if deadline.is_some_and(|d| Instant::now() >= d) {
                     return Ok(None);
@@ -209,6 +266,63 @@ impl MultiLock {
                 acquired_in,
             )));
         }
+    }
+
+    /// The name of the first member, of those taken before the last one, that this owner no
+    /// longer holds: known lost locally, or missing from its hash on the server (a restart
+    /// without persistence is only noticed by the next renewal). One script call per Cluster
+    /// slot, all at once; one call in all on a standalone or Sentinel server.
+    async fn first_lost(&self, guards: &[RLockGuard]) -> Result<Option<String>> {
+        // The last member was granted just now; the earlier ones may have gone while we
+        // waited for it.
+        let earlier: Vec<(&RLock, &RLockGuard)> = self
+            .inner
+            .locks
+            .iter()
+            .zip(guards)
+            .take(guards.len().saturating_sub(1))
+            .collect();
+        if let Some((_, guard)) = earlier.iter().find(|(_, guard)| guard.is_lost()) {
+            return Ok(Some(guard.name().to_string()));
+        }
+        if earlier.is_empty() {
+            return Ok(None);
+        }
+        let core = &self.inner.core;
+        let groups: Vec<Vec<(&RLock, &RLockGuard)>> = if core.conn.is_cluster() {
+            let mut by_slot: HashMap<Slot, Vec<(&RLock, &RLockGuard)>> = HashMap::new();
+            for member in earlier {
+                by_slot
+                    .entry(Slot::for_key(member.0.key().as_bytes()))
+                    .or_default()
+                    .push(member);
+            }
+            by_slot.into_values().collect()
+        } else {
+            vec![earlier]
+        };
+        let checks = groups.into_iter().map(|group| {
+            let mut conn = core.conn.clone();
+            async move {
+                let keys: Vec<&str> = group.iter().map(|(lock, _)| lock.key()).collect();
+                let owners: Vec<&str> = group.iter().map(|(_, guard)| guard.owner()).collect();
+                let args: Vec<&dyn ToRedisArgsDyn> =
+                    owners.iter().map(|o| o as &dyn ToRedisArgsDyn).collect();
+                let held: Vec<i64> = CHECK.run(&mut conn, &keys, &args).await?;
+                if held.len() != keys.len() {
+                    return Err(Error::UnexpectedReply(format!(
+                        "multi_check script answered {held:?} for {} keys",
+                        keys.len()
+                    )));
+                }
+                Ok(group
+                    .iter()
+                    .zip(held)
+                    .find(|(_, held)| *held != 1)
+                    .map(|((lock, _), _)| lock.name().to_string()))
+            }
+        });
+        Ok(try_join_all(checks).await?.into_iter().flatten().next())
     }
 
     /// Whether any member is held by anyone.
@@ -344,5 +458,20 @@ impl std::fmt::Debug for MultiLockGuard {
             .field("lease", &self.lease())
             .field("lost", &self.is_lost())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn check_script_documents_its_interface() {
+        let header: String = include_str!("../lua/multi_check.lua")
+            .lines()
+            .take_while(|l| l.starts_with("--"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for part in ["KEYS[", "ARGV[", "Returns"] {
+            assert!(header.contains(part), "{header}");
+        }
     }
 }
