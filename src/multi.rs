@@ -448,6 +448,19 @@ impl MultiLockGuard {
     pub fn lost(&self) -> CancellationToken {
         self.lost.clone()
     }
+
+    /// How long every member is still known to be held: the smallest
+    /// [`RLockGuard::validity`](crate::RLockGuard::validity) of the members; zero once any is lost.
+    pub fn validity(&self) -> Duration {
+        if self.lost.is_cancelled() {
+            return Duration::ZERO;
+        }
+        self.guards
+            .iter()
+            .map(RLockGuard::validity)
+            .min()
+            .unwrap_or(Duration::ZERO)
+    }
 }
 
 impl std::fmt::Debug for MultiLockGuard {

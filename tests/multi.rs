@@ -731,3 +731,22 @@ async fn members_lost_to_restart_after_return_fire_lost() {
     assert!(guard.is_lost());
     assert!(guard.unlock().await.unwrap_err().is_not_held());
 }
+
+/// A multi-lock guard is valid as long as its shortest-lived member.
+#[tokio::test]
+async fn multi_guard_validity_is_the_shortest_members() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("multi-validity");
+    let c = support::client(&server, &ns, Duration::from_secs(30)).await;
+    let multi = c.multi_lock(["a", "b"]);
+    let a = c.lock("a");
+    in_task(async move {
+        let g = multi.lock_with_lease(Duration::from_secs(2)).await.unwrap();
+        let v = g.validity();
+        assert!(v > Duration::from_millis(1500) && v <= Duration::from_millis(1900), "{v:?}");
+        assert!(a.force_unlock().await.unwrap());
+        // Member `a` is gone on the server; the multi guard learns it from its unlock.
+        assert!(g.unlock().await.is_err());
+    })
+    .await;
+}
