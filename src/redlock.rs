@@ -23,17 +23,30 @@
 //! one lock kind of the crate that does not wait on pub/sub (a wakeup from one node says
 //! nothing about a majority).
 //!
-//! While a watchdog guard lives, one task per guard extends the lock on every node every
-//! `ttl / 3` (the renew script only extends a hash that still holds the owner's field). An
-//! extension counts iff a majority confirmed it within the validity it restores. When no
-//! extension reached a majority before the validity ran out, or a majority answered that the
-//! lock is gone, the guard is *lost*.
+//! While a watchdog guard lives, one task per guard extends the lock every `ttl / 3` on every
+//! node where its hold is known to exist (the renew script only extends a hash that still
+//! holds the owner's field). An extension counts iff a majority confirmed it within the
+//! validity it restores. When no extension reached a majority before the validity ran out,
+//! or the hold is known to exist on fewer than a majority, the guard is *lost*: its validity
+//! is zero from then on.
+//!
+//! # Re-entry and hold runs
+//!
+//! A node keeps one hold count per owner, so there the holds of two guards of one task look
+//! alike: after a hold expired on some nodes, a count of 1 may be a new hold and a count of 2
+//! an old one plus a re-entry. The set keeps, per (lock, owner), the *hold run*: its live
+//! guards, the count each node should show, and per node a generation (see [`HoldRun`]). A
+//! re-entry joins the run only if a quorum of the nodes show that it re-entered the run's
+//! holds; otherwise it is a fresh hold, and the old run's guards are lost and send nothing
+//! any more. A guard counts, extends and releases only the nodes where its run's hold is
+//! known to exist, and is lost once fewer than a quorum are left.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
+use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use futures::future::{join_all, BoxFuture};
 use futures::FutureExt;
@@ -45,7 +58,11 @@ use crate::client::{Client, Core};
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys};
 use crate::raw::{self, current_owner, Inflight};
-use crate::scripts::{LOCK, RENEW, UNLOCK};
+use crate::scripts::{Script, LOCK, RENEW};
+
+/// `lua/redlock_release.lua`: `lua/unlock.lua` that may release several holds at once.
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/redlock_release.lua")));
 
 /// Default TTL of a Redlock taken without a lease; extended every third of it.
 pub const DEFAULT_REDLOCK_TTL: Duration = Duration::from_secs(30);
@@ -158,18 +175,154 @@ struct SetInner {
     id: Uuid,
     id_str: Arc<str>,
     options: RedLockOptions,
-    /// (lock name, owner) -> guards alive in this process; the expected hold count of a
-    /// conditional release is their count + 1.
+    /// (lock name, owner) -> the guards alive in this process and what the nodes hold for
+    /// them.
     holds: DashMap<(Arc<str>, Arc<str>), HoldRun>,
     next_epoch: AtomicU64,
+    next_guard: AtomicU64,
 }
 
-/// The local guards of one (lock, owner) since it was last granted afresh.
+/// The local guards of one (lock, owner) since it was last granted afresh: a *hold run*.
+///
+/// A node keeps one count per owner, so there the holds of two guards of one task look alike.
+/// The run tells them apart: it knows the count each node should show, and each guard knows
+/// the *generation* of every node it was granted on. When a node's count stops adding up (its
+/// holds expired, were released behind the guards' back, or another owner holds it), the node
+/// starts a new generation: the older guards no longer count that node, nor release anything
+/// there. A guard left with fewer than a quorum of nodes is lost.
+///
+/// A re-entry joins the run only if a quorum of the nodes show that it re-entered the run's
+/// holds (a count above 1, one more than the run's). Otherwise it is a fresh hold: a new run
+/// with its own epoch, and every guard of the old run is lost and releases nothing (its holds
+/// may be gone, and the counts left on the nodes now count the new run's).
 struct HoldRun {
-    count: u32,
-    /// A guard from an earlier run (its hold expired, then the same owner took the lock again)
-    /// must not release the new run's hold: it carries its run's epoch.
     epoch: u64,
+    nodes: Vec<RunNode>,
+    guards: Vec<Member>,
+}
+
+/// One node as a hold run knows it.
+#[derive(Clone, Copy, Default)]
+struct RunNode {
+    /// The owner's hold count there as the run left it: its guards' holds, plus the holds of
+    /// lost guards of the same owner that it took over (released with its last guard there).
+    count: u32,
+    generation: u32,
+}
+
+impl RunNode {
+    /// The run's holds here are gone: the guards granted so far no longer hold this node.
+    fn gone(&mut self) {
+        self.count = 0;
+        self.generation = self.generation.wrapping_add(1);
+    }
+}
+
+/// One guard of a hold run.
+struct Member {
+    id: u64,
+    /// Per node, the generation this guard was granted at (`None`: not granted there).
+    granted: Vec<Option<u32>>,
+    lost: CancellationToken,
+}
+
+impl HoldRun {
+    fn new(epoch: u64, nodes: usize) -> HoldRun {
+        HoldRun {
+            epoch,
+            nodes: vec![RunNode::default(); nodes],
+            guards: Vec::new(),
+        }
+    }
+
+    fn holds(&self, member: &Member, node: usize) -> bool {
+        member.granted[node] == Some(self.nodes[node].generation)
+    }
+
+    /// The nodes (index, generation) where `member` still holds the lock.
+    fn held_by(&self, member: &Member) -> Vec<(usize, u32)> {
+        (0..self.nodes.len())
+            .filter(|&i| self.holds(member, i))
+            .map(|i| (i, self.nodes[i].generation))
+            .collect()
+    }
+
+    /// On how many nodes `replies` re-entered this run's holds.
+    fn reentered(&self, replies: &[NodeReply]) -> usize {
+        replies
+            .iter()
+            .zip(&self.nodes)
+            .filter(
+                |(r, node)| matches!(r, NodeReply::Granted(h) if *h > 1 && *h == node.count + 1),
+            )
+            .count()
+    }
+
+    /// Takes in what a round saw: a node that another owner holds, or that granted a new hold
+    /// (count 1), no longer has the run's holds.
+    fn observe(&mut self, replies: &[NodeReply]) {
+        for (node, reply) in self.nodes.iter_mut().zip(replies) {
+            if node.count > 0 && matches!(reply, NodeReply::Held | NodeReply::Granted(1)) {
+                node.gone();
+            }
+        }
+    }
+
+    /// Adds the guard of a granted round. A node whose count does not add up (other than the
+    /// run's count plus one) starts a new generation that only this guard holds, with every
+    /// hold the node shows: they are this owner's, and no older guard can tell whether one of
+    /// them is its own.
+    fn join(&mut self, id: u64, replies: &[NodeReply], lost: CancellationToken) {
+        let granted = replies
+            .iter()
+            .zip(&mut self.nodes)
+            .map(|(reply, node)| match reply {
+                NodeReply::Granted(h) => {
+                    if *h != node.count + 1 {
+                        node.gone();
+                    }
+                    node.count = *h;
+                    Some(node.generation)
+                }
+                _ => None,
+            })
+            .collect();
+        self.guards.push(Member { id, granted, lost });
+    }
+
+    /// Marks lost every guard that holds fewer than a quorum of the nodes.
+    fn check(&self, name: &str) {
+        let needed = quorum(self.nodes.len());
+        for member in &self.guards {
+            if self.held_by(member).len() < needed {
+                lose(
+                    &member.lost,
+                    name,
+                    "its hold is known on fewer than a majority of the nodes",
+                );
+            }
+        }
+    }
+
+    /// Removes guard `id`. Returns, per node it still holds, (node, generation, holds to
+    /// release): its own hold, and where it was the run's last guard, every hold the run has
+    /// there. `None` if it is not a guard of this run.
+    fn leave(&mut self, id: u64) -> Option<Vec<(usize, u32, u32)>> {
+        let at = self.guards.iter().position(|m| m.id == id)?;
+        let member = self.guards.swap_remove(at);
+        let mut releases = Vec::new();
+        for i in 0..self.nodes.len() {
+            if !self.holds(&member, i) {
+                continue;
+            }
+            let shared = self.guards.iter().any(|other| self.holds(other, i));
+            let node = &mut self.nodes[i];
+            let holds = if shared { 1 } else { node.count.max(1) };
+            node.count = node.count.saturating_sub(holds);
+            releases.push((i, node.generation, holds));
+        }
+        Some(releases)
+    }
 }
 
 impl RedLockSet {
@@ -191,6 +344,7 @@ impl RedLockSet {
                 options,
                 holds: DashMap::new(),
                 next_epoch: AtomicU64::new(1),
+                next_guard: AtomicU64::new(1),
             }),
         }
     }
@@ -240,12 +394,14 @@ struct Node {
 }
 
 impl Node {
-    /// `lua/unlock.lua` for one hold of `owner` (`expected` 0: any hold count).
+    /// `lua/redlock_release.lua`: releases `holds` holds of `owner` (`expected` 0: whatever
+    /// its hold count).
     fn release(
         &self,
         owner: Arc<str>,
         set_id: Arc<str>,
         expected: u32,
+        holds: u32,
     ) -> BoxFuture<'static, redis::RedisResult<i64>> {
         let (mut conn, key, channel, publish) = (
             self.core.conn.clone(),
@@ -254,11 +410,11 @@ impl Node {
             self.core.publish,
         );
         async move {
-            UNLOCK
+            RELEASE
                 .run(
                     &mut conn,
                     &[&key, &channel],
-                    &[&&*owner, &&*set_id, &expected, &publish],
+                    &[&&*owner, &&*set_id, &expected, &publish, &holds],
                 )
                 .await
         }
@@ -298,7 +454,10 @@ enum NodeReply {
 ///
 /// Get one from [`RedLockSet::lock`] or [`RedLock::new`]. Cheap handle (`Clone`, `Send`,
 /// `Sync`); nothing is sent until used. Reentrant: the same task may lock it again through
-/// any handle of the same set; each [`RedLockGuard`] is one hold.
+/// any handle of the same set; each [`RedLockGuard`] is one hold. A re-entry joins the task's
+/// earlier holds only if a majority of the nodes show them still held; otherwise (they
+/// expired on a majority) it is a fresh hold, and the earlier guards are
+/// [lost](RedLockGuard::is_lost): their `unlock` releases nothing.
 ///
 /// # When to use it
 /// When the lock must survive the loss of a minority of independent Redis masters, and a
@@ -480,19 +639,24 @@ impl RedLock {
             ));
         }
         let owner = current_owner(&set.id_str);
-        let hold_id = (self.inner.name.clone(), owner.clone());
+        let hold_id = self.inner.hold_id(&owner);
         let n = self.inner.nodes.len();
         let started = Instant::now();
         let mut rounds = 0u32;
         loop {
             rounds += 1;
-            let expected = set.holds.get(&hold_id).map_or(0, |h| h.count) + 1;
+            // Per node, the hold count a hold of this round would make there.
+            let expected: Vec<u32> = match set.holds.get(&hold_id) {
+                Some(run) => run.nodes.iter().map(|node| node.count + 1).collect(),
+                None => vec![1; n],
+            };
             let round_start = Instant::now();
             let replies = join_all(
                 self.inner
                     .nodes
                     .iter()
-                    .map(|node| self.node_acquire(node, &owner, ttl_ms, expected)),
+                    .zip(expected)
+                    .map(|(node, expected)| self.node_acquire(node, &owner, ttl_ms, expected)),
             )
             .await;
             let elapsed = round_start.elapsed();
@@ -500,27 +664,11 @@ impl RedLock {
                 .iter()
                 .map(|r| matches!(r, NodeReply::Granted(_)))
                 .collect();
-            // Every node counted 1: a fresh hold, whatever local guards think they hold.
-            let fresh = replies
-                .iter()
-                .all(|r| !matches!(r, NodeReply::Granted(h) if *h > 1));
             let acquired = granted.iter().filter(|g| **g).count();
             let validity = ttl.checked_sub(elapsed + drift(ttl)).unwrap_or_default();
             if acquired >= quorum(n) && !validity.is_zero() {
                 // No .await from here until the guard owns the holds.
-                let epoch = {
-                    let new_run = || HoldRun {
-                        count: 0,
-                        epoch: set.next_epoch.fetch_add(1, Ordering::Relaxed),
-                    };
-                    let mut run = set.holds.entry(hold_id.clone()).or_insert_with(new_run);
-                    if fresh && run.count > 0 {
-                        // The older guards' holds are gone on the nodes: they are stale.
-                        *run = new_run();
-                    }
-                    run.count += 1;
-                    run.epoch
-                };
+                let member = self.register(hold_id, &replies);
                 tracing::debug!(
                     lock = %self.inner.name,
                     kind = "redlock",
@@ -538,14 +686,20 @@ impl RedLock {
                     ttl,
                     granted,
                     round_start,
-                    epoch,
+                    member,
                 )));
+            }
+            // What the round saw of the nodes may tell the owner's earlier guards that their
+            // holds are gone.
+            if let Some(mut run) = set.holds.get_mut(&hold_id) {
+                run.observe(&replies);
+                run.check(&self.inner.name);
             }
             // Failed round: give back what it took (late or lost replies undo themselves).
             for (node, _) in self.inner.nodes.iter().zip(&granted).filter(|(_, g)| **g) {
                 let (name, release) = (
                     self.inner.name.clone(),
-                    node.release(owner.clone(), set.id_str.clone(), 0),
+                    node.release(owner.clone(), set.id_str.clone(), 0, 1),
                 );
                 node.core.handle.spawn(async move {
                     if let Err(e) = release.await {
@@ -586,6 +740,39 @@ impl RedLock {
                 delay = delay.min(left);
             }
             tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// Records a granted round in the set's registry: the guard joins the owner's hold run if
+    /// a quorum of the nodes show it re-entered that run's holds; otherwise it starts a new
+    /// run, and every guard of the old one is lost (see [`HoldRun`]).
+    fn register(&self, hold_id: (Arc<str>, Arc<str>), replies: &[NodeReply]) -> Registered {
+        let (set, name) = (&self.inner.set, &self.inner.name);
+        let n = self.inner.nodes.len();
+        let id = set.next_guard.fetch_add(1, Ordering::Relaxed);
+        let lost = CancellationToken::new();
+        let new_run = || HoldRun::new(set.next_epoch.fetch_add(1, Ordering::Relaxed), n);
+        let mut run = set.holds.entry(hold_id).or_insert_with(new_run);
+        if !run.guards.is_empty() && run.reentered(replies) >= quorum(n) {
+            run.observe(replies);
+            run.join(id, replies, lost.clone());
+            // Older guards that lost nodes to this round may be left without a quorum.
+            run.check(name);
+        } else {
+            let old = std::mem::replace(&mut *run, new_run());
+            for member in &old.guards {
+                lose(
+                    &member.lost,
+                    name,
+                    "its owner locked it again and found its holds on fewer than a majority of the nodes",
+                );
+            }
+            run.join(id, replies, lost.clone());
+        }
+        Registered {
+            epoch: run.epoch,
+            id,
+            lost,
         }
     }
 
@@ -636,6 +823,50 @@ impl RedLock {
     }
 }
 
+impl LockInner {
+    fn hold_id(&self, owner: &Arc<str>) -> (Arc<str>, Arc<str>) {
+        (self.name.clone(), owner.clone())
+    }
+
+    /// The nodes (index, generation) where guard `id` of run `epoch` still holds the lock;
+    /// `None` once the guard left its run or the run ended.
+    fn held(&self, owner: &Arc<str>, epoch: u64, id: u64) -> Option<Vec<(usize, u32)>> {
+        let run = self.set.holds.get(&self.hold_id(owner))?;
+        let member = run.guards.iter().find(|m| m.id == id);
+        match member {
+            Some(member) if run.epoch == epoch => Some(run.held_by(member)),
+            _ => None,
+        }
+    }
+
+    /// Notes that run `epoch`'s holds on `nodes` (index, generation when asked) are gone;
+    /// its guards left with fewer than a quorum of the nodes are lost.
+    fn gone(&self, owner: &Arc<str>, epoch: u64, nodes: &[(usize, u32)]) {
+        if nodes.is_empty() {
+            return;
+        }
+        let Some(mut run) = self.set.holds.get_mut(&self.hold_id(owner)) else {
+            return;
+        };
+        if run.epoch != epoch {
+            return;
+        }
+        for &(i, generation) in nodes {
+            if run.nodes[i].generation == generation {
+                run.nodes[i].gone();
+            }
+        }
+        run.check(&self.name);
+    }
+}
+
+/// A guard's entry in its hold run.
+struct Registered {
+    epoch: u64,
+    id: u64,
+    lost: CancellationToken,
+}
+
 /// One node's hold of a Redlock, as a [`raw::Kind`] for [`raw::guarded_call`].
 #[derive(Clone)]
 struct NodeLock {
@@ -654,7 +885,7 @@ impl raw::Kind for NodeLock {
     }
 
     fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
-        let release = self.node.release(owner, self.set_id.clone(), expected);
+        let release = self.node.release(owner, self.set_id.clone(), expected, 1);
         async move { Ok(release.await?) }.boxed()
     }
 }
@@ -709,8 +940,9 @@ struct GuardState {
     /// Nodes that granted this hold.
     granted: Vec<bool>,
     shared: Arc<Shared>,
-    /// The local hold run this guard belongs to (see [`HoldRun`]).
+    /// The local hold run this guard belongs to (see [`HoldRun`]), and its id there.
     epoch: u64,
+    id: u64,
 }
 
 impl RedLockGuard {
@@ -721,35 +953,29 @@ impl RedLockGuard {
         ttl: Duration,
         granted: Vec<bool>,
         round_start: Instant,
-        epoch: u64,
+        member: Registered,
     ) -> RedLockGuard {
         let shared = Arc::new(Shared {
             valid_until: Mutex::new(round_start + ttl - drift(ttl)),
-            lost: CancellationToken::new(),
+            lost: member.lost,
             stop: CancellationToken::new(),
         });
-        let task = keep(
-            lock.clone(),
-            owner.clone(),
-            ttl,
-            lease.is_none(),
-            round_start,
-            shared.clone(),
-        );
-        lock.inner.nodes[0].core.handle.spawn(task);
-        RedLockGuard {
-            state: Some(GuardState {
-                lock,
-                owner,
-                lease,
-                granted,
-                shared,
-                epoch,
-            }),
-        }
+        let state = GuardState {
+            lock,
+            owner,
+            lease,
+            granted,
+            shared,
+            epoch: member.epoch,
+            id: member.id,
+        };
+        let task = keep(state.keeper(), ttl, lease.is_none(), round_start);
+        state.lock.inner.nodes[0].core.handle.spawn(task);
+        RedLockGuard { state: Some(state) }
     }
 
-    /// Releases this hold on every node that granted it; the last hold frees the lock.
+    /// Releases this hold on every node where it is known to exist (granted, and not found
+    /// gone since); the last hold frees the lock.
     ///
     /// Not retried on failure (a retried unlock could release a hold that is no longer this
     /// guard's); unreachable nodes let the hold expire with its TTL.
@@ -758,8 +984,10 @@ impl RedLockGuard {
     /// [`Error::NotHeld`] when fewer than a majority of the nodes still held it (expired,
     /// restarted nodes, taken over), or when the guard was already [lost](Self::is_lost) and
     /// no majority confirmed the release: the holds still found were released, but the lock
-    /// was not safely held any more. [`Error::Redis`] (the first failure) when node errors
-    /// leave it unknown whether a majority held it.
+    /// was not safely held any more. Also [`Error::NotHeld`], with nothing sent, when the
+    /// same owner has taken the lock afresh since this guard's holds expired on a majority:
+    /// the holds left on the nodes are the new guard's. [`Error::Redis`] (the first failure)
+    /// when node errors leave it unknown whether a majority held it.
     ///
     /// # Cancel safety
     /// Once called, the releases happen: dropping the future lets them finish in the
@@ -771,7 +999,8 @@ impl RedLockGuard {
         let name = state.lock.inner.name.clone();
         let was_lost = state.shared.lost.is_cancelled();
         let Some(calls) = state.release() else {
-            // Our hold expired and this owner took the lock again: that hold is not ours.
+            // Our holds expired and this owner took the lock afresh: what the nodes hold now
+            // is the new guard's.
             return Err(Error::NotHeld {
                 name: name.to_string(),
             });
@@ -779,25 +1008,27 @@ impl RedLockGuard {
         // Each node gets the node timeout; a release still running then finishes in the
         // background (a hung or reconnecting node must not stall the unlock).
         let timeout = state.lock.inner.set.options.node_timeout;
-        let replies = join_all(calls.into_iter().map(|call| async move {
+        let replies = join_all(calls.into_iter().map(|(node, call)| async move {
             match tokio::time::timeout(timeout, call).await {
-                Ok(reply) => reply.map_err(Error::from),
-                Err(_) => Err(node_timeout_error(timeout)),
+                Ok(reply) => (node, reply.map_err(Error::from)),
+                Err(_) => (node, Err(node_timeout_error(timeout))),
             }
         }))
         .await;
         let n = state.lock.inner.nodes.len();
-        let (mut released, mut errors) = (0, Vec::new());
-        for reply in replies {
+        let (mut released, mut errors, mut gone) = (0, Vec::new(), Vec::new());
+        for (node, reply) in replies {
             match reply {
                 Ok(r) if r >= 0 => released += 1,
-                Ok(-1) => {}
+                Ok(-1) => gone.push(node),
                 Ok(other) => errors.push(Error::UnexpectedReply(format!(
                     "unlock script answered {other}"
                 ))),
                 Err(e) => errors.push(e),
             }
         }
+        // The other guards of the run held nothing there either.
+        state.lock.inner.gone(&state.owner, state.epoch, &gone);
         tracing::debug!(lock = %name, released, failed = errors.len(), of = n, "redlock released");
         if released >= quorum(n) {
             Ok(())
@@ -834,18 +1065,23 @@ impl RedLockGuard {
 
     /// How long the lock is still safely held: from the start of the last round a majority
     /// confirmed (the acquire or an extension), the TTL minus the drift allowance, minus the
-    /// time since; zero once it ran out. Never more than the TTL.
+    /// time since; zero once it ran out or the guard is [lost](Self::is_lost). Never more
+    /// than the TTL.
     pub fn validity(&self) -> Duration {
-        self.state.as_ref().map_or(Duration::ZERO, |s| {
-            s.shared
+        match &self.state {
+            Some(s) if !s.shared.lost.is_cancelled() => s
+                .shared
                 .valid_until()
-                .saturating_duration_since(Instant::now())
-        })
+                .saturating_duration_since(Instant::now()),
+            _ => Duration::ZERO,
+        }
     }
 
     /// Whether the lock is known to be lost: no extension reached a majority within the
-    /// validity, a majority answered that the lock is gone, or (lease holds too) the
-    /// validity ran out.
+    /// validity; or this hold is known to exist on fewer than a majority of the nodes (an
+    /// extension, a re-entry of the same owner or an unlock of another of its guards found
+    /// it gone elsewhere); or the same owner took the lock afresh after this hold expired on
+    /// a majority; or (lease holds too) the validity ran out.
     pub fn is_lost(&self) -> bool {
         self.state
             .as_ref()
@@ -863,35 +1099,58 @@ impl RedLockGuard {
     }
 }
 
+/// A release call on one node, with the node (index, generation) it releases on.
+type NodeRelease = ((usize, u32), Inflight<redis::RedisResult<i64>>);
+
 impl GuardState {
-    /// Stops the extension task, forgets the local hold and starts the releases (each
-    /// finishes in the background if its future is dropped). `None` for a stale guard (its
-    /// run ended, see [`HoldRun`]): nothing may be released in its name.
-    fn release(&self) -> Option<Vec<Inflight<redis::RedisResult<i64>>>> {
+    /// Stops the extension task, leaves the hold run and starts the releases on the nodes
+    /// where the run knows this guard's hold (each finishes in the background if its future
+    /// is dropped). `None` for a stale guard (its run ended, see [`HoldRun`]): nothing may be
+    /// released in its name.
+    fn release(&self) -> Option<Vec<NodeRelease>> {
         self.shared.stop.cancel();
         let inner = &self.lock.inner;
-        let hold_id = (inner.name.clone(), self.owner.clone());
-        match inner.set.holds.entry(hold_id) {
-            dashmap::mapref::entry::Entry::Occupied(mut e) if e.get().epoch == self.epoch => {
-                e.get_mut().count -= 1;
-                if e.get().count == 0 {
+        let releases = match inner.set.holds.entry(inner.hold_id(&self.owner)) {
+            Entry::Occupied(mut e) if e.get().epoch == self.epoch => {
+                let releases = e.get_mut().leave(self.id);
+                if e.get().guards.is_empty() {
                     e.remove();
                 }
+                releases?
             }
             _ => return None,
-        }
-        let calls = inner
-            .nodes
-            .iter()
-            .zip(&self.granted)
-            .filter(|(_, g)| **g)
-            .map(|(node, _)| {
-                let call = node.release(self.owner.clone(), inner.set.id_str.clone(), 0);
-                Inflight::new(node.core.handle.clone(), call, |_| async {}.boxed())
+        };
+        let calls = releases
+            .into_iter()
+            .map(|(i, generation, holds)| {
+                let node = &inner.nodes[i];
+                let call = node.release(self.owner.clone(), inner.set.id_str.clone(), 0, holds);
+                let call = Inflight::new(node.core.handle.clone(), call, |_| async {}.boxed());
+                ((i, generation), call)
             })
             .collect();
         Some(calls)
     }
+
+    /// What the extension task needs of this guard.
+    fn keeper(&self) -> Keeper {
+        Keeper {
+            lock: self.lock.clone(),
+            owner: self.owner.clone(),
+            shared: self.shared.clone(),
+            epoch: self.epoch,
+            id: self.id,
+        }
+    }
+}
+
+/// The extension task's view of its guard.
+struct Keeper {
+    lock: RedLock,
+    owner: Arc<str>,
+    shared: Arc<Shared>,
+    epoch: u64,
+    id: u64,
 }
 
 impl Drop for RedLockGuard {
@@ -919,15 +1178,19 @@ impl std::fmt::Debug for RedLockGuard {
 }
 
 /// The guard's task: extends the lock by quorum every `ttl / 3` (watchdog holds), and marks
-/// it lost when its validity runs out unconfirmed. Ends when the guard is released.
-async fn keep(
-    lock: RedLock,
-    owner: Arc<str>,
-    ttl: Duration,
-    extend: bool,
-    acquired_at: Instant,
-    shared: Arc<Shared>,
-) {
+/// it lost when its validity runs out unconfirmed. Ends when the guard is released or lost.
+///
+/// Each extension goes to the nodes where the guard's hold run knows its hold, and counts
+/// only confirmations from nodes it still holds afterwards; a node answering "gone" is gone
+/// for the whole run, whose guards are lost once fewer than a quorum of nodes are left.
+async fn keep(keeper: Keeper, ttl: Duration, extend: bool, acquired_at: Instant) {
+    let Keeper {
+        lock,
+        owner,
+        shared,
+        epoch,
+        id,
+    } = keeper;
     let inner = &lock.inner;
     let n = inner.nodes.len();
     let ttl_ms = ttl.as_millis() as u64;
@@ -944,12 +1207,13 @@ async fn keep(
         };
         tokio::select! {
             _ = shared.stop.cancelled() => return,
+            _ = shared.lost.cancelled() => return,
             _ = tokio::time::sleep_until(wake) => {}
         }
         if Instant::now() >= valid_until {
             if extend {
                 lose(
-                    &shared,
+                    &shared.lost,
                     &inner.name,
                     "no extension reached a majority within the validity",
                 );
@@ -959,22 +1223,35 @@ async fn keep(
             }
             return;
         }
-        // One extension round on every node at once.
+        // One extension round on every node this guard still holds, at once.
+        let Some(targets) = inner.held(&owner, epoch, id) else {
+            return; // released, or the run ended (which marked this guard lost)
+        };
         let round_start = Instant::now();
-        let answers = join_all(
-            inner
-                .nodes
-                .iter()
-                .map(|node| tokio::time::timeout(timeout, node.renew(owner.clone(), ttl_ms))),
-        )
+        let answers = join_all(targets.iter().map(|&(i, _)| {
+            tokio::time::timeout(timeout, inner.nodes[i].renew(owner.clone(), ttl_ms))
+        }))
         .await;
         if shared.stop.is_cancelled() {
             return; // released meanwhile: whatever the answers say is moot
         }
-        let confirmed = answers.iter().filter(|a| matches!(a, Ok(Ok(true)))).count();
-        let gone = answers
+        let gone: Vec<(usize, u32)> = targets
             .iter()
-            .filter(|a| matches!(a, Ok(Ok(false))))
+            .zip(&answers)
+            .filter(|(_, a)| matches!(a, Ok(Ok(false))))
+            .map(|(t, _)| *t)
+            .collect();
+        inner.gone(&owner, epoch, &gone);
+        if shared.lost.is_cancelled() {
+            return; // fewer than a quorum of the nodes hold it
+        }
+        // A node may have changed generation meanwhile (a re-entry found it reset): its
+        // confirmation is not this guard's.
+        let still = inner.held(&owner, epoch, id).unwrap_or_default();
+        let confirmed = targets
+            .iter()
+            .zip(&answers)
+            .filter(|(t, a)| matches!(a, Ok(Ok(true))) && still.contains(t))
             .count();
         let new_valid = round_start + ttl - drift(ttl);
         if confirmed >= quorum(n) && Instant::now() < new_valid {
@@ -982,24 +1259,17 @@ async fn keep(
             *v = (*v).max(new_valid);
             next = round_start + period;
             tracing::trace!(lock = %inner.name, confirmed, of = n, "redlock extended");
-        } else if gone > n - quorum(n) {
-            lose(
-                &shared,
-                &inner.name,
-                "a majority of the nodes no longer hold it",
-            );
-            return;
         } else {
-            tracing::debug!(lock = %inner.name, confirmed, gone, of = n, "redlock extension without quorum; retrying");
+            tracing::debug!(lock = %inner.name, confirmed, gone = gone.len(), of = n, "redlock extension without quorum; retrying");
             next = Instant::now() + retry;
         }
     }
 }
 
-fn lose(shared: &Shared, name: &str, why: &str) {
-    if !shared.lost.is_cancelled() {
+fn lose(lost: &CancellationToken, name: &str, why: &str) {
+    if !lost.is_cancelled() {
         tracing::warn!(lock = %name, kind = "redlock", reason = why, "lock lost");
-        shared.lost.cancel();
+        lost.cancel();
     }
 }
 
@@ -1020,6 +1290,84 @@ mod tests {
         assert_eq!(quorum(3), 2);
         assert_eq!(quorum(4), 3);
         assert_eq!(quorum(5), 3);
+    }
+
+    /// Replies of a round: a hold count per node, 0 for "held by another owner".
+    fn round(counts: &[u32]) -> Vec<NodeReply> {
+        counts
+            .iter()
+            .map(|&h| match h {
+                0 => NodeReply::Held,
+                h => NodeReply::Granted(h),
+            })
+            .collect()
+    }
+
+    fn amounts(releases: Option<Vec<(usize, u32, u32)>>) -> Vec<(usize, u32)> {
+        releases
+            .expect("a guard of the run")
+            .into_iter()
+            .map(|(node, _, holds)| (node, holds))
+            .collect()
+    }
+
+    #[test]
+    fn reentry_joins_only_where_the_counts_add_up() {
+        let mut run = HoldRun::new(1, 3);
+        let (first, second) = (CancellationToken::new(), CancellationToken::new());
+        run.join(1, &round(&[1, 1, 1]), first.clone());
+        // Node 0 lost the first hold (a new hold counts 1 there); nodes 1 and 2 re-entered.
+        let replies = round(&[1, 2, 2]);
+        assert_eq!(run.reentered(&replies), 2);
+        assert_eq!(run.reentered(&round(&[1, 1, 2])), 1);
+        assert_eq!(run.reentered(&round(&[3, 3, 2])), 1, "3 is not 1 + 1");
+        run.observe(&replies);
+        run.join(2, &replies, second.clone());
+        run.check("x");
+        assert_eq!(run.held_by(&run.guards[0]).len(), 2);
+        assert_eq!(run.held_by(&run.guards[1]).len(), 3);
+        assert!(!first.is_cancelled() && !second.is_cancelled());
+        // Node 1 is found gone: the first guard is left with one node.
+        run.nodes[1].gone();
+        run.check("x");
+        assert!(first.is_cancelled() && !second.is_cancelled());
+        // Each guard releases only where its hold is known; the last one there releases all.
+        assert_eq!(amounts(run.leave(1)), vec![(2, 1)]);
+        assert_eq!(amounts(run.leave(2)), vec![(0, 1), (2, 1)]);
+        assert!(run.leave(2).is_none());
+        assert!(run.nodes.iter().all(|n| n.count == 0));
+    }
+
+    #[test]
+    fn another_owner_on_a_node_ends_the_runs_holds_there() {
+        let mut run = HoldRun::new(1, 3);
+        let first = CancellationToken::new();
+        run.join(1, &round(&[1, 1, 1]), first.clone());
+        run.observe(&round(&[0, 2, 2]));
+        run.check("x");
+        assert!(!first.is_cancelled());
+        run.observe(&round(&[0, 0, 2]));
+        run.check("x");
+        assert!(first.is_cancelled());
+    }
+
+    #[test]
+    fn the_last_guard_on_a_node_releases_the_holds_the_run_took_over() {
+        let mut run = HoldRun::new(1, 3);
+        let token = CancellationToken::new;
+        // Node 0 also shows two holds nobody claims (of lost guards of the same owner).
+        run.join(1, &round(&[3, 1, 1]), token());
+        run.join(2, &round(&[4, 2, 2]), token());
+        assert_eq!(amounts(run.leave(2)), vec![(0, 1), (1, 1), (2, 1)]);
+        assert_eq!(amounts(run.leave(1)), vec![(0, 3), (1, 1), (2, 1)]);
+    }
+
+    #[test]
+    fn release_script_documents_its_interface() {
+        let src = include_str!("../lua/redlock_release.lua");
+        for word in ["KEYS[1]", "KEYS[2]", "ARGV[5]", "Returns"] {
+            assert!(src.contains(word), "{word}");
+        }
     }
 
     #[test]
