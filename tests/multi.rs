@@ -743,7 +743,10 @@ async fn multi_guard_validity_is_the_shortest_members() {
     in_task(async move {
         let g = multi.lock_with_lease(Duration::from_secs(2)).await.unwrap();
         let v = g.validity();
-        assert!(v > Duration::from_millis(1500) && v <= Duration::from_millis(1900), "{v:?}");
+        assert!(
+            v > Duration::from_millis(1500) && v <= Duration::from_millis(1900),
+            "{v:?}"
+        );
         assert!(a.force_unlock().await.unwrap());
         // Member `a` is gone on the server; the multi guard learns it from its unlock.
         assert!(g.unlock().await.is_err());
