@@ -1,4 +1,4 @@
-//! relock benchmark: `cargo run --release --example bench [-- --json PATH] [--seconds N]`.
+//! lockwise benchmark: `cargo run --release --example bench [-- --json PATH] [--seconds N]`.
 //!
 //! A program, not a test: it prints a table and (with `--json`) writes the figures; nothing
 //! asserts a timing. Without `REDIS_URL` it starts its own redis-server. Every library figure
@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
-use relock::redis::{self, aio::ConnectionManager};
+use lockwise::redis::{self, aio::ConnectionManager};
 use serde_json::{json, Value as Json};
 use temp_redis::BoxError;
 
@@ -80,7 +80,7 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     let mut report = serde_json::Map::new();
     let machine = machine(&url).await?;
     println!(
-        "relock bench: {} cores ({}), redis {}, tokio workers = cores\n",
+        "lockwise bench: {} cores ({}), redis {}, tokio workers = cores\n",
         machine["cores"], machine["cpu"], machine["redis_version"]
     );
     report.insert("machine".into(), machine);
@@ -108,7 +108,7 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
         ceiling_rate, last_ceiling.p50, last_ceiling.p99
     );
     println!(
-        "uncontended (relock)     {:>9.0} pairs/s  p50 {:>7.1} µs   p99 {:>7.1} µs   ratio {:.2}",
+        "uncontended (lockwise)     {:>9.0} pairs/s  p50 {:>7.1} µs   p99 {:>7.1} µs   ratio {:.2}",
         library_rate,
         last.p50,
         last.p99,
@@ -228,7 +228,7 @@ async fn machine(url: &str) -> Result<Json, BoxError> {
     Ok(json!({"cores": cores, "cpu": cpu, "redis_version": version}))
 }
 
-/// The same kind of connection relock uses: a RESP3 ConnectionManager.
+/// The same kind of connection lockwise uses: a RESP3 ConnectionManager.
 async fn raw_conn(url: &str) -> Result<ConnectionManager, BoxError> {
     let client = redis::Client::open(format!(
         "{url}{}protocol=resp3",
@@ -356,11 +356,11 @@ async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
 
 /// 2. The library: lock() -> unlock() with the watchdog, each task on its own lock.
 async fn uncontended(url: &str, seconds: f64) -> Result<Rate, BoxError> {
-    let client = relock::Client::builder(url)
+    let client = lockwise::Client::builder(url)
         .namespace("bench-uncontended")
         .build()
         .await?;
-    let locks: Arc<Vec<relock::RLock>> = Arc::new(
+    let locks: Arc<Vec<lockwise::RLock>> = Arc::new(
         (0..CONCURRENCY)
             .map(|i| client.lock(format!("k{i}")))
             .collect(),
@@ -394,12 +394,12 @@ enum LockKind {
 
 /// An acquired lock of either kind, released by `unlock`.
 enum AnyGuard {
-    Plain(relock::RLockGuard),
-    Fair(relock::FairLockGuard),
+    Plain(lockwise::RLockGuard),
+    Fair(lockwise::FairLockGuard),
 }
 
 impl AnyGuard {
-    async fn unlock(self) -> relock::Result<()> {
+    async fn unlock(self) -> lockwise::Result<()> {
         match self {
             AnyGuard::Plain(g) => g.unlock().await,
             AnyGuard::Fair(g) => g.unlock().await,
@@ -416,7 +416,7 @@ async fn contended(url: &str, kind: LockKind, total: usize) -> Result<Contended,
     let mut clients = Vec::new();
     for _ in 0..4 {
         clients.push(
-            relock::Client::builder(url)
+            lockwise::Client::builder(url)
                 .namespace(ns.clone())
                 .build()
                 .await?,
@@ -546,7 +546,7 @@ async fn watchdog_scale(url: &str, n: usize) -> Result<WatchdogScale, BoxError> 
     // Redis that shares two cores with this client (at 3 s it did: keys expired).
     let timeout = Duration::from_secs(6);
     let period = timeout / 3;
-    let client = relock::Client::builder(url)
+    let client = lockwise::Client::builder(url)
         .namespace(format!("bench-watchdog-{}", uuid::Uuid::new_v4().simple()))
         .watchdog_timeout(timeout)
         .build()
@@ -554,7 +554,7 @@ async fn watchdog_scale(url: &str, n: usize) -> Result<WatchdogScale, BoxError> 
     let mut conn = raw_conn(url).await?;
     let rss_before = rss_bytes();
     let t = Instant::now();
-    let guards: Vec<relock::RLockGuard> = stream::iter(0..n)
+    let guards: Vec<lockwise::RLockGuard> = stream::iter(0..n)
         .map(|i| {
             let lock = client.lock(format!("w{i}"));
             async move { lock.lock().await }
@@ -621,13 +621,13 @@ async fn pubsub_channels(conn: &mut ConnectionManager) -> Result<usize, BoxError
 /// 5. Many waiters on distinct locks held by another Client, then release all.
 async fn waiter_scale(url: &str, n: usize) -> Result<WaiterScale, BoxError> {
     let ns = format!("bench-waiters-{}", uuid::Uuid::new_v4().simple());
-    let holder = relock::Client::builder(url)
+    let holder = lockwise::Client::builder(url)
         .namespace(ns.clone())
         .build()
         .await?;
-    let waiter = relock::Client::builder(url).namespace(ns).build().await?;
+    let waiter = lockwise::Client::builder(url).namespace(ns).build().await?;
     let mut conn = raw_conn(url).await?;
-    let held: Vec<relock::RLockGuard> = stream::iter(0..n)
+    let held: Vec<lockwise::RLockGuard> = stream::iter(0..n)
         .map(|i| {
             let lock = holder.lock(format!("l{i}"));
             async move { lock.lock().await }

@@ -7,11 +7,11 @@
 use std::time::Duration;
 
 #[tokio::main]
-async fn main() -> relock::Result<()> {
+async fn main() -> lockwise::Result<()> {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
     let clients = [
-        relock::Client::connect(&url).await?,
-        relock::Client::connect(&url).await?,
+        lockwise::Client::connect(&url).await?,
+        lockwise::Client::connect(&url).await?,
     ];
     let lock = clients[0].fair_lock("demo:fair");
     let held = lock.lock().await?;

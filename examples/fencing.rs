@@ -3,7 +3,7 @@
 //! Client 1 takes a lock with a short lease and stalls (think GC pause) past the lease.
 //! Client 2 then takes the lock, with a larger fencing token, and writes. Client 1 wakes up,
 //! still believes it holds the lock and writes with its old token: the storage (a
-//! [`relock::FencedValue`]) rejects the write with `Error::StaleToken`.
+//! [`lockwise::FencedValue`]) rejects the write with `Error::StaleToken`.
 //!
 //! ```text
 //! cargo run --example fencing                                      # throwaway redis-server
@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use relock::{Client, Error};
+use lockwise::{Client, Error};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -142,7 +142,7 @@ impl TempRedis {
         for attempt in 0..10 {
             let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
             let dir = std::env::temp_dir().join(format!(
-                "relock-fencing-{}-{attempt}",
+                "lockwise-fencing-{}-{attempt}",
                 uuid::Uuid::new_v4().simple()
             ));
             std::fs::create_dir_all(&dir)?;
@@ -168,14 +168,14 @@ impl TempRedis {
     }
 
     fn ready(&mut self) -> Result<bool, BoxError> {
-        let client = relock::redis::Client::open(self.url().as_str())?;
+        let client = lockwise::redis::Client::open(self.url().as_str())?;
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if self.child.try_wait()?.is_some() {
                 return Ok(false); // port taken: try another
             }
             if let Ok(mut conn) = client.get_connection() {
-                if relock::redis::cmd("PING")
+                if lockwise::redis::cmd("PING")
                     .query::<String>(&mut conn)
                     .is_ok()
                 {

@@ -1,12 +1,12 @@
 //! The stock experiment: 150 purchase requests for 100 items, served by two app
-//! instances (two OS processes, each with its own `relock::Client`).
+//! instances (two OS processes, each with its own `lockwise::Client`).
 //!
 //! Each request reads the stock (`GET`), does a little "work" (sleeps 1-5 ms), writes the
 //! decremented stock back (`SET`) if it was positive, and counts a sale. The experiment
 //! runs twice:
 //!
 //! * without a lock: requests interleave, so several of them sell the same item;
-//! * with `relock` around the read-modify-write: exactly 100 sold, final stock 0.
+//! * with `lockwise` around the read-modify-write: exactly 100 sold, final stock 0.
 //!
 //! ```text
 //! cargo run --release --example inventory               # starts a throwaway redis-server
@@ -23,7 +23,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use relock::redis::{self, AsyncCommands};
+use lockwise::redis::{self, AsyncCommands};
 
 #[path = "common/temp_redis.rs"]
 mod temp_redis;
@@ -38,29 +38,29 @@ const LOCK_NAME: &str = "stock:sku-1";
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mode {
     NoLock,
-    Relock,
+    Lockwise,
 }
 
 impl Mode {
     fn arg(self) -> &'static str {
         match self {
             Mode::NoLock => "nolock",
-            Mode::Relock => "relock",
+            Mode::Lockwise => "lockwise",
         }
     }
 
     fn parse(s: &str) -> Result<Mode, BoxError> {
         match s {
             "nolock" => Ok(Mode::NoLock),
-            "relock" => Ok(Mode::Relock),
-            other => Err(format!("unknown mode {other:?} (nolock | relock)").into()),
+            "lockwise" => Ok(Mode::Lockwise),
+            other => Err(format!("unknown mode {other:?} (nolock | lockwise)").into()),
         }
     }
 
     fn label(self) -> &'static str {
         match self {
             Mode::NoLock => "no lock",
-            Mode::Relock => "relock",
+            Mode::Lockwise => "lockwise",
         }
     }
 }
@@ -131,7 +131,7 @@ fn parent_main() -> Result<ExitCode, BoxError> {
     println!();
 
     let mut results = Vec::new();
-    for mode in [Mode::NoLock, Mode::Relock] {
+    for mode in [Mode::NoLock, Mode::Lockwise] {
         rt.block_on(conn.set::<_, _, ()>(STOCK_KEY, INITIAL_STOCK))?;
         let (sold, errors, elapsed) = run_instances(&url, mode)?;
         let final_stock: i64 = rt.block_on(conn.get(STOCK_KEY))?;
@@ -148,14 +148,14 @@ fn parent_main() -> Result<ExitCode, BoxError> {
 
     print_table(&results);
 
-    let locked = results.iter().find(|r| r.mode == Mode::Relock).unwrap();
+    let locked = results.iter().find(|r| r.mode == Mode::Lockwise).unwrap();
     println!();
     if locked.sold == INITIAL_STOCK as u64 && locked.final_stock == 0 && locked.errors == 0 {
-        println!("OK: with relock exactly {INITIAL_STOCK} sold and the stock ends at 0");
+        println!("OK: with lockwise exactly {INITIAL_STOCK} sold and the stock ends at 0");
         Ok(ExitCode::SUCCESS)
     } else {
         println!(
-            "FAILED: with relock {} sold, final stock {}, {} errors (expected {INITIAL_STOCK}, 0, 0)",
+            "FAILED: with lockwise {} sold, final stock {}, {} errors (expected {INITIAL_STOCK}, 0, 0)",
             locked.sold, locked.final_stock, locked.errors
         );
         Ok(ExitCode::FAILURE)
@@ -329,7 +329,7 @@ fn instance_main(args: &[String]) -> Result<ExitCode, BoxError> {
 }
 
 async fn serve(args: InstanceArgs) -> Result<(u64, u64), BoxError> {
-    let client = relock::Client::connect(&args.url).await?;
+    let client = lockwise::Client::connect(&args.url).await?;
     let conn = redis::Client::open(args.url.as_str())?
         .get_multiplexed_async_connection()
         .await?;
@@ -357,7 +357,7 @@ async fn serve(args: InstanceArgs) -> Result<(u64, u64), BoxError> {
             tokio::spawn(async move {
                 match mode {
                     Mode::NoLock => purchase(conn).await,
-                    Mode::Relock => {
+                    Mode::Lockwise => {
                         let guard = lock.lock().await?;
                         let sold = purchase(conn).await;
                         guard.unlock().await?;

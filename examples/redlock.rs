@@ -12,7 +12,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use relock::{Client, RedLockOptions, RedLockSet};
+use lockwise::{Client, RedLockOptions, RedLockSet};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

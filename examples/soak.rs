@@ -1,4 +1,4 @@
-//! relock soak: `cargo run --release --example soak -- [--seconds N] [--tasks N] [--locks N]`.
+//! lockwise soak: `cargo run --release --example soak -- [--seconds N] [--tasks N] [--locks N]`.
 //!
 //! 10,000 tasks (4 `Client`s) contend for 100 locks (90 `RLock`s, 10 `FairLock`s) for N seconds
 //! (default 30) while the subscription connections are killed every 200 ms
@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use relock::redis::{self, aio::MultiplexedConnection};
-use relock::Client;
+use lockwise::redis::{self, aio::MultiplexedConnection};
+use lockwise::Client;
 use temp_redis::BoxError;
 
 struct Args {
@@ -114,7 +114,7 @@ async fn run(args: Args, url: String) -> Result<usize, BoxError> {
     let ns = format!("soak-{}", uuid::Uuid::new_v4().simple());
     let fair_locks = (0..args.locks).filter(|l| is_fair(*l)).count();
     println!(
-        "relock soak: {} tasks, {} Clients, {} locks ({} RLock, {} FairLock), {} s, \
+        "lockwise soak: {} tasks, {} Clients, {} locks ({} RLock, {} FairLock), {} s, \
          CLIENT KILL TYPE pubsub every 200 ms, SCRIPT FLUSH every 1 s\nredis: {url}",
         args.tasks,
         args.clients,

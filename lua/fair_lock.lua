@@ -28,7 +28,7 @@
 local lock = KEYS[1]
 local owner, waiter = ARGV[2], ARGV[3]
 
--- Purge stale waiters, and a head without a deadline (never written by relock).
+-- Purge stale waiters, and a head without a deadline (never written by lockwise).
 local purged = purge_expired()
 local head, dropped = live_head()
 purged = purged + dropped

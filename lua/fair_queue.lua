@@ -8,7 +8,7 @@
 -- Defines (as locals of the script it is prepended to):
 --   queue, deadlines, now   the two keys and the server time in ms
 --   purge_expired()         drops waiters past their deadline; Returns how many
---   live_head()             drops heads without a deadline (never written by relock);
+--   live_head()             drops heads without a deadline (never written by lockwise);
 --                           Returns the head (or false) and how many were dropped
 --   tidy()                  deletes both keys when the queue is empty, else sets their TTL to
 --                           "latest deadline + 1 s"; Returns the head (or false)

@@ -6,7 +6,7 @@
 --          "token" (owner fields start with a uuid), so unlock.lua and renew.lua work
 --          unchanged, and unlock.lua's `del` at the last release removes the token with it.
 -- KEYS[2]  fencing counter (same hash tag): the last token issued, as a decimal string. The
---          only key relock writes without a TTL: it must outlive every lock hash.
+--          only key lockwise writes without a TTL: it must outlive every lock hash.
 -- ARGV[1]  lease in milliseconds (integer >= 1): TTL of a new lock; on re-entry the TTL is
 --          raised to at least this value, never lowered
 -- ARGV[2]  owner field "<client uuid>:<task id>"
@@ -14,8 +14,8 @@
 -- Returns {1, holds, token}  acquired; holds = this owner's hold count after the call,
 --                            token = the fencing token of this hold (< 2^53)
 --         {0, pttl}          held by another owner; pttl = its remaining TTL in ms (-1 = none)
---         error "relock: fencing counter exhausted" when the next token would be 2^53 or more
---         error "relock: fencing counter is not an integer" when KEYS[2] holds anything else
+--         error "lockwise: fencing counter exhausted" when the next token would be 2^53 or more
+--         error "lockwise: fencing counter is not an integer" when KEYS[2] holds anything else
 --         (nothing is written in either case)
 --
 -- Tokens. A new token is max(counter + 1, server clock), the clock being TIME in microseconds
@@ -54,12 +54,12 @@ local function next_token()
     local clock = now[1] .. string.sub('000000' .. now[2], -6)
     local counter = redis.call('get', KEYS[2])
     if counter and not string.find(counter, '^%-?%d+$') then
-        return nil, 'relock: fencing counter is not an integer'
+        return nil, 'lockwise: fencing counter is not an integer'
     end
     local count_on = counter and tonumber(counter) >= tonumber(clock)
     local next_value = count_on and tonumber(counter) + 1 or tonumber(clock)
     if next_value > MAX_TOKEN then
-        return nil, 'relock: fencing counter exhausted'
+        return nil, 'lockwise: fencing counter exhausted'
     end
     if count_on then
         redis.call('incr', KEYS[2])

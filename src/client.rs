@@ -22,7 +22,7 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Default timeout for establishing a connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default key namespace (prefix of every key and channel).
-pub const DEFAULT_NAMESPACE: &str = "relock";
+pub const DEFAULT_NAMESPACE: &str = "lockwise";
 
 /// A connection to Redis and the background machinery every lock of it shares: one command
 /// connection, one subscription connection and one watchdog task.
@@ -308,7 +308,7 @@ impl ClientBuilder {
     }
 
     /// How long to wait for any one reply. A lock attempt whose reply is late has an unknown
-    /// outcome: relock reports [`Error::Redis`] and releases whatever the attempt may have
+    /// outcome: lockwise reports [`Error::Redis`] and releases whatever the attempt may have
     /// taken. Default 1 s.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
@@ -321,7 +321,7 @@ impl ClientBuilder {
         self
     }
 
-    /// Prefix of every key and channel (default `"relock"`); must not be empty or contain
+    /// Prefix of every key and channel (default `"lockwise"`); must not be empty or contain
     /// `{` or `}`. Clients that must see the same locks need the same namespace.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = namespace.into();
@@ -483,7 +483,7 @@ impl ClientBuilder {
         };
 
         let watchdog = Watchdog::start(conn.clone(), self.watchdog_timeout);
-        tracing::debug!(client = %id, namespace = %self.namespace, "relock client connected");
+        tracing::debug!(client = %id, namespace = %self.namespace, "lockwise client connected");
         let core = Arc::new(Core {
             id,
             id_str,

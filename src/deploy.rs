@@ -399,7 +399,7 @@ async fn watch_switches(master: std::sync::Weak<SentinelMaster>) {
     }
 }
 
-/// A redis-rs cluster client for `seeds`, RESP3, with relock's timeouts. `push` receives the
+/// A redis-rs cluster client for `seeds`, RESP3, with lockwise's timeouts. `push` receives the
 /// subscription messages (the listener's connection); `None` for the command connection.
 pub(crate) fn cluster_client(
     seeds: &[ConnectionInfo],

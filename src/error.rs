@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// What went wrong in a relock call.
+/// What went wrong in a lockwise call.
 ///
 /// Contention is never an error: a `try_lock` that times out returns `Ok(None)`.
 #[non_exhaustive]
@@ -23,10 +23,10 @@ pub enum Error {
         /// The lock's name.
         name: String,
     },
-    /// Redis or the connection failed. For a lock attempt the outcome may be unknown; relock
+    /// Redis or the connection failed. For a lock attempt the outcome may be unknown; lockwise
     /// then releases whatever the attempt may have taken, in the background.
     Redis(redis::RedisError),
-    /// Redis answered something relock did not expect (a script from another version, or a
+    /// Redis answered something lockwise did not expect (a script from another version, or a
     /// key of the wrong type under the lock's name).
     UnexpectedReply(String),
     /// A fenced write was rejected: the resource already saw a larger fencing token, so the

@@ -19,7 +19,7 @@
 //! The lock hash is an [`RLock`]'s (same key: an `RLock` and a `FencedLock` of one name are
 //! one lock), with one extra field `token` holding the holder's token, so the core's unlock,
 //! force-unlock and batched renew scripts work on it unchanged. The counter lives in
-//! `<ns>:fence:{<name>}`, the one key relock writes without a TTL; see `lua/fenced_lock.lua`
+//! `<ns>:fence:{<name>}`, the one key lockwise writes without a TTL; see `lua/fenced_lock.lua`
 //! for how tokens keep increasing when Redis loses writes (a restart, an older snapshot or
 //! AOF, a failover to a lagging replica) and where that stops.
 
@@ -385,7 +385,7 @@ impl std::fmt::Debug for FencedLockGuard {
 /// Get one from [`Client::fenced_value`](crate::Client::fenced_value). The value and its
 /// highest token live in one hash at the given key (fields `value` and `token`), so the
 /// check-and-write is one atomic script on one Cluster slot. The key is used as given (no
-/// namespace): it is your data, and relock writes it **without a TTL**, as the highest token
+/// namespace): it is your data, and lockwise writes it **without a TTL**, as the highest token
 /// must live as long as the value it protects.
 #[derive(Clone)]
 pub struct FencedValue {

@@ -133,9 +133,9 @@ mod tests {
 
     #[test]
     fn plain_names_are_wrapped_in_a_hash_tag() {
-        let k = Keys::new("relock", "order:1001");
-        assert_eq!(k.lock, "relock:lock:{order:1001}");
-        assert_eq!(k.channel, "relock:channel:{order:1001}");
+        let k = Keys::new("lockwise", "order:1001");
+        assert_eq!(k.lock, "lockwise:lock:{order:1001}");
+        assert_eq!(k.channel, "lockwise:channel:{order:1001}");
     }
 
     #[test]

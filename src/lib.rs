@@ -31,5 +31,5 @@ pub use redlock::{
 };
 pub use reentrant::{RLock, RLockGuard};
 
-/// The redis-rs version relock is built on, so callers name the same types.
+/// The redis-rs version lockwise is built on, so callers name the same types.
 pub use redis;

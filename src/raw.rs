@@ -789,7 +789,7 @@ pub(crate) async fn hold_count(core: &Core, key: &str) -> Result<u32> {
 }
 
 /// Time until a lock hash expires: `None` when it does not exist, `Duration::MAX` when it
-/// has no TTL (never written by relock).
+/// has no TTL (never written by lockwise).
 pub(crate) async fn remaining_ttl(core: &Core, key: &str) -> Result<Option<Duration>> {
     let ms: i64 = redis::cmd("PTTL")
         .arg(key)

@@ -295,7 +295,7 @@ impl RLock {
     }
 
     /// Time until the lock expires; `None` when it is not locked. A lock without TTL (never
-    /// written by relock) reports `Duration::MAX`.
+    /// written by lockwise) reports `Duration::MAX`.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.

@@ -11,7 +11,7 @@ use support::{exists, Conn};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use relock::{Client, Error};
+use lockwise::{Client, Error};
 use support::RedisServer;
 
 const WATCHDOG: Duration = Duration::from_secs(1);
@@ -59,7 +59,7 @@ async fn peer(server: &RedisServer, of: &Client) -> Client {
     .expect("build peer client")
 }
 
-fn assert_invalid<T>(result: relock::Result<T>, what: &str) {
+fn assert_invalid<T>(result: lockwise::Result<T>, what: &str) {
     match result {
         Err(e @ Error::InvalidArgument { .. }) => {
             let Error::InvalidArgument { argument, reason } = &e else {
@@ -75,7 +75,7 @@ fn assert_invalid<T>(result: relock::Result<T>, what: &str) {
     }
 }
 
-fn assert_not_held<T>(result: relock::Result<T>, name: &str) {
+fn assert_not_held<T>(result: lockwise::Result<T>, name: &str) {
     match result {
         Err(ref e @ Error::NotHeld { name: ref n }) => {
             assert_eq!(n, name);
@@ -87,7 +87,7 @@ fn assert_not_held<T>(result: relock::Result<T>, name: &str) {
 }
 
 async fn hlen(conn: &mut Conn, key: &str) -> u64 {
-    relock::redis::cmd("HLEN")
+    lockwise::redis::cmd("HLEN")
         .arg(key)
         .query_async(conn)
         .await
@@ -430,7 +430,7 @@ async fn boundary_leases_are_accepted() {
         let g = within(5, l.lock_with_lease(Duration::from_millis(MAX_MS)))
             .await
             .expect("2^53 ms lease is within the limit");
-        let pttl: i64 = relock::redis::cmd("PTTL")
+        let pttl: i64 = lockwise::redis::cmd("PTTL")
             .arg(l.key())
             .query_async(&mut c)
             .await
@@ -677,7 +677,7 @@ async fn stale_unlock_after_force_unlock_does_not_release_another_task() {
             .as_deref(),
         Some("1")
     );
-    let pttl: i64 = relock::redis::cmd("PTTL")
+    let pttl: i64 = lockwise::redis::cmd("PTTL")
         .arg(lock.key())
         .query_async(&mut conn)
         .await
@@ -752,7 +752,7 @@ async fn a_foreign_key_of_the_wrong_type_is_a_typed_error() {
     let client = fresh_client(&server, "wrongtype").await;
     let mut conn = server.conn().await;
     let lock = client.lock("taken");
-    let () = relock::redis::cmd("SET")
+    let () = lockwise::redis::cmd("SET")
         .arg(lock.key())
         .arg("not a hash")
         .arg("PX")
@@ -797,7 +797,7 @@ async fn a_foreign_key_of_the_wrong_type_is_a_typed_error() {
         }
     })
     .await;
-    let v: Option<String> = relock::redis::cmd("GET")
+    let v: Option<String> = lockwise::redis::cmd("GET")
         .arg(lock.key())
         .query_async(&mut conn)
         .await
@@ -818,7 +818,7 @@ async fn a_foreign_hold_without_ttl_does_not_hang_try_lock() {
     let client = fresh_client(&server, "no-ttl").await;
     let mut conn = server.conn().await;
     let lock = client.lock("stuck");
-    let () = relock::redis::cmd("HSET")
+    let () = lockwise::redis::cmd("HSET")
         .arg(lock.key())
         .arg("someone-else:1")
         .arg(1)

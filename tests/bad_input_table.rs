@@ -4,7 +4,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use relock::{Client, Error};
+use lockwise::{Client, Error};
 use support::RedisServer;
 
 async fn within<F: std::future::Future>(secs: u64, fut: F) -> F::Output {

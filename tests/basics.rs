@@ -13,7 +13,7 @@ use support::{exists, Conn};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use relock::{Client, Error};
+use lockwise::{Client, Error};
 use support::RedisServer;
 
 /// Watchdog timeout used by most tests (short, so TTL effects are quick to observe).
@@ -67,7 +67,7 @@ where
 }
 
 async fn hlen(conn: &mut Conn, key: &str) -> u64 {
-    relock::redis::cmd("HLEN")
+    lockwise::redis::cmd("HLEN")
         .arg(key)
         .query_async(conn)
         .await
@@ -75,7 +75,7 @@ async fn hlen(conn: &mut Conn, key: &str) -> u64 {
 }
 
 async fn pttl(conn: &mut Conn, key: &str) -> i64 {
-    relock::redis::cmd("PTTL")
+    lockwise::redis::cmd("PTTL")
         .arg(key)
         .query_async(conn)
         .await
@@ -89,7 +89,7 @@ async fn assert_all_keys_have_ttl(conn: &mut Conn) {
     }
 }
 
-fn assert_not_held<T>(result: relock::Result<T>, name: &str) {
+fn assert_not_held<T>(result: lockwise::Result<T>, name: &str) {
     match result {
         Err(Error::NotHeld { name: n }) => assert_eq!(n, name, "NotHeld names the lock"),
         Err(e) => panic!("expected Error::NotHeld for {name:?}, got error {e:?}"),
@@ -139,11 +139,11 @@ async fn client_and_handle_accessors_follow_the_key_layout() {
 
     // Defaults of Client::connect.
     let default = within(10, Client::connect(server.url())).await.unwrap();
-    assert_eq!(default.namespace(), "relock");
+    assert_eq!(default.namespace(), "lockwise");
     assert_eq!(default.watchdog_timeout(), Duration::from_secs(30));
     assert_eq!(
         default.lock("x").key(),
-        "relock:lock:{x}",
+        "lockwise:lock:{x}",
         "default namespace prefixes the key"
     );
 

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use relock::RLock;
+use lockwise::RLock;
 use support::RedisServer;
 
 const WATCHDOG: Duration = Duration::from_secs(30);
@@ -213,7 +213,7 @@ async fn poll_then_drop<F: Future>(fut: F, polls: u32) -> Option<F::Output> {
     None
 }
 
-async fn lock_or_try_lock(lock: &RLock, use_try: bool) -> relock::Result<relock::RLockGuard> {
+async fn lock_or_try_lock(lock: &RLock, use_try: bool) -> lockwise::Result<lockwise::RLockGuard> {
     if use_try {
         lock.try_lock(Duration::from_secs(1), None).await.map(|g| {
             g.expect("try_lock(1 s) timed out: a cancelled attempt's hold was not released")
@@ -320,7 +320,7 @@ async fn cancel_right_after_script() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_then_relocked_in_same_task() {
     let server = RedisServer::start();
-    let c = client(&server, &support::unique_ns("cx-relock"), WATCHDOG).await;
+    let c = client(&server, &support::unique_ns("cx-lockwise"), WATCHDOG).await;
     let conn = server.conn().await;
     in_task(async move {
         let lock = c.lock("relocked");

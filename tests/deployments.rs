@@ -1,4 +1,4 @@
-//! relock on Redis Cluster and Sentinel, on real local topologies (tests/support/topology.rs):
+//! lockwise on Redis Cluster and Sentinel, on real local topologies (tests/support/topology.rs):
 //! a 3-master + 3-replica cluster, and a master + replica + 3 sentinels. Faults are real:
 //! CLUSTER FAILOVER, SIGKILL of the master, SIGSTOP of the replica.
 //!
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use relock::{Client, Error};
+use lockwise::{Client, Error};
 use support::checker::{self, History};
 use support::topology::{connect, RedisCluster, RedisSentinel};
 use support::RedisServer;
@@ -213,7 +213,7 @@ async fn contend(
 }
 
 /// Unlocks `g`, retrying while a failover makes the server unreachable.
-async fn unlock_retrying(lock: &relock::FencedLock, g: relock::FencedLockGuard) {
+async fn unlock_retrying(lock: &lockwise::FencedLock, g: lockwise::FencedLockGuard) {
     let lost = g.lost();
     match g.unlock().await {
         Ok(()) => {}
@@ -235,8 +235,8 @@ async fn unlock_retrying(lock: &relock::FencedLock, g: relock::FencedLockGuard) 
 struct Scenario {
     hist: Arc<History>,
     seen: Arc<Seen>,
-    lock: relock::FencedLock,
-    held: Option<(checker::AcqId, relock::FencedLockGuard)>,
+    lock: lockwise::FencedLock,
+    held: Option<(checker::AcqId, lockwise::FencedLockGuard)>,
     /// When the holder's `lost()` fired ([`checker::now_ns`]): its hold ends there.
     lost_at: Arc<std::sync::Mutex<Option<u64>>>,
     tasks: Vec<tokio::task::JoinHandle<Vec<Instant>>>,

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use relock::{Client, FairLock};
+use lockwise::{Client, FairLock};
 use support::{Interval, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(30);
@@ -316,8 +316,8 @@ async fn stale_head_delays_the_queue_at_most_its_deadline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn child_waiter_process() {
     let (Ok(url), Ok(ns)) = (
-        std::env::var("RELOCK_FAIR_CHILD_URL"),
-        std::env::var("RELOCK_FAIR_CHILD_NS"),
+        std::env::var("LOCKWISE_FAIR_CHILD_URL"),
+        std::env::var("LOCKWISE_FAIR_CHILD_NS"),
     ) else {
         return;
     };
@@ -345,8 +345,8 @@ async fn killed_waiter_process_is_skipped() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("RELOCK_FAIR_CHILD_URL", server.url())
-        .env("RELOCK_FAIR_CHILD_NS", &ns)
+        .env("LOCKWISE_FAIR_CHILD_URL", server.url())
+        .env("LOCKWISE_FAIR_CHILD_NS", &ns)
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("spawn the child waiter");
@@ -636,7 +636,7 @@ async fn invalid_name_is_reported() {
     let lock = c.fair_lock("");
     assert!(matches!(
         lock.lock().await,
-        Err(relock::Error::InvalidArgument { .. })
+        Err(lockwise::Error::InvalidArgument { .. })
     ));
     assert!(lock.try_lock(Duration::ZERO, None).await.is_err());
     assert!(lock.queue_len().await.is_err());

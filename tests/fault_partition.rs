@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use relock::{Client, Error};
+use lockwise::{Client, Error};
 use support::RedisServer;
 
 const TTL: Duration = Duration::from_secs(1);
@@ -163,7 +163,7 @@ async fn through_proxy(proxy: &Proxy, ns: &str, response_timeout: Duration) -> C
 }
 
 /// B waits for `name` on a direct client; returns when it acquired it.
-fn contender(b: &Client, name: &str) -> tokio::task::JoinHandle<(relock::RLockGuard, Instant)> {
+fn contender(b: &Client, name: &str) -> tokio::task::JoinHandle<(lockwise::RLockGuard, Instant)> {
     let lock = b.lock(name);
     tokio::spawn(async move {
         let g = lock.lock().await.expect("B lock");

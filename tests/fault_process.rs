@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use lockwise::{Client, Error};
 use redis::AsyncCommands;
-use relock::{Client, Error};
 use support::checker::{self, Acquisition, History, Op, TtlSample};
 use support::RedisServer;
 
@@ -54,11 +54,11 @@ fn env(name: &str) -> String {
 /// The child's settings if this process was started as child `role`; `None` in a normal run
 /// (the child tests then pass at once).
 fn child_role(role: &str) -> Option<(String, String, String)> {
-    (std::env::var("RELOCK_FP_CHILD").ok()? == role).then(|| {
+    (std::env::var("LOCKWISE_FP_CHILD").ok()? == role).then(|| {
         (
-            env("RELOCK_FP_URL"),
-            env("RELOCK_FP_NS"),
-            env("RELOCK_FP_LABEL"),
+            env("LOCKWISE_FP_URL"),
+            env("LOCKWISE_FP_NS"),
+            env("LOCKWISE_FP_LABEL"),
         )
     })
 }
@@ -84,10 +84,10 @@ impl ChildProc {
     fn spawn(role: &str, url: &str, ns: &str, label: &str, extra: &[(&str, String)]) -> ChildProc {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         cmd.args([role, "--exact", "--nocapture", "--test-threads=1"])
-            .env("RELOCK_FP_CHILD", role)
-            .env("RELOCK_FP_URL", url)
-            .env("RELOCK_FP_NS", ns)
-            .env("RELOCK_FP_LABEL", label)
+            .env("LOCKWISE_FP_CHILD", role)
+            .env("LOCKWISE_FP_URL", url)
+            .env("LOCKWISE_FP_NS", ns)
+            .env("LOCKWISE_FP_LABEL", label)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -419,8 +419,8 @@ async fn child_baseline() {
     let Some((url, ns, label)) = child_role("child_baseline") else {
         return;
     };
-    let counter = env("RELOCK_FP_COUNTER");
-    let target: u64 = env("RELOCK_FP_TARGET").parse().unwrap();
+    let counter = env("LOCKWISE_FP_COUNTER");
+    let target: u64 = env("LOCKWISE_FP_TARGET").parse().unwrap();
     let c = client(&url, &ns).await;
     let conn = redis::Client::open(url.as_str())
         .unwrap()
@@ -516,8 +516,8 @@ async fn baseline_8_processes_x_2_tasks() {
                 &ns,
                 &format!("p{p}"),
                 &[
-                    ("RELOCK_FP_COUNTER", counter.clone()),
-                    ("RELOCK_FP_TARGET", BASELINE_TARGET.to_string()),
+                    ("LOCKWISE_FP_COUNTER", counter.clone()),
+                    ("LOCKWISE_FP_TARGET", BASELINE_TARGET.to_string()),
                 ],
             )
         })
@@ -814,16 +814,16 @@ async fn holder_stall_sigstop_2x_lease() {
 // 7. Holder crash: SIGKILL
 
 /// The child half of `holder_crash_sigkill` and of `fair_waiter_crash_sigkill`: takes the lock
-/// (`RELOCK_FP_KIND` = `rlock` or `fair`), streaming its history line by line (it may be
-/// SIGKILLed at any moment); holds it for `RELOCK_FP_HOLD_MS`, then unlocks and exits.
+/// (`LOCKWISE_FP_KIND` = `rlock` or `fair`), streaming its history line by line (it may be
+/// SIGKILLed at any moment); holds it for `LOCKWISE_FP_HOLD_MS`, then unlocks and exits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn child_holder() {
     let Some((url, ns, label)) = child_role("child_holder") else {
         return;
     };
-    let kind = env("RELOCK_FP_KIND");
-    let name = env("RELOCK_FP_LOCK");
-    let hold = Duration::from_millis(env("RELOCK_FP_HOLD_MS").parse().unwrap());
+    let kind = env("LOCKWISE_FP_KIND");
+    let name = env("LOCKWISE_FP_LOCK");
+    let hold = Duration::from_millis(env("LOCKWISE_FP_HOLD_MS").parse().unwrap());
     let c = client(&url, &ns).await;
     in_task(async move {
         let h = History::new();
@@ -861,7 +861,7 @@ async fn child_holder() {
 /// A boxed unlock future, so one child handles several guard types.
 mod futures_unlock {
     pub type Unlock =
-        std::pin::Pin<Box<dyn std::future::Future<Output = relock::Result<()>> + Send>>;
+        std::pin::Pin<Box<dyn std::future::Future<Output = lockwise::Result<()>> + Send>>;
 }
 
 /// Issue 6, scenario 7: a child process holding a watchdog lock (timeout 1 s) is SIGKILLed
@@ -879,9 +879,9 @@ async fn holder_crash_sigkill() {
         &ns,
         "child",
         &[
-            ("RELOCK_FP_KIND", "rlock".into()),
-            ("RELOCK_FP_LOCK", "crash".into()),
-            ("RELOCK_FP_HOLD_MS", "60000".into()),
+            ("LOCKWISE_FP_KIND", "rlock".into()),
+            ("LOCKWISE_FP_LOCK", "crash".into()),
+            ("LOCKWISE_FP_HOLD_MS", "60000".into()),
         ],
     );
     child.wait_line("@acquired", Duration::from_secs(15)).await;
@@ -956,9 +956,9 @@ async fn fair_waiter_crash_sigkill() {
             &ns,
             &format!("w{i}"),
             &[
-                ("RELOCK_FP_KIND", "fair".into()),
-                ("RELOCK_FP_LOCK", "fifo".into()),
-                ("RELOCK_FP_HOLD_MS", "20".into()),
+                ("LOCKWISE_FP_KIND", "fair".into()),
+                ("LOCKWISE_FP_LOCK", "fifo".into()),
+                ("LOCKWISE_FP_HOLD_MS", "20".into()),
             ],
         ));
         let queued = support::eventually(Duration::from_secs(15), || async {

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use relock::{Client, Error};
+use lockwise::{Client, Error};
 use support::{checker, RedisServer};
 
 /// Watchdog timeout (= TTL of a held lock) in the stall / slow-server scenarios.
@@ -130,7 +130,7 @@ fn spawn_ttl_sampler(
     })
 }
 
-/// Fencing counters (`<ns>:fence:{name}`) are the one kind of key relock keeps on purpose,
+/// Fencing counters (`<ns>:fence:{name}`) are the one kind of key lockwise keeps on purpose,
 /// without a TTL (invariant 7).
 fn is_fence(key: &str) -> bool {
     key.contains(":fence:{")
@@ -181,10 +181,10 @@ enum Kind {
 
 /// A held guard of any kind.
 enum AnyGuard {
-    R(relock::RLockGuard),
-    F(relock::FairLockGuard),
-    Fe(relock::FencedLockGuard),
-    M(relock::MultiLockGuard),
+    R(lockwise::RLockGuard),
+    F(lockwise::FairLockGuard),
+    Fe(lockwise::FencedLockGuard),
+    M(lockwise::MultiLockGuard),
 }
 
 impl AnyGuard {
@@ -218,7 +218,7 @@ impl AnyGuard {
             _ => None,
         }
     }
-    async fn unlock(self) -> relock::Result<()> {
+    async fn unlock(self) -> lockwise::Result<()> {
         match self {
             AnyGuard::R(g) => g.unlock().await,
             AnyGuard::F(g) => g.unlock().await,
@@ -241,7 +241,7 @@ async fn try_acquire(
     kind: Kind,
     name: &str,
     wait: Duration,
-) -> relock::Result<Option<AnyGuard>> {
+) -> lockwise::Result<Option<AnyGuard>> {
     Ok(match kind {
         Kind::Reentrant => c.lock(name).try_lock(wait, None).await?.map(AnyGuard::R),
         Kind::Lease => c
@@ -961,7 +961,7 @@ async fn watchdog_unlock_race_no_ttl_rise() {
 // 11. Eviction
 // ---------------------------------------------------------------------------------------
 
-/// A `tracing` writer that keeps what is written, to see relock's warning.
+/// A `tracing` writer that keeps what is written, to see lockwise's warning.
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
 
@@ -975,7 +975,7 @@ impl std::io::Write for Captured {
     }
 }
 
-/// Under an evicting policy, connecting works and relock warns once; under noeviction a full
+/// Under an evicting policy, connecting works and lockwise warns once; under noeviction a full
 /// server makes every lock kind fail closed with a typed OOM error (retryable), nothing is
 /// written, and locking works again once memory is freed.
 #[tokio::test(flavor = "current_thread")]
@@ -1045,7 +1045,7 @@ async fn eviction_policy_warns_and_oom_fails_closed() {
         .await
         .unwrap();
     println!("OOM after {filled} x 16 KiB of junk (used_memory {used})");
-    let check = |what: &str, r: relock::Result<()>| match r {
+    let check = |what: &str, r: lockwise::Result<()>| match r {
         Err(ref e @ Error::Redis(ref re)) => {
             assert!(e.is_oom(), "{what}: not is_oom(): {e:?}");
             assert_eq!(re.code(), Some("OOM"), "{what}: {e:?}");

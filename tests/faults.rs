@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use relock::{Client, Error};
+use lockwise::{Client, Error};
 use support::{Interval, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(30);

@@ -12,8 +12,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use lockwise::{Client, Error, FencedLock};
 use redis::AsyncCommands;
-use relock::{Client, Error, FencedLock};
 use support::{Interval, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(2);
@@ -232,7 +232,7 @@ async fn stale_write_is_rejected_and_leaves_the_value_unchanged() {
     ));
 }
 
-async fn err_is_stale(value: &relock::FencedValue, token: u64) -> bool {
+async fn err_is_stale(value: &lockwise::FencedValue, token: u64) -> bool {
     let e = value.write(token, "x").await.unwrap_err();
     e.is_stale_token() && !e.is_retryable() && e.to_string().contains("stale fencing token")
 }

@@ -13,7 +13,7 @@ mod support;
 
 use std::time::Duration;
 
-use relock::{Client, Error};
+use lockwise::{Client, Error};
 use support::{exists, hget, in_task, Conn, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(30);

@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use lockwise::{Client, Error};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use relock::{Client, Error};
 use support::{Interval, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(1);
@@ -287,7 +287,7 @@ enum Mode {
 
 /// What the multi-lock task saw the moment its call returned.
 struct Returned {
-    result: relock::Result<Option<relock::MultiLockGuard>>,
+    result: lockwise::Result<Option<lockwise::MultiLockGuard>>,
     /// `HGETALL` of each member's key, in member order, read right after the call returned.
     members: Vec<HashMap<String, String>>,
     /// Whether Y had a member (and considered its guard valid) when the call returned.
@@ -298,7 +298,7 @@ struct Returned {
 impl Returned {
     /// Asserts the call returned a guard that holds every member alone on the server, while
     /// Y held none of them.
-    fn assert_whole(&self) -> &relock::MultiLockGuard {
+    fn assert_whole(&self) -> &lockwise::MultiLockGuard {
         let guard = match &self.result {
             Ok(Some(guard)) => guard,
             other => panic!("expected Ok(Some(guard)), got {other:?}"),
@@ -341,7 +341,7 @@ async fn hgetall(conn: &mut support::Conn, key: &str) -> HashMap<String, String>
 /// every member key, and whether Y held one, the moment the call returns. It reads Redis on
 /// a connection opened then (one opened before a server restart would be dead).
 fn spawn_multi(
-    multi: relock::MultiLock,
+    multi: lockwise::MultiLock,
     keys: Vec<String>,
     url: String,
     mode: Mode,

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use relock::{Client, RLock, RLockGuard};
+use lockwise::{Client, RLock, RLockGuard};
 use support::{Interval, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(2);
@@ -97,13 +97,13 @@ async fn critical_section(
     }
     shared.counter.store(v + 1, Ordering::SeqCst);
 
-    let r: Option<u64> = relock::redis::cmd("GET")
+    let r: Option<u64> = lockwise::redis::cmd("GET")
         .arg(counter_key)
         .query_async(conn)
         .await
         .unwrap();
     tokio::task::yield_now().await;
-    let () = relock::redis::cmd("SET")
+    let () = lockwise::redis::cmd("SET")
         .arg(counter_key)
         .arg(r.unwrap_or(0) + 1)
         .query_async(conn)
@@ -196,7 +196,7 @@ async fn check_outcome(
         expected,
         "lost in-process increments: two holders at once"
     );
-    let redis_counter: Option<u64> = relock::redis::cmd("GET")
+    let redis_counter: Option<u64> = lockwise::redis::cmd("GET")
         .arg(&counter_key)
         .query_async(&mut conn)
         .await
@@ -208,7 +208,7 @@ async fn check_outcome(
     );
 
     let lock = clients[0].lock(name);
-    let exists: u64 = relock::redis::cmd("EXISTS")
+    let exists: u64 = lockwise::redis::cmd("EXISTS")
         .arg(lock.key())
         .query_async(&mut conn)
         .await

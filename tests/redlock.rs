@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use relock::{Error, RedLockOptions, RedLockSet};
+use lockwise::{Error, RedLockOptions, RedLockSet};
 use support::{Interval, RedisServer};
 
 fn servers() -> Vec<RedisServer> {
@@ -527,7 +527,7 @@ async fn bad_input_is_rejected_before_anything_is_sent() {
     let server = RedisServer::start();
     let ns = support::unique_ns("redlock-bad");
     let clients = node_clients(std::slice::from_ref(&server), &ns).await;
-    let invalid = |r: relock::Result<_>| matches!(r, Err(Error::InvalidArgument { .. }));
+    let invalid = |r: lockwise::Result<_>| matches!(r, Err(Error::InvalidArgument { .. }));
 
     assert!(invalid(
         RedLockSet::new(&[]).lock("x").lock().await.map(drop)
@@ -535,7 +535,7 @@ async fn bad_input_is_rejected_before_anything_is_sent() {
     assert!(invalid(
         RedLockSet::new(&clients).lock("").lock().await.map(drop)
     ));
-    let lock = relock::RedLock::new(&clients, "x");
+    let lock = lockwise::RedLock::new(&clients, "x");
     assert!(invalid(
         lock.lock_with_lease(Duration::ZERO).await.map(drop)
     ));

@@ -11,7 +11,7 @@ use support::{client, exists};
 
 use std::time::{Duration, Instant};
 
-use relock::{Client, Error};
+use lockwise::{Client, Error};
 use support::RedisServer;
 
 /// Guards and the client dropped after their runtime shut down (e.g. stored in a static,

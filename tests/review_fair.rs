@@ -5,7 +5,7 @@ use support::in_task;
 
 use std::time::{Duration, Instant};
 
-use relock::{Client, FairLock};
+use lockwise::{Client, FairLock};
 use support::RedisServer;
 
 async fn client(url: &str, ns: &str, watchdog: Duration) -> Client {

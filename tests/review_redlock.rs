@@ -7,7 +7,7 @@ use support::in_task;
 
 use std::time::Duration;
 
-use relock::RedLockSet;
+use lockwise::RedLockSet;
 
 /// A lease guard whose hold expired must not release the hold the same task took afterwards
 /// (invariants 5 and 6). RLock/FairLock guard against this with hold epochs; RedLock does not.

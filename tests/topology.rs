@@ -1,5 +1,5 @@
 //! Smoke tests of the local Redis Cluster and Sentinel fixtures (tests/support/topology.rs):
-//! the topologies come up, serve keys, fail over for real and tear down. relock itself is not
+//! the topologies come up, serve keys, fail over for real and tear down. lockwise itself is not
 //! involved yet; these prove the ground the Cluster / Sentinel tests will stand on.
 //!
 //! A missing `redis-server`, `redis-cli` or `redis-sentinel` fails these tests with an install

@@ -9,7 +9,7 @@ use support::{client, exists, Conn};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use relock::Client;
+use lockwise::Client;
 use support::{Interval, RedisServer};
 
 /// Default watchdog timeout: an expiry can never explain a wakeup in these tests.
@@ -299,7 +299,7 @@ async fn force_unlock_wakes_waiter() {
         task.await.unwrap();
         assert!(matches!(
             guard.unlock().await,
-            Err(relock::Error::NotHeld { .. })
+            Err(lockwise::Error::NotHeld { .. })
         ));
     })
     .await;

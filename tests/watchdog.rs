@@ -8,7 +8,7 @@ use support::{client, exists, Conn};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use relock::Error;
+use lockwise::Error;
 use support::RedisServer;
 
 async fn pttl(conn: &mut Conn, key: &str) -> i64 {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use relock::redis;
+use lockwise::redis;
 
 /// The examples' error type.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -43,7 +43,7 @@ impl TempRedis {
         for attempt in 0..10 {
             let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
             let dir = std::env::temp_dir().join(format!(
-                "relock-example-{}-{}-{attempt}",
+                "lockwise-example-{}-{}-{attempt}",
                 std::process::id(),
                 uuid::Uuid::new_v4().simple()
             ));

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 
 /// Every history line starts with this.
-pub const LINE_PREFIX: &str = "@relock-hist";
+pub const LINE_PREFIX: &str = "@lockwise-hist";
 
 // ---------------------------------------------------------------------------------------------
 // Clock

@@ -285,13 +285,13 @@ where
 /// The async connection type the tests inspect Redis with.
 pub type Conn = redis::aio::MultiplexedConnection;
 
-/// A relock client on `server` with key namespace `ns` and the given watchdog timeout.
+/// A lockwise client on `server` with key namespace `ns` and the given watchdog timeout.
 pub async fn client(
     server: &RedisServer,
     ns: &str,
     watchdog: std::time::Duration,
-) -> relock::Client {
-    relock::Client::builder(server.url())
+) -> lockwise::Client {
+    lockwise::Client::builder(server.url())
         .namespace(ns)
         .watchdog_timeout(watchdog)
         .build()
@@ -325,11 +325,11 @@ pub fn servers(n: usize) -> Vec<RedisServer> {
 }
 
 /// One client per server, all with namespace `ns` (Redlock nodes).
-pub async fn node_clients(servers: &[RedisServer], ns: &str) -> Vec<relock::Client> {
+pub async fn node_clients(servers: &[RedisServer], ns: &str) -> Vec<lockwise::Client> {
     let mut out = Vec::new();
     for s in servers {
         out.push(
-            relock::Client::builder(s.url())
+            lockwise::Client::builder(s.url())
                 .namespace(ns)
                 .connect_timeout(Duration::from_secs(1))
                 .build()
@@ -354,8 +354,8 @@ pub async fn conns(servers: &[RedisServer]) -> Vec<Conn> {
 pub const NODE_TIMEOUT: Duration = Duration::from_millis(400);
 
 /// Redlock options for the tests: `ttl`, [`NODE_TIMEOUT`], 60 ms retry delay.
-pub fn redlock_options(ttl: Duration) -> relock::RedLockOptions {
-    relock::RedLockOptions::default()
+pub fn redlock_options(ttl: Duration) -> lockwise::RedLockOptions {
+    lockwise::RedLockOptions::default()
         .ttl(ttl)
         .node_timeout(NODE_TIMEOUT)
         .retry_delay(Duration::from_millis(60))
