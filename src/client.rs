@@ -10,10 +10,11 @@ use uuid::Uuid;
 use crate::deploy::{Commands, SentinelMaster, SentinelSettings};
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_namespace};
-use crate::listener::Listener;
+use crate::raw::listener::Listener;
+use crate::raw::watchdog::Watchdog;
+use crate::raw::Core;
 use crate::reentrant::RLock;
 use crate::scripts::ReplicaSync;
-use crate::watchdog::Watchdog;
 
 /// Default watchdog timeout: a watchdog lock's TTL, renewed every third of it.
 pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
@@ -48,26 +49,6 @@ impl Drop for ClientHandle {
     fn drop(&mut self) {
         self.core.watchdog.shutdown();
     }
-}
-
-/// State shared by the client, its lock handles and guards.
-pub(crate) struct Core {
-    pub(crate) id: Uuid,
-    /// `id` as text: the owner prefix and the unlock message payload.
-    pub(crate) id_str: String,
-    pub(crate) namespace: String,
-    /// The command connection (standalone, cluster or the current Sentinel master).
-    pub(crate) conn: Commands,
-    /// The command scripts publish unlock messages with: `"spublish"` on a cluster with
-    /// sharded pub/sub (Redis 7), else `"publish"`.
-    pub(crate) publish: &'static str,
-    /// `WAIT` after each lock write, if configured and supported by the server.
-    pub(crate) replica_sync: Option<ReplicaSync>,
-    pub(crate) listener: Listener,
-    pub(crate) watchdog: Watchdog,
-    pub(crate) watchdog_timeout: Duration,
-    pub(crate) watchdog_ms: u64,
-    pub(crate) handle: tokio::runtime::Handle,
 }
 
 impl Client {

@@ -44,12 +44,12 @@ use futures::FutureExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Core;
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys};
+use crate::raw::Core;
+use crate::raw::HoldKey;
 use crate::raw::{self, current_owner, pttl_from, Attempt, Hold, Ticket};
 use crate::scripts::Script;
-use crate::watchdog::HoldKey;
 
 /// `lua/fair_lock.lua`, after the shared `lua/fair_queue.lua`
 static FAIR_LOCK: LazyLock<Script> = LazyLock::new(|| {

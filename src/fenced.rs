@@ -31,13 +31,13 @@ use redis::{FromRedisValue, ToRedisArgs};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Core;
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys};
+use crate::raw::Core;
+use crate::raw::HoldKey;
 use crate::raw::{self, current_owner, pttl_from, Attempt, Hold, Kind, Ticket};
 use crate::reentrant::RLock;
 use crate::scripts::Script;
-use crate::watchdog::HoldKey;
 
 /// `lua/fenced_lock.lua`
 static FENCED_LOCK: LazyLock<Script> =

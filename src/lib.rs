@@ -8,13 +8,11 @@ mod error;
 mod fair;
 mod fenced;
 mod keys;
-mod listener;
 mod multi;
 mod raw;
 mod redlock;
 mod reentrant;
 mod scripts;
-mod watchdog;
 
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_RESPONSE_TIMEOUT,

@@ -35,9 +35,9 @@ use redis::cluster_routing::Slot;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::client::Core;
 use crate::error::{Error, Result};
 use crate::raw;
+use crate::raw::Core;
 use crate::reentrant::{RLock, RLockGuard};
 use crate::scripts::{Script, ToRedisArgsDyn};
 

@@ -54,9 +54,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::client::{Client, Core};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys};
+use crate::raw::Core;
 use crate::raw::{self, current_owner, Inflight};
 use crate::scripts::{Script, LOCK, RENEW};
 

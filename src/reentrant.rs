@@ -8,12 +8,12 @@ use futures::FutureExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Core;
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys};
+use crate::raw::Core;
+use crate::raw::HoldKey;
 use crate::raw::{self, current_owner, pttl_from, Attempt, Hold, Ticket};
 use crate::scripts::{FORCE_UNLOCK, LOCK, UNLOCK};
-use crate::watchdog::HoldKey;
 
 /// A reentrant distributed lock, like Redisson's `RLock`: a Redis hash whose one field
 /// `<client id>:<task id>` counts the holder's holds.

@@ -1,0 +1,342 @@
+//! Acquire script calls that never leak a hold: [`Inflight`] finishes an abandoned call in
+//! the background, [`Ticket`] counts a call in the hold registry while it is in flight, and
+//! [`run_acquire`] adds replica sync (see "Cancellation" and "Settling" in [`raw`](super)).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::registry::{Begin, HoldKey, Outcome, Sent};
+use super::settle::{finish, outcome_unknown};
+use super::Core;
+use crate::error::{Error, Result};
+use crate::scripts::{Script, ToRedisArgsDyn};
+
+/// An acquire script call that cleans up after itself if abandoned.
+///
+/// If dropped before its reply arrived, the remaining call is spawned and `undo` runs with
+/// its result, so a hold granted to nobody is released within a moment.
+pub(crate) struct Inflight<R: Send + 'static> {
+    call: Option<BoxFuture<'static, R>>,
+    undo: Option<Box<dyn FnOnce(R) -> BoxFuture<'static, ()> + Send>>,
+    handle: tokio::runtime::Handle,
+}
+
+impl<R: Send + 'static> Inflight<R> {
+    pub(crate) fn new(
+        handle: tokio::runtime::Handle,
+        call: BoxFuture<'static, R>,
+        undo: impl FnOnce(R) -> BoxFuture<'static, ()> + Send + 'static,
+    ) -> Self {
+        Inflight {
+            call: Some(call),
+            undo: Some(Box::new(undo)),
+            handle,
+        }
+    }
+}
+
+impl<R: Send + 'static> Future for Inflight<R> {
+    type Output = R;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+        let call = self
+            .call
+            .as_mut()
+            .expect("Inflight polled after completion");
+        match call.as_mut().poll(cx) {
+            Poll::Ready(r) => {
+                self.call = None;
+                self.undo = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<R: Send + 'static> Drop for Inflight<R> {
+    fn drop(&mut self) {
+        if let (Some(call), Some(undo)) = (self.call.take(), self.undo.take()) {
+            self.handle.spawn(async move { undo(call.await).await });
+        }
+    }
+}
+
+/// What a lock kind provides so the shared guard and clean-up logic can release its holds.
+pub(crate) trait Kind: Clone + Send + Sync + 'static {
+    /// The client the lock belongs to.
+    fn core(&self) -> &Arc<Core>;
+    /// The lock's name, for errors and logs.
+    fn name(&self) -> &str;
+    /// Runs the kind's unlock script for one hold of `owner`. `expected` is the hold count
+    /// the owner must have for the release to happen (0: any). Replies as `lua/unlock.lua`:
+    /// -1 not held, -2 count differs, 0 released the last hold, n > 0 holds left.
+    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>>;
+}
+
+/// Whether an acquire reply took a hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Taken {
+    Yes,
+    No,
+    /// Granted, then given back because replica sync failed, but that release failed: the
+    /// server may still count the hold.
+    Maybe,
+}
+
+/// One acquire call of one owner on one lock, counted in the hold registry while in flight
+/// (see "Settling" above). Dropped without an outcome, it counts as unknown.
+pub(crate) struct Ticket<K: Kind> {
+    pub(super) kind: K,
+    pub(super) key: HoldKey,
+    pub(super) sent: Sent,
+    pub(super) open: bool,
+}
+
+impl<K: Kind> Ticket<K> {
+    /// Waits until no settlement runs for this owner, then counts the call as in flight.
+    ///
+    /// Cancel safe: dropped while waiting, nothing was counted.
+    pub(crate) async fn begin(kind: &K, key: &HoldKey) -> Ticket<K> {
+        let watchdog = &kind.core().watchdog;
+        loop {
+            let settled = match watchdog.begin(key) {
+                Begin::Go(sent) => {
+                    return Ticket {
+                        kind: kind.clone(),
+                        key: key.clone(),
+                        sent,
+                        open: true,
+                    }
+                }
+                Begin::Wait(settled) => settled,
+            };
+            let notified = settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if watchdog.is_settling(key) {
+                notified.await;
+            }
+        }
+    }
+
+    /// Ends the call without a guard.
+    fn finish(mut self, outcome: Outcome) {
+        self.open = false;
+        finish(&self.kind, &self.key, outcome);
+    }
+}
+
+impl<K: Kind> Drop for Ticket<K> {
+    fn drop(&mut self) {
+        if self.open {
+            finish(&self.kind, &self.key, Outcome::Unknown);
+        }
+    }
+}
+
+/// Runs an acquire call under its ticket so it never leaks a hold: an abandoned call
+/// finishes in the background, and a hold it took, or may have taken, is settled away.
+/// Returns the reply, and the ticket when the reply took a hold (for [`Hold::register`]).
+pub(crate) async fn ticketed_call<K: Kind, R: Send + 'static>(
+    ticket: Ticket<K>,
+    call: BoxFuture<'static, redis::RedisResult<R>>,
+    taken: fn(&R) -> Taken,
+) -> Result<(R, Option<Ticket<K>>)> {
+    let handle = ticket.kind.core().handle.clone();
+    let call = async move { (call.await, ticket) }.boxed();
+    let abandoned = move |(reply, ticket): (redis::RedisResult<R>, Ticket<K>)| {
+        let outcome = match &reply {
+            // Taken by nobody: a hold no guard owns.
+            Ok(r) if taken(r) != Taken::No => Outcome::Unknown,
+            Ok(_) => Outcome::Known,
+            Err(e) if outcome_unknown(e) => Outcome::Unknown,
+            Err(_) => Outcome::Known,
+        };
+        ticket.finish(outcome);
+        async {}.boxed()
+    };
+    let (reply, ticket) = Inflight::new(handle, call, abandoned).await;
+    match reply {
+        Ok(r) => match taken(&r) {
+            Taken::Yes => Ok((r, Some(ticket))),
+            Taken::No => {
+                ticket.finish(Outcome::Known);
+                Ok((r, None))
+            }
+            Taken::Maybe => {
+                ticket.finish(Outcome::Unknown);
+                Ok((r, None))
+            }
+        },
+        Err(e) => {
+            // No error reply: the script may have run. The settlement that follows undoes
+            // its hold if so; the caller's next attempt waits for it.
+            let outcome = if outcome_unknown(&e) {
+                Outcome::Unknown
+            } else {
+                Outcome::Known
+            };
+            ticket.finish(outcome);
+            Err(e.into())
+        }
+    }
+}
+
+/// Wraps an acquire script call so it never leaks a hold (see "Cancellation" above).
+///
+/// `granted` tells from a reply whether the call took a hold. `expected` is the owner's hold
+/// count if it did (holds known locally + 1), used when the outcome is unknown.
+pub(crate) fn guarded_call<K: Kind, R: Send + 'static>(
+    kind: &K,
+    owner: Arc<str>,
+    expected: u32,
+    call: BoxFuture<'static, redis::RedisResult<R>>,
+    granted: fn(&R) -> bool,
+) -> impl Future<Output = redis::RedisResult<R>> + Send + 'static {
+    let handle = kind.core().handle.clone();
+    let (undo_kind, undo_owner) = (kind.clone(), owner.clone());
+    let inflight = Inflight::new(handle.clone(), call, move |reply| {
+        async move {
+            let expected = match &reply {
+                // The abandoned call took a hold: release one. Holds of one owner are
+                // interchangeable and the owner may have re-entered meanwhile, so the count
+                // is not checked.
+                Ok(r) if granted(r) => 0,
+                Ok(_) => return, // not acquired: nothing to undo
+                // Unknown outcome: release only if the count shows the call's hold.
+                Err(_) => expected,
+            };
+            undo(&undo_kind, undo_owner, expected).await;
+        }
+        .boxed()
+    });
+    let kind = kind.clone();
+    async move {
+        let reply = inflight.await;
+        if let Err(e) = &reply {
+            if e.code().is_none() {
+                // No error reply from the server: the script may have run. Undo its hold if so,
+                // before returning: the caller's next attempt must reach Redis after the undo,
+                // or a re-entry would change the count the undo expects. If the caller stops
+                // waiting, the undo finishes in the background.
+                let cleanup = async move { undo(&kind, owner, expected).await }.boxed();
+                Inflight::new(handle, cleanup, |_| async {}.boxed()).await;
+            }
+        }
+        reply
+    }
+}
+
+/// An acquire script's reply (`[1, holds, ..]` granted, `[0, ..]` not), after replica sync.
+pub(crate) struct Synced {
+    pub(crate) reply: Vec<i64>,
+    /// Replica sync failed: only this many replicas acknowledged a granted hold, which was
+    /// released again (so the reply no longer counts as granted).
+    pub(crate) unsynced: Option<u32>,
+    /// That release failed: the server may still count the hold.
+    pub(crate) unreleased: bool,
+}
+
+impl Synced {
+    /// Whether the call holds what it was granted (for [`ticketed_call`]).
+    pub(crate) fn taken(&self) -> Taken {
+        match (self.reply.first(), self.unsynced) {
+            (Some(1), None) => Taken::Yes,
+            (Some(1), Some(_)) if self.unreleased => Taken::Maybe,
+            _ => Taken::No,
+        }
+    }
+
+    /// [`Error::ReplicaSync`] if the hold was released for want of replicas.
+    pub(crate) fn check(&self, core: &Core) -> Result<()> {
+        match (self.unsynced, core.replica_sync) {
+            (Some(acked), Some(sync)) => Err(Error::ReplicaSync {
+                acked,
+                required: sync.replicas,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Runs an acquire `script` for `owner`. With the client's replica sync on, `WAIT` rides
+/// behind it on the same connection; a hold granted (`reply[1]` = hold count) but
+/// acknowledged by too few replicas is released again right here, inside the call, so the
+/// cancellation guard of [`guarded_call`] also covers the release. If that release fails,
+/// the hold expires with its TTL (it is not watched).
+pub(crate) async fn run_acquire<K: Kind>(
+    kind: &K,
+    owner: &Arc<str>,
+    script: &Script,
+    keys: &[&str],
+    args: &[&dyn ToRedisArgsDyn],
+) -> redis::RedisResult<Synced> {
+    let core = kind.core();
+    let mut conn = core.conn.clone();
+    let Some(sync) = core.replica_sync else {
+        let reply = script.run(&mut conn, keys, args).await?;
+        return Ok(Synced {
+            reply,
+            unsynced: None,
+            unreleased: false,
+        });
+    };
+    let (reply, acks): (Vec<i64>, _) = script.run_synced(&mut conn, keys, args, sync).await?;
+    let acked = match acks {
+        Ok(n) => u32::try_from(n).unwrap_or(0),
+        Err(e) => {
+            tracing::warn!(error = %e, "WAIT failed; treating the lock write as unreplicated");
+            0
+        }
+    };
+    let holds = match reply.as_slice() {
+        [1, holds, ..] if acked < sync.replicas => u32::try_from(*holds).unwrap_or(0),
+        _ => {
+            return Ok(Synced {
+                reply,
+                unsynced: None,
+                unreleased: false,
+            })
+        }
+    };
+    tracing::warn!(
+        lock = %kind.name(),
+        acked,
+        required = sync.replicas,
+        "lock write not replicated in time; releasing it (fail closed)"
+    );
+    let unreleased = match kind.release(owner.clone(), holds).await {
+        Ok(_) => false,
+        Err(e) => {
+            tracing::warn!(lock = %kind.name(), error = %e, "release after failed replica sync failed; settling it");
+            true
+        }
+    };
+    Ok(Synced {
+        reply,
+        unsynced: Some(acked),
+        unreleased,
+    })
+}
+
+/// Releases the hold an abandoned acquire took, if `expected` matches.
+async fn undo<K: Kind>(kind: &K, owner: Arc<str>, expected: u32) {
+    match kind.release(owner, expected).await {
+        Ok(n) if n >= 0 => {
+            tracing::debug!(lock = %kind.name(), "released the hold of an abandoned acquire")
+        }
+        Ok(_) => {}
+        // Not a lost lock, and frequent while a node is down (Redlock): debug, not warn.
+        Err(e) => tracing::debug!(
+            lock = %kind.name(),
+            error = %e,
+            "could not release the hold of an abandoned acquire; it expires with its TTL"
+        ),
+    }
+}

@@ -1,0 +1,30 @@
+//! [`Core`]: the per-client state every lock kind works through.
+
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::listener::Listener;
+use super::watchdog::Watchdog;
+use crate::deploy::Commands;
+use crate::scripts::ReplicaSync;
+
+/// State shared by the client, its lock handles and guards.
+pub(crate) struct Core {
+    pub(crate) id: Uuid,
+    /// `id` as text: the owner prefix and the unlock message payload.
+    pub(crate) id_str: String,
+    pub(crate) namespace: String,
+    /// The command connection (standalone, cluster or the current Sentinel master).
+    pub(crate) conn: Commands,
+    /// The command scripts publish unlock messages with: `"spublish"` on a cluster with
+    /// sharded pub/sub (Redis 7), else `"publish"`.
+    pub(crate) publish: &'static str,
+    /// `WAIT` after each lock write, if configured and supported by the server.
+    pub(crate) replica_sync: Option<ReplicaSync>,
+    pub(crate) listener: Listener,
+    pub(crate) watchdog: Watchdog,
+    pub(crate) watchdog_timeout: Duration,
+    pub(crate) watchdog_ms: u64,
+    pub(crate) handle: tokio::runtime::Handle,
+}

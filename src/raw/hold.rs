@@ -1,0 +1,174 @@
+//! [`Hold`]: one granted hold, the state and release logic every guard type shares.
+
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+
+use super::call::{Inflight, Kind, Ticket};
+use super::registry::{HoldKey, Release};
+use super::settle::{send_release, spawn_settle};
+use crate::error::{Error, Result};
+
+/// One hold of a lock of kind `K`: the state and release logic every guard type shares.
+pub(crate) struct Hold<K: Kind> {
+    state: Option<HoldState<K>>,
+}
+
+struct HoldState<K: Kind> {
+    kind: K,
+    hold_key: HoldKey,
+    lease: Option<Duration>,
+    lost: CancellationToken,
+    /// The local hold epoch this hold belongs to (see the watchdog registry).
+    epoch: u64,
+}
+
+impl<K: Kind> Hold<K> {
+    /// Registers the hold a granted call took (and its watchdog when `lease` is `None`),
+    /// ending the call's ticket. Call it right after the acquire reply, with no `.await` in
+    /// between, so no cancellation separates the hold from its guard.
+    pub(crate) fn register(
+        mut ticket: Ticket<K>,
+        server_holds: u32,
+        lease: Option<Duration>,
+    ) -> Hold<K> {
+        ticket.open = false;
+        let (kind, hold_key) = (ticket.kind.clone(), ticket.key.clone());
+        let core = kind.core();
+        let ttl = lease.unwrap_or(Duration::from_millis(core.watchdog_ms));
+        let (lost, epoch, settle) =
+            core.watchdog
+                .acquired(&hold_key, ticket.sent, server_holds, lease.is_none(), ttl);
+        if settle {
+            spawn_settle(&kind, &hold_key);
+        }
+        Hold {
+            state: Some(HoldState {
+                kind,
+                hold_key,
+                lease,
+                lost,
+                epoch,
+            }),
+        }
+    }
+
+    /// Releases this hold: stops its renewals first, then runs the unlock script once. An
+    /// unknown outcome (reply lost) is settled in the background (see "Settling"): the
+    /// error is returned, and the hold is released or expires, never left behind. Finishes
+    /// in the background if the future is dropped.
+    pub(crate) async fn unlock(&mut self) -> Result<()> {
+        let Some(state) = self.state.take() else {
+            return Ok(());
+        };
+        let core = state.kind.core().clone();
+        let not_held = || Error::NotHeld {
+            name: state.kind.name().to_string(),
+        };
+        let watch = state.lease.is_none();
+        match core.watchdog.released(&state.hold_key, watch, state.epoch) {
+            Release::Stale { settle } => {
+                // The hold expired and this owner took the lock again: that hold is not ours.
+                if settle {
+                    spawn_settle(&state.kind, &state.hold_key);
+                }
+                Err(not_held())
+            }
+            Release::Settling(settled) => {
+                // The settlement running now releases this hold with the others it trims.
+                let notified = settled.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if core.watchdog.is_settling(&state.hold_key) {
+                    notified.await;
+                }
+                if state.lost.is_cancelled() {
+                    Err(not_held())
+                } else {
+                    Ok(())
+                }
+            }
+            Release::Send => {
+                let call = send_release(&state.kind, &state.hold_key);
+                match Inflight::new(core.handle.clone(), call, |_| async {}.boxed()).await? {
+                    -1 => Err(not_held()),
+                    n if n >= 0 => {
+                        tracing::debug!(lock = %state.kind.name(), remaining = n, "lock released");
+                        Ok(())
+                    }
+                    other => Err(Error::UnexpectedReply(format!(
+                        "unlock script answered {other}"
+                    ))),
+                }
+            }
+        }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        self.state.as_ref().map_or("", |s| s.kind.name())
+    }
+
+    pub(crate) fn owner(&self) -> &str {
+        self.state.as_ref().map_or("", |s| &s.hold_key.1)
+    }
+
+    pub(crate) fn lease(&self) -> Option<Duration> {
+        self.state.as_ref().and_then(|s| s.lease)
+    }
+
+    /// How long the lock is still known to be held: from the send time of the last call
+    /// that set its TTL (acquire or renewal), minus a safety margin; zero once lost.
+    pub(crate) fn validity(&self) -> Duration {
+        self.state.as_ref().map_or(Duration::ZERO, |s| {
+            if s.lost.is_cancelled() {
+                return Duration::ZERO;
+            }
+            s.kind.core().watchdog.validity(&s.hold_key, s.epoch)
+        })
+    }
+
+    /// Lost when the watchdog found it gone, or its validity ran out: computed here, so a
+    /// holder resumed after a pause sees it at once, before the watchdog task ran.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.validity().is_zero()
+    }
+
+    pub(crate) fn lost(&self) -> CancellationToken {
+        self.state
+            .as_ref()
+            .map_or_else(CancellationToken::new, |s| s.lost.clone())
+    }
+}
+
+impl<K: Kind> Drop for Hold<K> {
+    fn drop(&mut self) {
+        let Some(state) = self.state.take() else {
+            return;
+        };
+        let core = state.kind.core().clone();
+        let watch = state.lease.is_none();
+        match core.watchdog.released(&state.hold_key, watch, state.epoch) {
+            Release::Stale { settle } => {
+                if settle {
+                    spawn_settle(&state.kind, &state.hold_key);
+                }
+            }
+            // The running settlement releases it.
+            Release::Settling(_) => {}
+            Release::Send => {
+                tracing::debug!(lock = %state.kind.name(), "guard dropped; releasing in the background");
+                let release = send_release(&state.kind, &state.hold_key);
+                core.handle.spawn(async move {
+                    if let Err(e) = release.await {
+                        tracing::warn!(
+                            lock = %state.kind.name(),
+                            error = %e,
+                            "background release failed; settling it, or the lock expires with its TTL"
+                        );
+                    }
+                });
+            }
+        }
+    }
+}

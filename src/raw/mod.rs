@@ -1,0 +1,81 @@
+//! The acquire / wait / release protocol shared by every lock kind.
+//!
+//! # How it works
+//!
+//! A lock attempt is one Lua script call that either takes the lock (or re-enters it) or
+//! reports the holder's remaining TTL. Waiting is built on the client's single subscription
+//! connection:
+//!
+//! 1. Try the script. Acquired: the caller registers the hold (and the watchdog) and only then
+//!    hands out the guard.
+//! 2. Held by another owner: take a share of the lock's channel subscription and wait for the
+//!    server to confirm it.
+//! 3. Create the channel's `Notified` future and `enable()` it, *then* try the script again.
+//!    An unlock that lands after this point wakes us, even if it lands before we start
+//!    waiting: no lost wakeup.
+//! 4. Still held: wait for the notification or `min(holder's pttl, remaining wait)`, whichever
+//!    comes first (a crashed holder's lock is taken when its TTL runs out, and a missing TTL
+//!    never means "sleep forever"). Loop to 3.
+//! 5. On every exit the subscription share is dropped; the last share unsubscribes.
+//!
+//! # Cancellation
+//!
+//! A script call whose future is dropped may still run on the server. Each acquire attempt is
+//! therefore wrapped in [`Inflight`]: if it is dropped before its reply arrived, the rest of
+//! the call is finished in the background and, if it took a hold, that hold is released at
+//! once. When the reply is lost for another reason (response timeout, connection drop), the
+//! outcome is unknown; the attempt then sends a conditional release that only undoes the hold
+//! the attempt would have added (expected hold count = holds known locally + 1), so a hold
+//! the caller did not take is never released. Both go out on the same multiplexed
+//! connection, after the attempt, so Redis runs them after it.
+//!
+//! # Settling: the server's count always comes back to the guards'
+//!
+//! Each call that may change an owner's hold count (acquire, release) is counted in the
+//! client's hold registry while in flight ([`Ticket`]). A call whose outcome is unknown (reply
+//! lost: connection dropped, response timeout), an abandoned acquire that took a hold, a
+//! granted reply whose count the local guards do not explain, or the release of a guard from
+//! an earlier run, all leave the entry *in doubt*. As soon as no call of that owner is in
+//! flight, a settlement runs ([`settle`]): it reads the owner's count on the server and
+//! releases, one conditional step at a time (`expected` = the count it read), until the
+//! server's count equals the number of live guards. New acquires of that owner wait for it;
+//! releases during it are left to it. A count found *below* the guards' means the server
+//! forgot holds (expiry, force-unlock, restart): those guards are told they are lost.
+//!
+//! So a release whose reply was lost never leaves a phantom hold that the same task would
+//! later re-enter, and a server count above what the owner knows is never adopted.
+//! When Redis cannot be reached, a settlement retries with backoff; with no guard left it
+//! stops once the key's longest TTL has certainly run out.
+//!
+//! # Layout
+//!
+//! - [`core`]: the per-client state every kind works through (connection, listener, watchdog).
+//! - [`wait`]: the wait loop above and its deadline helpers.
+//! - [`call`]: acquire calls that never leak a hold (cancellation, tickets, replica sync).
+//! - [`registry`]: the local hold registry: guards, calls in flight, doubts, loss deadlines.
+//! - [`settle`]: settlements that bring the server's count back to the guards'.
+//! - [`hold`]: one granted hold, as every guard type wraps it.
+//! - [`watchdog`]: the task that renews held locks in batches.
+//! - [`listener`]: the one subscription connection that wakes waiters.
+//! - [`inspect`]: read-only queries shared by the hash-based kinds.
+//!
+//! Nothing here imports a lock kind or the `Client`: kinds are built on this module.
+
+pub(crate) mod call;
+mod core;
+pub(crate) mod hold;
+pub(crate) mod inspect;
+pub(crate) mod listener;
+pub(crate) mod registry;
+mod settle;
+pub(crate) mod wait;
+pub(crate) mod watchdog;
+
+pub(crate) use self::core::Core;
+pub(crate) use call::{guarded_call, run_acquire, ticketed_call, Inflight, Kind, Synced, Ticket};
+pub(crate) use hold::Hold;
+pub(crate) use inspect::{hold_count, is_locked, remaining_ttl};
+pub(crate) use registry::HoldKey;
+pub(crate) use wait::{
+    acquire, current_owner, deadline_after, never_timed_out, pttl_from, Attempt,
+};

@@ -1,0 +1,357 @@
+//! The hold registry: per (lock key, owner), the guards alive in this client, the calls in
+//! flight that may change the server's hold count, doubts to settle, and the loss deadline.
+//!
+//! Every operation is an O(1) map operation plus, for the first and last watchdog guard of a
+//! lock, one message to the watchdog task. The registry is the one place that decides
+//! whether a granted reply joins the owner's current run of holds or starts a new one, and
+//! when a settlement must run (see "Settling" in [`raw`](super)).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::mapref::entry::Entry;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::watchdog::{safe_until, Cmd, Watchdog};
+
+/// (lock key, owner field): one local hold entry.
+pub(crate) type HoldKey = (Arc<str>, Arc<str>);
+
+/// The local view of one owner's holds on one lock, and of the calls in flight that may
+/// change them on the server.
+pub(super) struct Hold {
+    /// Identifies this run of holds: a guard from an earlier run (its lock expired and the
+    /// same owner took it again) must not release the new run's hold.
+    pub(super) epoch: u64,
+    /// Guards alive for this (lock, owner), watchdog or lease: the hold count the server
+    /// should have once every call in flight has settled.
+    pub(super) holds: u32,
+    /// Guards among them that want renewals.
+    pub(super) watch_refs: u32,
+    /// Generation of the current watch; bumped whenever the watch ends.
+    pub(super) gen: u64,
+    /// The lock key surely lives until then: the latest `sent + ttl - drift(ttl)` over the
+    /// calls that set its TTL to a known value (an acquire sets at least its lease or the
+    /// watchdog timeout, a renewal the timeout). Measured from the moment the call was
+    /// *sent*, since the server may have run it at any point after.
+    pub(super) valid_until: Instant,
+    /// The longest TTL this owner gave the key: after its last call, the key is gone at
+    /// the latest this long after that call ran.
+    pub(super) ttl_ceiling: Duration,
+    pub(super) lost: CancellationToken,
+    /// Mirrors `lost.is_cancelled()` without the token's lock (checked per renewal).
+    pub(super) is_lost: bool,
+    /// Acquire and release calls sent for this owner whose outcome is not settled yet.
+    pub(super) inflight: u32,
+    /// The server's hold count may differ from `holds`: a call's outcome is unknown (its
+    /// reply was lost), an abandoned call took a hold, or a reply showed a count that the
+    /// local holds do not explain. Settled as soon as no call is in flight.
+    pub(super) doubt: bool,
+    /// A settlement is running: it owns the server's count for this owner until done, so
+    /// acquires wait and releases are left to it.
+    pub(super) settling: bool,
+    /// Notified when a settlement ends (created by the first waiter).
+    pub(super) settled: Option<Arc<Notify>>,
+}
+
+impl Hold {
+    pub(super) fn new(epoch: u64) -> Hold {
+        let now = Instant::now();
+        Hold {
+            epoch,
+            holds: 0,
+            watch_refs: 0,
+            gen: 0,
+            valid_until: now,
+            ttl_ceiling: Duration::ZERO,
+            lost: CancellationToken::new(),
+            is_lost: false,
+            inflight: 0,
+            doubt: false,
+            settling: false,
+            settled: None,
+        }
+    }
+
+    /// Nothing left to remember: no guard, no call in flight, nothing to settle.
+    fn is_idle(&self) -> bool {
+        self.holds == 0 && self.inflight == 0 && !self.doubt && !self.settling
+    }
+
+    /// Starts a settlement if one is needed and nothing is in flight; returns whether the
+    /// caller must run it.
+    fn start_settling(&mut self) -> bool {
+        if self.doubt && self.inflight == 0 && !self.settling {
+            self.settling = true;
+            return true;
+        }
+        false
+    }
+
+    pub(super) fn mark_lost(&mut self, why: &str, key: &HoldKey) {
+        if !self.is_lost {
+            self.is_lost = true;
+            if self.holds > 0 {
+                tracing::warn!(lock = %key.0, owner = %key.1, reason = why, "lock lost");
+            }
+            self.lost.cancel();
+        }
+    }
+}
+
+/// What [`Watchdog::begin`] found: the call may be sent, or a settlement must end first.
+pub(crate) enum Begin {
+    /// Counted as in flight; send the call now.
+    Go(Sent),
+    /// A settlement runs; wait for this and try again.
+    Wait(Arc<Notify>),
+}
+
+/// What the registry knew when an acquire call was sent.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sent {
+    /// No other call of this owner was in flight and nothing was in doubt: the server's
+    /// count was exactly `base`, and a granted reply must say `base + 1`.
+    quiescent: bool,
+    /// Local holds when the call was sent.
+    base: u32,
+    /// When the call was sent (just before).
+    pub(crate) at: Instant,
+}
+
+/// How a release should proceed, from [`Watchdog::released`].
+pub(crate) enum Release {
+    /// Counted as in flight: send the unlock script (any one hold), then call
+    /// [`Watchdog::finish`].
+    Send,
+    /// A settlement runs and will release this hold with the others it trims: wait for it.
+    Settling(Arc<Notify>),
+    /// The guard belongs to an earlier run (the lock was lost and re-taken by this owner):
+    /// send nothing. `settle` asks the caller to start a settlement, since the server may
+    /// still count the stale hold.
+    Stale { settle: bool },
+}
+
+/// How a call that may have changed the server's hold count ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The reply came and the local holds already account for it.
+    Known,
+    /// The server may count a hold that no guard has: the reply was lost, or an abandoned
+    /// acquire took a hold.
+    Unknown,
+    /// A release found no hold of this owner although guards remain: the server forgot
+    /// them (expired, force-unlocked, restarted), so they are lost.
+    Forgotten,
+}
+
+impl Watchdog {
+    fn new_epoch(&self) -> u64 {
+        self.next_gen.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Counts an acquire call as in flight before it is sent, unless a settlement runs.
+    pub(crate) fn begin(&self, key: &HoldKey) -> Begin {
+        let mut h = self
+            .registry
+            .entry(key.clone())
+            .or_insert_with(|| Hold::new(self.new_epoch()));
+        if h.settling {
+            return Begin::Wait(h.settled.get_or_insert_with(Default::default).clone());
+        }
+        let quiescent = h.inflight == 0 && !h.doubt;
+        h.inflight += 1;
+        Begin::Go(Sent {
+            quiescent,
+            base: h.holds,
+            at: Instant::now(),
+        })
+    }
+
+    /// Ends a call counted by [`Watchdog::begin`] or [`Release::Send`] that left no guard
+    /// behind. Returns whether the caller must start a settlement.
+    pub(crate) fn finish(&self, key: &HoldKey, outcome: Outcome) -> bool {
+        let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
+            return false;
+        };
+        let h = e.get_mut();
+        h.inflight = h.inflight.saturating_sub(1);
+        match outcome {
+            Outcome::Known => {}
+            Outcome::Unknown => h.doubt = true,
+            Outcome::Forgotten => {
+                if h.holds > 0 {
+                    h.mark_lost("the server no longer has this owner's holds", key);
+                }
+            }
+        }
+        let settle = h.start_settling();
+        if h.is_idle() {
+            e.remove();
+        }
+        settle
+    }
+
+    /// Records a granted hold (before its guard exists) and ends its call. `server_holds` is
+    /// the hold count the lock script returned, `ttl` the TTL it gave the key at least.
+    /// Returns the token cancelled when the lock is found lost, the epoch the guard must
+    /// present to [`Watchdog::released`], and whether the caller must start a settlement.
+    ///
+    /// A count the local holds do not explain is never adopted: a count above them means
+    /// the server keeps holds no guard owns (a release whose reply was lost), and a
+    /// settlement trims them; a count below means older guards' holds are gone, and those
+    /// guards are told they are lost.
+    pub(crate) fn acquired(
+        &self,
+        key: &HoldKey,
+        sent: Sent,
+        server_holds: u32,
+        watch: bool,
+        ttl: Duration,
+    ) -> (CancellationToken, u64, bool) {
+        let mut schedule = None;
+        let (token, epoch, settle) = {
+            let mut h = self
+                .registry
+                .entry(key.clone())
+                .or_insert_with(|| Hold::new(self.new_epoch()));
+            h.inflight = h.inflight.saturating_sub(1);
+            let expected = sent.base + 1;
+            if sent.quiescent && server_holds < expected {
+                // Nothing else was in flight, so the server had forgotten the older holds
+                // (expired, force-unlocked, restarted): their guards are lost and must not
+                // touch the new hold. Guards registered meanwhile are of the old run too.
+                h.mark_lost("the server no longer has this owner's holds", key);
+                let (inflight, doubt) = (h.inflight, h.doubt);
+                *h = Hold::new(self.new_epoch());
+                h.inflight = inflight;
+                // Releases of the old guards send nothing; the settlement trims what the
+                // server still counts for them beyond this one hold.
+                h.doubt = doubt || server_holds != 1;
+            } else if !sent.quiescent || server_holds > expected {
+                // Another call of this owner was in flight (e.g. `join!` of two `lock()`s):
+                // this count is a snapshot that cannot be checked alone. Or the server counts
+                // more holds than there are guards. Either way, compare once all is quiet.
+                h.doubt = true;
+            }
+            h.holds += 1;
+            let until = safe_until(sent.at, ttl);
+            if until > h.valid_until {
+                h.valid_until = until;
+            }
+            h.ttl_ceiling = h.ttl_ceiling.max(ttl);
+            if watch {
+                h.watch_refs += 1;
+                if h.watch_refs == 1 {
+                    h.gen = self.new_epoch();
+                    schedule = Some(h.gen);
+                }
+            }
+            let settle = h.start_settling();
+            (h.lost.clone(), h.epoch, settle)
+        };
+        if let Some(gen) = schedule {
+            if self.shutdown.is_cancelled() || self.tx.send(Cmd::Watch(key.clone(), gen)).is_err() {
+                token.cancel(); // no watchdog left: the lock will expire
+            }
+        }
+        (token, epoch, settle)
+    }
+
+    /// Forgets one hold, before anything is sent for it, so no renewal is scheduled for a
+    /// lock that is being released. See [`Release`] for what the caller does next.
+    pub(crate) fn released(&self, key: &HoldKey, watch: bool, epoch: u64) -> Release {
+        let mut unwatch = None;
+        let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
+            // A live guard's entry exists until its epoch's last hold is released, so no
+            // entry means this guard is stale (its run ended, the owner may be re-acquiring
+            // right now): releasing would take the new hold.
+            return Release::Stale { settle: false };
+        };
+        let release = {
+            let h = e.get_mut();
+            if h.epoch != epoch {
+                // The server may still count the stale hold beside the new run's.
+                h.doubt = true;
+                return Release::Stale {
+                    settle: h.start_settling(),
+                };
+            }
+            h.holds = h.holds.saturating_sub(1);
+            if watch && h.watch_refs > 0 {
+                h.watch_refs -= 1;
+                if h.watch_refs == 0 {
+                    unwatch = Some(h.gen);
+                    h.gen = self.new_epoch();
+                }
+            }
+            if h.settling {
+                Release::Settling(h.settled.get_or_insert_with(Default::default).clone())
+            } else {
+                h.inflight += 1;
+                Release::Send
+            }
+        };
+        if let Some(gen) = unwatch {
+            let _ = self.tx.send(Cmd::Unwatch(gen));
+        }
+        release
+    }
+
+    /// For a settlement: the hold count the server should have now (the live guards), and
+    /// the longest TTL this owner gave the key.
+    pub(crate) fn settle_target(&self, key: &HoldKey) -> (u32, Duration) {
+        self.registry.get(key).map_or((0, self.timeout), |h| {
+            (h.holds, h.ttl_ceiling.max(self.timeout))
+        })
+    }
+
+    /// Ends a settlement that found the server at `target` holds (`lost`: below it). Returns
+    /// `false`, and keeps settling, if a guard was released meanwhile (the target moved).
+    pub(crate) fn settle_done(&self, key: &HoldKey, target: u32, lost: bool, force: bool) -> bool {
+        let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
+            return true;
+        };
+        let h = e.get_mut();
+        if h.holds != target && !force {
+            return false;
+        }
+        if lost && h.holds > 0 {
+            h.mark_lost("the server no longer has all of this owner's holds", key);
+        }
+        h.settling = false;
+        h.doubt = false;
+        if let Some(n) = h.settled.take() {
+            n.notify_waiters();
+        }
+        if h.is_idle() {
+            e.remove();
+        }
+        true
+    }
+
+    /// Whether the guard of `epoch` is known to be lost, and how long its lock is still
+    /// valid (zero when lost), from the send times of the calls that set the key's TTL.
+    pub(crate) fn validity(&self, key: &HoldKey, epoch: u64) -> Duration {
+        match self.registry.get(key) {
+            Some(h) if h.epoch == epoch && !h.is_lost && !h.lost.is_cancelled() => {
+                h.valid_until.saturating_duration_since(Instant::now())
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Whether a settlement runs for `key`.
+    pub(crate) fn is_settling(&self, key: &HoldKey) -> bool {
+        self.registry.get(key).is_some_and(|h| h.settling)
+    }
+
+    /// Number of locks with a live watch (for tests and metrics).
+    #[allow(dead_code)]
+    pub(crate) fn watched(&self) -> usize {
+        self.registry.iter().filter(|h| h.watch_refs > 0).count()
+    }
+}

@@ -1,0 +1,136 @@
+//! The wait loop: try, subscribe, re-check, sleep until woken or the holder's TTL (see the
+//! module docs of [`raw`](super)), and the small helpers around deadlines and owners.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::listener::Subscription;
+use super::Core;
+use crate::error::{Error, Result};
+
+/// Used when the holder's TTL is unknown (-1, or an odd reply): re-check at least this often.
+const FALLBACK_WAIT: Duration = Duration::from_millis(500);
+
+/// What one acquire attempt found.
+pub(crate) enum Attempt<T> {
+    /// The lock is ours; `T` carries what the kind needs to build its guard.
+    Acquired(T),
+    /// Held by another owner for about this long (None: unknown).
+    Held(Option<Duration>),
+}
+
+/// Runs the waiting protocol described in the module docs: `attempt` until it acquires or
+/// `deadline` passes (`None` = no limit). Returns `Ok(None)` on timeout.
+pub(crate) async fn acquire<T, F, Fut>(
+    core: &Arc<Core>,
+    channel: &str,
+    deadline: Option<Instant>,
+    mut attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>>>,
+{
+    // 1. The fast path: no subscription at all when the lock is free.
+    if let Attempt::Acquired(t) = attempt().await? {
+        return Ok(Some(t));
+    }
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        return Ok(None);
+    }
+    // 2. Subscribe before the next attempt; the share is released on every exit (drop).
+    let subscription = core.listener.subscribe(channel).await?;
+    // A wakeup we consumed but did not act on yet; passed on if we are cancelled meanwhile.
+    let mut woken = PassOn {
+        subscription: &subscription,
+        armed: false,
+    };
+    loop {
+        // 3. Register for the wakeup first, then look again.
+        let notified = woken.subscription.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let outcome = attempt().await;
+        // The attempt saw the state after the wakeup: from now on the next unlock wakes us
+        // (or someone else) again, so the consumed wakeup needs no passing on. A failed
+        // attempt returns below, and the drop passes the wakeup on.
+        if outcome.is_ok() {
+            woken.armed = false;
+        }
+        let held_for = match outcome? {
+            Attempt::Acquired(t) => return Ok(Some(t)),
+            Attempt::Held(pttl) => pttl,
+        };
+        // 4. Wait for the unlock, the holder's TTL or our deadline.
+        let mut bound = wait_bound(held_for).unwrap_or(FALLBACK_WAIT);
+        if let Some(d) = deadline {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            bound = bound.min(left);
+        }
+        if tokio::time::timeout(bound, notified).await.is_ok() {
+            woken.armed = true;
+        }
+    }
+}
+
+/// Hands a consumed wakeup to the next local waiter if the waiting future is dropped before
+/// it retried: otherwise the other waiters would sleep until the holder's TTL bound although
+/// the lock is free.
+struct PassOn<'a> {
+    subscription: &'a Subscription,
+    armed: bool,
+}
+
+impl Drop for PassOn<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.subscription.notify_one();
+        }
+    }
+}
+
+/// The deadline of a `try_lock(wait, ..)`: `wait` from now, or about 30 years (far enough to
+/// mean "no limit", near enough not to overflow) when `wait` is too large for an `Instant`.
+pub(crate) fn deadline_after(wait: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(wait)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
+}
+
+/// The result of a wait without deadline, which never times out: `Some` by construction.
+pub(crate) fn never_timed_out<T>(acquired: Option<T>) -> Result<T> {
+    acquired.ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))
+}
+
+/// How long to sleep at most for a holder with this pttl: until just after it expires.
+fn wait_bound(pttl: Option<Duration>) -> Option<Duration> {
+    pttl.map(|p| p + Duration::from_millis(1))
+}
+
+/// Parses the lock script's pttl: negative (no TTL / no key) means unknown.
+pub(crate) fn pttl_from(ms: i64) -> Option<Duration> {
+    u64::try_from(ms).ok().map(Duration::from_millis)
+}
+
+/// The owner field for the calling task: `<client id>:<tokio task id>`, or a per-thread id
+/// outside a task (e.g. under `block_on`).
+pub(crate) fn current_owner(client_id: &str) -> Arc<str> {
+    match tokio::task::try_id() {
+        Some(id) => format!("{client_id}:{id}").into(),
+        None => THREAD_TAG.with(|t| format!("{client_id}:{t}").into()),
+    }
+}
+
+thread_local! {
+    static THREAD_TAG: String = {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        format!("thread-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+    };
+}
