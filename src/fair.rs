@@ -42,13 +42,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use crate::error::{Error, Result};
-use crate::keys::{check_millis, check_name, Keys};
-use crate::raw::Core;
-use crate::raw::HoldKey;
-use crate::raw::{self, current_owner, pttl_from, Attempt, Hold, Ticket};
+use crate::error::Result;
+use crate::raw::{
+    self, current_owner, guard_accessors, inspect_methods, Attempt, Base, Core, HashKind, Hold,
+    HoldKey, Ticket,
+};
 use crate::scripts::Script;
 
 /// `lua/fair_lock.lua`, after the shared `lua/fair_queue.lua`
@@ -124,52 +123,40 @@ pub struct FairLock {
 }
 
 struct Inner {
-    core: Arc<Core>,
-    name: String,
-    /// The lock hash, shared by the hold entries of this lock.
-    key: Arc<str>,
+    /// Name, keys and the lock hash (`fairlock` role), shared by the hold entries.
+    base: Base,
     queue: String,
     timeouts: String,
     /// Waiter `w` listens on `<channel_prefix>:<w>`.
     channel_prefix: String,
     waiter_lease: Duration,
-    /// A rejected name is reported by every method.
-    invalid: Option<String>,
 }
 
 impl FairLock {
     pub(crate) fn new(core: Arc<Core>, name: &str) -> FairLock {
-        let invalid = check_name(name).err().map(|e| match e {
-            Error::InvalidArgument { reason, .. } => reason,
-            other => other.to_string(),
-        });
-        let name = if invalid.is_some() { "" } else { name };
-        let keys = Keys::new(&core.namespace, name);
         let waiter_lease = core
             .watchdog_timeout
             .clamp(MIN_WAITER_LEASE, MAX_WAITER_LEASE.max(MIN_WAITER_LEASE));
+        let base = Base::new(core, name, "fairlock");
         FairLock {
             inner: Arc::new(Inner {
-                key: keys.derived("fairlock").into(),
-                queue: keys.derived("fairqueue"),
-                timeouts: keys.derived("fairtimeouts"),
-                channel_prefix: keys.derived("fairchannel"),
-                name: name.to_string(),
+                queue: base.keys.derived("fairqueue"),
+                timeouts: base.keys.derived("fairtimeouts"),
+                channel_prefix: base.keys.derived("fairchannel"),
                 waiter_lease,
-                invalid,
-                core,
+                base,
             }),
         }
     }
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        &self.inner.base.name
     }
 
     /// The Redis key of the lock hash (`<namespace>:fairlock:{<name>}`).
     pub fn key(&self) -> &str {
-        &self.inner.key
+        &self.inner.base.key
     }
 
     /// The Redis key of the waiters' queue, a list (`<namespace>:fairqueue:{<name>}`).
@@ -189,15 +176,12 @@ impl FairLock {
         self.inner.waiter_lease
     }
 
-    fn check(&self) -> Result<()> {
-        match &self.inner.invalid {
-            Some(reason) => Err(Error::invalid("name", reason.clone())),
-            None => Ok(()),
-        }
-    }
-
     fn keys(&self) -> [&str; 3] {
-        [&self.inner.key, &self.inner.queue, &self.inner.timeouts]
+        [
+            &self.inner.base.key,
+            &self.inner.queue,
+            &self.inner.timeouts,
+        ]
     }
 
     /// Acquires the lock after every waiter queued before this call, waiting as long as it
@@ -208,7 +192,7 @@ impl FairLock {
     /// [waiter lease](Self::waiter_lease).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails (the
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails (the
     /// waiter then leaves the queue in the background).
     ///
     /// # Cancel safety
@@ -225,8 +209,8 @@ impl FairLock {
     /// released before (no watchdog).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name or a lease below 1 ms or above
-    /// 2<sup>53</sup> ms; [`Error::Redis`] when Redis fails.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or a lease below 1 ms or above
+    /// 2<sup>53</sup> ms; [`Error::Redis`](crate::Error::Redis) when Redis fails.
     ///
     /// # Cancel safety
     /// As for [`FairLock::lock`].
@@ -241,7 +225,7 @@ impl FairLock {
     /// `Some(lease)` it expires after the lease.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name or lease; [`Error::Redis`] when Redis
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or lease; [`Error::Redis`](crate::Error::Redis) when Redis
     /// fails. Contention is never an error.
     ///
     /// # Cancel safety
@@ -259,14 +243,8 @@ impl FairLock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<FairLockGuard>> {
-        self.check()?;
-        let core = &self.inner.core;
-        let lease_ms = match lease {
-            Some(lease) => check_millis("lease", lease)?,
-            None => core.watchdog_ms,
-        };
-        let owner = current_owner(&core.id_str);
-        let hold_key: HoldKey = (self.inner.key.clone(), owner.clone());
+        self.inner.base.check()?;
+        let owner = current_owner(&self.inner.base.core.id_str);
         // The queue entry is per call, not per owner: a late leave of an abandoned call of
         // this task must not remove the entry of its next call.
         let waiter: Arc<str> =
@@ -280,41 +258,36 @@ impl FairLock {
             abandoned: Arc::new(AtomicBool::new(false)),
             armed: !single,
         };
-        let started = Instant::now();
-        let granted = raw::acquire(core, &channel, deadline, || {
-            self.attempt(
-                &hold_key,
-                &queued.waiter,
-                lease_ms,
-                deadline,
-                single,
-                &queued.abandoned,
-            )
-        })
+        let granted = raw::take(
+            self,
+            &channel,
+            deadline,
+            lease,
+            "fair",
+            |hold_key, lease_ms| {
+                self.attempt(
+                    hold_key,
+                    &queued.waiter,
+                    lease_ms,
+                    deadline,
+                    single,
+                    &queued.abandoned,
+                )
+            },
+        )
         .await;
-        let (ticket, holds) = match granted {
+        match granted {
             // The lock script removed us from the queue when it granted the lock.
-            Ok(Some(granted)) => {
+            Ok(Some((hold, ()))) => {
                 queued.armed = false;
-                granted
+                Ok(Some(FairLockGuard { hold }))
             }
             Ok(None) => {
                 queued.leave_now().await;
-                tracing::debug!(lock = %self.inner.name, waited_ms = started.elapsed().as_millis() as u64, "fair try_lock timed out");
-                return Ok(None);
+                Ok(None)
             }
-            Err(e) => return Err(e), // `queued` leaves in the background
-        };
-        // No .await between the reply and the registration: the hold always gets its guard.
-        let hold = Hold::register(ticket, holds, lease);
-        tracing::debug!(
-            lock = %self.inner.name,
-            kind = "fair",
-            holds,
-            waited_ms = started.elapsed().as_millis() as u64,
-            "lock acquired"
-        );
-        Ok(Some(FairLockGuard { hold }))
+            Err(e) => Err(e), // `queued` leaves in the background
+        }
     }
 
     /// One run of the lock script, cleaning up after itself when abandoned (see
@@ -328,7 +301,7 @@ impl FairLock {
         deadline: Option<Instant>,
         single: bool,
         abandoned: &Arc<AtomicBool>,
-    ) -> impl Future<Output = Result<Attempt<(Ticket<FairLock>, u32)>>> + Send + 'static {
+    ) -> impl Future<Output = Result<Attempt<(Ticket<FairLock>, u32, ())>>> + Send + 'static {
         let lease = self.inner.waiter_lease;
         let budget = match deadline {
             _ if single => Duration::ZERO,
@@ -341,57 +314,49 @@ impl FairLock {
         } else {
             (budget.as_millis() as u64).max(1)
         };
-        let (lock, hold_key) = (self.clone(), hold_key.clone());
+        let (lock, owner) = (self.clone(), hold_key.1.clone());
         let waiter = waiter.clone();
         let abandoned = abandoned.clone();
-        // Wake at least every third of the waiter lease to refresh the queue entry.
+        let call = async move {
+            let reply = raw::run_acquire(
+                &lock,
+                &owner,
+                &FAIR_LOCK,
+                &lock.keys(),
+                &[
+                    &lease_ms,
+                    &&*owner,
+                    &&*waiter,
+                    &budget_ms,
+                    &lock.inner.channel_prefix.as_str(),
+                    &lock.inner.base.core.publish,
+                ],
+            )
+            .await;
+            // The waiter is gone and may have left before this late attempt queued it again.
+            if abandoned.load(Ordering::SeqCst) && budget_ms > 0 {
+                let _ = lock.leave(&waiter).await;
+            }
+            reply
+        }
+        .boxed();
+        // `[0, wait]`: the wait bound; wake at least every third of the waiter lease to
+        // refresh the queue entry.
         let refresh = lease / 3;
+        let attempt = raw::attempt(self, hold_key, call, raw::plain_reply, "fair lock");
         async move {
-            let ticket = Ticket::begin(&lock, &hold_key).await;
-            let call_lock = lock.clone();
-            let call = async move {
-                let owner = &hold_key.1;
-                let reply = raw::run_acquire(
-                    &call_lock,
-                    owner,
-                    &FAIR_LOCK,
-                    &call_lock.keys(),
-                    &[
-                        &lease_ms,
-                        &&**owner,
-                        &&*waiter,
-                        &budget_ms,
-                        &call_lock.inner.channel_prefix.as_str(),
-                        &call_lock.inner.core.publish,
-                    ],
-                )
-                .await;
-                // The waiter is gone and may have left before this late attempt queued it again.
-                if abandoned.load(Ordering::SeqCst) && budget_ms > 0 {
-                    let _ = call_lock.leave(&waiter).await;
+            Ok(match attempt.await? {
+                Attempt::Held(wait) => {
+                    Attempt::Held(Some(wait.map_or(refresh, |w| w.min(refresh))))
                 }
-                reply
-            }
-            .boxed();
-            let (reply, ticket) = raw::ticketed_call(ticket, call, raw::Synced::taken).await?;
-            reply.check(&lock.inner.core)?;
-            match (reply.reply.as_slice(), ticket) {
-                ([1, holds], Some(ticket)) if *holds >= 1 => {
-                    Ok(Attempt::Acquired((ticket, *holds as u32)))
-                }
-                ([0, wait], None) => Ok(Attempt::Held(Some(
-                    pttl_from(*wait).map_or(refresh, |w| w.min(refresh)),
-                ))),
-                (other, _) => Err(Error::UnexpectedReply(format!(
-                    "fair lock script answered {other:?}"
-                ))),
-            }
+                acquired => acquired,
+            })
         }
     }
 
     /// Runs the leave script for the queue entry `waiter`.
     async fn leave(&self, waiter: &str) -> Result<bool> {
-        let mut conn = self.inner.core.conn.clone();
+        let mut conn = self.inner.base.core.conn.clone();
         let left: i64 = FAIR_LEAVE
             .run(
                 &mut conn,
@@ -399,7 +364,7 @@ impl FairLock {
                 &[
                     &waiter,
                     &self.inner.channel_prefix.as_str(),
-                    &self.inner.core.publish,
+                    &self.inner.base.core.publish,
                 ],
             )
             .await?;
@@ -408,7 +373,7 @@ impl FairLock {
 
     /// Runs the unlock script: `expected` 0 releases any one hold of `owner`.
     async fn release_hold(&self, owner: &str, expected: u32) -> Result<i64> {
-        let mut conn = self.inner.core.conn.clone();
+        let mut conn = self.inner.base.core.conn.clone();
         // The wakeup goes to the head's own channel with a payload that is no client's id, so
         // the listener delivers it even when the head lives in this client: no local notify.
         Ok(FAIR_UNLOCK
@@ -419,7 +384,7 @@ impl FairLock {
                     &owner,
                     &expected,
                     &self.inner.channel_prefix.as_str(),
-                    &self.inner.core.publish,
+                    &self.inner.base.core.publish,
                 ],
             )
             .await?)
@@ -427,114 +392,74 @@ impl FairLock {
 
     /// Deletes the lock whoever holds it and wakes the head of the queue; the queue is kept.
     /// Returns whether it was locked. The former holders' guards then fail to unlock with
-    /// [`Error::NotHeld`]; watchdog holders also see [`FairLockGuard::lost`] fire at their
+    /// [`Error::NotHeld`](crate::Error::NotHeld); watchdog holders also see [`FairLockGuard::lost`] fire at their
     /// next renewal.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails.
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock.
     pub async fn force_unlock(&self) -> Result<bool> {
-        self.check()?;
+        self.inner.base.check()?;
         let deleted: i64 = FAIR_FORCE_UNLOCK
             .run(
-                &mut self.inner.core.conn.clone(),
+                &mut self.inner.base.core.conn.clone(),
                 &self.keys(),
                 &[
                     &self.inner.channel_prefix.as_str(),
-                    &self.inner.core.publish,
+                    &self.inner.base.core.publish,
                 ],
             )
             .await?;
         if deleted == 1 {
-            tracing::debug!(lock = %self.inner.name, "fair lock force-unlocked");
+            tracing::debug!(lock = %self.inner.base.name, "fair lock force-unlocked");
         }
         Ok(deleted == 1)
-    }
-
-    /// Whether any owner holds the lock.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
-    ///
-    /// # Cancel safety
-    /// Cancel safe (read only).
-    pub async fn is_locked(&self) -> Result<bool> {
-        self.check()?;
-        raw::is_locked(&self.inner.core, self.key()).await
-    }
-
-    /// Whether the calling task (through this client) holds the lock.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
-    ///
-    /// # Cancel safety
-    /// Cancel safe (read only).
-    pub async fn is_held_by_current_task(&self) -> Result<bool> {
-        Ok(self.hold_count().await? > 0)
-    }
-
-    /// How many holds the calling task (through this client) has on the lock; 0 if none.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
-    ///
-    /// # Cancel safety
-    /// Cancel safe (read only).
-    pub async fn hold_count(&self) -> Result<u32> {
-        self.check()?;
-        raw::hold_count(&self.inner.core, self.key()).await
-    }
-
-    /// Time until the lock expires; `None` when it is not locked. A lock without TTL (never
-    /// written by lockwise) reports `Duration::MAX`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
-    ///
-    /// # Cancel safety
-    /// Cancel safe (read only).
-    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        self.check()?;
-        raw::remaining_ttl(&self.inner.core, self.key()).await
     }
 
     /// How many waiters are queued (LLEN of the queue), including crashed waiters whose
     /// deadline has passed but who were not purged yet (the next script call does that).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails.
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
     pub async fn queue_len(&self) -> Result<usize> {
-        self.check()?;
+        self.inner.base.check()?;
         Ok(redis::cmd("LLEN")
             .arg(&self.inner.queue)
-            .query_async(&mut self.inner.core.conn.clone())
+            .query_async(&mut self.inner.base.core.conn.clone())
             .await?)
     }
 }
 
+inspect_methods!(FairLock);
+
 impl std::fmt::Debug for FairLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FairLock")
-            .field("name", &self.inner.name)
-            .field("key", &self.inner.key)
+            .field("name", &self.inner.base.name)
+            .field("key", &self.inner.base.key)
             .field("waiter_lease", &self.inner.waiter_lease)
             .finish()
     }
 }
 
+impl HashKind for FairLock {
+    fn base(&self) -> &Base {
+        &self.inner.base
+    }
+}
+
 impl raw::Kind for FairLock {
     fn core(&self) -> &Arc<Core> {
-        &self.inner.core
+        &self.inner.base.core
     }
 
     fn name(&self) -> &str {
-        &self.inner.name
+        &self.inner.base.name
     }
 
     fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
@@ -561,7 +486,7 @@ impl Queued {
             return;
         }
         if let Err(e) = self.lock.leave(&self.waiter).await {
-            tracing::warn!(lock = %self.lock.inner.name, error = %e, "could not leave the fair queue; the entry expires at its deadline");
+            tracing::warn!(lock = %self.lock.inner.base.name, error = %e, "could not leave the fair queue; the entry expires at its deadline");
         }
         self.armed = false;
     }
@@ -575,9 +500,9 @@ impl Drop for Queued {
         self.abandoned.store(true, Ordering::SeqCst);
         let lock = self.lock.clone();
         let waiter = self.waiter.clone();
-        self.lock.inner.core.handle.spawn(async move {
+        self.lock.inner.base.core.handle.spawn(async move {
             if let Err(e) = lock.leave(&waiter).await {
-                tracing::warn!(lock = %lock.inner.name, error = %e, "could not leave the fair queue; the entry expires at its deadline");
+                tracing::warn!(lock = %lock.inner.base.name, error = %e, "could not leave the fair queue; the entry expires at its deadline");
             }
         });
     }
@@ -605,56 +530,17 @@ impl FairLockGuard {
     /// guard's. On an error the hold is left to expire with its TTL.
     ///
     /// # Errors
-    /// [`Error::NotHeld`] when the hold was already gone (expired, force-unlocked, taken over):
-    /// nothing was released. [`Error::Redis`] when Redis failed.
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold was already gone (expired, force-unlocked, taken over):
+    /// nothing was released. [`Error::Redis`](crate::Error::Redis) when Redis failed.
     ///
     /// # Cancel safety
     /// Once called, the release happens: dropping the future lets it finish in the background.
     pub async fn unlock(mut self) -> Result<()> {
         self.hold.unlock().await
     }
-
-    /// The lock's name.
-    pub fn name(&self) -> &str {
-        self.hold.name()
-    }
-
-    /// The owner field of this hold: `<client id>:<task id>`.
-    pub fn owner(&self) -> &str {
-        self.hold.owner()
-    }
-
-    /// The lease this hold was taken with; `None` when the watchdog renews it.
-    pub fn lease(&self) -> Option<Duration> {
-        self.hold.lease()
-    }
-
-    /// Whether the lock must be treated as lost: the watchdog found it gone (expired,
-    /// force-unlocked, server restarted without persistence) or stopped (client dropped),
-    /// or its [`validity`](Self::validity) ran out. Computed at the call, so a holder
-    /// resumed from a long pause sees `true` at once, before any renewal could run.
-    pub fn is_lost(&self) -> bool {
-        self.hold.is_lost()
-    }
-
-    /// How long the lock is still known to be held: the TTL that the last acquire or
-    /// renewal gave the key, measured from the moment that call was *sent* (the server ran
-    /// it later, so the key lives at least that long), less a safety margin for clock drift
-    /// and scheduling (1 % of that TTL + 2 ms, at least 100 ms or a tenth of a shorter
-    /// TTL). Zero once lost. For a lease hold this counts down to the end of
-    /// the lease; for a watchdog hold each renewal moves it forward.
-    ///
-    /// Check it before an action that must not happen without the lock, and use fencing
-    /// tokens where the resource can check them: a pause after the check is not covered.
-    pub fn validity(&self) -> Duration {
-        self.hold.validity()
-    }
-
-    /// A token cancelled when the lock is known to be lost (see [`is_lost`](Self::is_lost)).
-    pub fn lost(&self) -> CancellationToken {
-        self.hold.lost()
-    }
 }
+
+guard_accessors!(FairLockGuard);
 
 impl std::fmt::Debug for FairLockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

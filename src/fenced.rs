@@ -29,13 +29,11 @@ use std::time::Duration;
 use futures::FutureExt;
 use redis::{FromRedisValue, ToRedisArgs};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::keys::{check_millis, check_name, Keys};
-use crate::raw::Core;
-use crate::raw::HoldKey;
-use crate::raw::{self, current_owner, pttl_from, Attempt, Hold, Kind, Ticket};
+use crate::raw::{
+    self, guard_accessors, inspect_methods, pttl_from, Base, Core, HashKind, Hold, Reply,
+};
 use crate::reentrant::RLock;
 use crate::scripts::Script;
 
@@ -93,26 +91,23 @@ struct Inner {
     key: Arc<str>,
     /// The fencing counter key.
     fence: String,
-    /// Why the name was rejected, reported by every method.
-    invalid: Option<String>,
 }
 
 impl FencedLock {
     pub(crate) fn new(core: Arc<Core>, name: &str) -> FencedLock {
-        let invalid = check_name(name).err().map(|e| match e {
-            Error::InvalidArgument { reason, .. } => reason,
-            other => other.to_string(),
-        });
-        let keys = Keys::new(&core.namespace, if invalid.is_some() { "" } else { name });
         let rlock = RLock::new(core, name);
         FencedLock {
             inner: Arc::new(Inner {
                 key: rlock.key().into(),
-                fence: keys.derived("fence"),
+                fence: rlock.base().keys.derived("fence"),
                 rlock,
-                invalid,
             }),
         }
+    }
+
+    /// The lock hash's name and keys, shared with the [`RLock`] of the same name.
+    fn base(&self) -> &Base {
+        self.inner.rlock.base()
     }
 
     /// The lock's name.
@@ -135,7 +130,7 @@ impl FencedLock {
     /// guard is released. The guard carries the fencing token.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails
     /// (also when the counter holds something other than an integer, or is exhausted: the
     /// next token would be 2<sup>53</sup> or more; nothing is written then).
     ///
@@ -151,7 +146,7 @@ impl FencedLock {
     /// when the holder overruns it, its token is already stale.
     ///
     /// # Errors
-    /// As [`FencedLock::lock`], and [`Error::InvalidArgument`] for a lease below 1 ms or above
+    /// As [`FencedLock::lock`], and [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease below 1 ms or above
     /// 2<sup>53</sup> ms.
     ///
     /// # Cancel safety
@@ -182,115 +177,55 @@ impl FencedLock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<FencedLockGuard>> {
-        if let Some(reason) = &self.inner.invalid {
-            return Err(Error::invalid("name", reason.clone()));
-        }
         let rlock = &self.inner.rlock;
-        let core = rlock.core();
-        let lease_ms = match lease {
-            Some(lease) => check_millis("lease", lease)?,
-            None => core.watchdog_ms,
-        };
-        let hold_key: HoldKey = (self.inner.key.clone(), current_owner(&core.id_str));
-        let started = Instant::now();
-        let granted = raw::acquire(core, rlock.channel(), deadline, || {
-            self.attempt(&hold_key, lease_ms)
-        })
-        .await?;
-        let Some((ticket, holds, token)) = granted else {
-            return Ok(None);
-        };
-        // No .await between the reply and the registration: the hold always gets its guard.
-        let hold = Hold::register(ticket, holds, lease);
-        tracing::debug!(
-            lock = %rlock.name(),
-            kind = "fenced",
-            holds,
-            token,
-            waited_ms = started.elapsed().as_millis() as u64,
-            "lock acquired"
-        );
-        Ok(Some(FencedLockGuard { hold, token }))
-    }
-
-    /// One run of the fenced lock script, counted in the hold registry and cleaning up after
-    /// itself when abandoned.
-    fn attempt(
-        &self,
-        hold_key: &HoldKey,
-        lease_ms: u64,
-    ) -> impl std::future::Future<Output = Result<Attempt<(Ticket<RLock>, u32, u64)>>> + Send + 'static
-    {
-        let rlock = self.inner.rlock.clone();
-        let hold_key = hold_key.clone();
-        let (key, fence) = (self.inner.key.clone(), self.inner.fence.clone());
-        async move {
-            let ticket = Ticket::begin(&rlock, &hold_key).await;
-            let kind = rlock.clone();
-            let call = async move {
-                let keys: [&str; 2] = [&key, &fence];
-                let owner = &hold_key.1;
-                let args: [&dyn crate::scripts::ToRedisArgsDyn; 2] = [&lease_ms, &&**owner];
-                raw::run_acquire(&kind, owner, &FENCED_LOCK, &keys, &args).await
-            }
-            .boxed();
-            let (reply, ticket) = raw::ticketed_call(ticket, call, raw::Synced::taken).await?;
-            reply.check(rlock.core())?;
-            match (reply.reply.as_slice(), ticket) {
-                ([1, holds, token], Some(ticket)) if *holds >= 1 && *token > 0 => {
-                    Ok(Attempt::Acquired((ticket, *holds as u32, *token as u64)))
+        let granted = raw::take(
+            rlock,
+            rlock.channel(),
+            deadline,
+            lease,
+            "fenced",
+            |hold_key, lease_ms| {
+                let (kind, owner) = (rlock.clone(), hold_key.1.clone());
+                let (key, fence) = (self.inner.key.clone(), self.inner.fence.clone());
+                let call = async move {
+                    let keys: [&str; 2] = [&key, &fence];
+                    let args: [&dyn crate::scripts::ToRedisArgsDyn; 2] = [&lease_ms, &&*owner];
+                    raw::run_acquire(&kind, &owner, &FENCED_LOCK, &keys, &args).await
                 }
-                ([0, pttl], None) => Ok(Attempt::Held(pttl_from(*pttl))),
-                (other, _) => Err(Error::UnexpectedReply(format!(
-                    "fenced lock script answered {other:?}"
-                ))),
-            }
-        }
+                .boxed();
+                raw::attempt(rlock, hold_key, call, fenced_reply, "fenced lock")
+            },
+        )
+        .await?;
+        Ok(granted.map(|(hold, token)| {
+            tracing::debug!(lock = %rlock.name(), token, "fencing token issued");
+            FencedLockGuard { hold, token }
+        }))
     }
 
     /// Deletes the lock whoever holds it and wakes its waiters; returns whether it was
     /// locked. The counter is kept, so the next owner still gets a larger token.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails.
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock.
     pub async fn force_unlock(&self) -> Result<bool> {
         self.inner.rlock.force_unlock().await
     }
+}
 
-    /// Whether any owner holds the lock.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
-    ///
-    /// # Cancel safety
-    /// Cancel safe (read only).
-    pub async fn is_locked(&self) -> Result<bool> {
-        self.inner.rlock.is_locked().await
-    }
+inspect_methods!(FencedLock);
 
-    /// How many holds the calling task (through this client) has on the lock; 0 if none.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
-    ///
-    /// # Cancel safety
-    /// Cancel safe (read only).
-    pub async fn hold_count(&self) -> Result<u32> {
-        self.inner.rlock.hold_count().await
-    }
-
-    /// Time until the lock expires; `None` when it is not locked.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
-    ///
-    /// # Cancel safety
-    /// Cancel safe (read only).
-    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        self.inner.rlock.remaining_ttl().await
+/// `[1, holds, token]` granted, `[0, pttl]` held.
+fn fenced_reply(reply: &[i64]) -> Option<Reply<u64>> {
+    match reply {
+        [1, holds, token] if *holds >= 1 && *token > 0 => {
+            Some(Reply::Granted(*holds as u32, *token as u64))
+        }
+        [0, pttl] => Some(Reply::Held(pttl_from(*pttl))),
+        _ => None,
     }
 }
 
@@ -325,46 +260,17 @@ impl FencedLockGuard {
     /// one waiter per client.
     ///
     /// # Errors
-    /// [`Error::NotHeld`] when the hold was already gone (expired, force-unlocked): its token
-    /// may already be stale. [`Error::Redis`] when Redis failed.
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold was already gone (expired, force-unlocked): its token
+    /// may already be stale. [`Error::Redis`](crate::Error::Redis) when Redis failed.
     ///
     /// # Cancel safety
     /// Once called, the release happens: dropping the future lets it finish in the background.
     pub async fn unlock(mut self) -> Result<()> {
         self.hold.unlock().await
     }
-
-    /// The lock's name.
-    pub fn name(&self) -> &str {
-        self.hold.name()
-    }
-
-    /// The owner field of this hold: `<client id>:<task id>`.
-    pub fn owner(&self) -> &str {
-        self.hold.owner()
-    }
-
-    /// The lease this hold was taken with; `None` when the watchdog renews it.
-    pub fn lease(&self) -> Option<Duration> {
-        self.hold.lease()
-    }
-
-    /// Whether the lock is known to be lost (see [`RLockGuard::is_lost`](crate::RLockGuard::is_lost)).
-    pub fn is_lost(&self) -> bool {
-        self.hold.is_lost()
-    }
-
-    /// How long the lock is still known to be held (see
-    /// [`RLockGuard::validity`](crate::RLockGuard::validity)).
-    pub fn validity(&self) -> Duration {
-        self.hold.validity()
-    }
-
-    /// A token cancelled when the lock is known to be lost.
-    pub fn lost(&self) -> CancellationToken {
-        self.hold.lost()
-    }
 }
+
+guard_accessors!(FencedLockGuard);
 
 impl std::fmt::Debug for FencedLockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -380,7 +286,7 @@ impl std::fmt::Debug for FencedLockGuard {
 
 /// A value kept in Redis that only accepts writes carrying a fencing token at least as large
 /// as the largest it has seen: a late write by a former lock holder is rejected with
-/// [`Error::StaleToken`].
+/// [`Error::StaleToken`](crate::Error::StaleToken).
 ///
 /// Get one from [`Client::fenced_value`](crate::Client::fenced_value). The value and its
 /// highest token live in one hash at the given key (fields `value` and `token`), so the
@@ -420,9 +326,9 @@ impl FencedValue {
     /// tokens are accepted, so one holder may write many times), and remembers `token`.
     ///
     /// # Errors
-    /// [`Error::StaleToken`] when a larger token wrote before; nothing was written.
-    /// [`Error::InvalidArgument`] for an empty key or a token of 0 or 2<sup>53</sup> and
-    /// above (no fenced lock issues those). [`Error::Redis`] when Redis fails (also
+    /// [`Error::StaleToken`](crate::Error::StaleToken) when a larger token wrote before; nothing was written.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty key or a token of 0 or 2<sup>53</sup> and
+    /// above (no fenced lock issues those). [`Error::Redis`](crate::Error::Redis) when Redis fails (also
     /// WRONGTYPE when the key holds something other than a hash).
     ///
     /// # Cancel safety
@@ -459,7 +365,7 @@ impl FencedValue {
     /// Reads the value; `None` when it was never written (or was deleted).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an empty key; [`Error::Redis`] when Redis fails or the
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty key; [`Error::Redis`](crate::Error::Redis) when Redis fails or the
     /// value does not convert to `V`.
     ///
     /// # Cancel safety
@@ -476,7 +382,7 @@ impl FencedValue {
     /// The largest token that wrote the value; `None` when it was never written.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an empty key; [`Error::Redis`] when Redis fails.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty key; [`Error::Redis`](crate::Error::Redis) when Redis fails.
     ///
     /// # Cancel safety
     /// Cancel safe (read only).

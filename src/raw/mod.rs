@@ -55,6 +55,8 @@
 //! - [`registry`]: the local hold registry: guards, calls in flight, doubts, loss deadlines.
 //! - [`settle`]: settlements that bring the server's count back to the guards'.
 //! - [`hold`]: one granted hold, as every guard type wraps it.
+//! - [`handle`]: what every hash-based kind shares above that: name and keys, the acquire
+//!   prologue, one script attempt, inspection and guard accessors.
 //! - [`watchdog`]: the task that renews held locks in batches.
 //! - [`listener`]: the one subscription connection that wakes waiters.
 //! - [`inspect`]: read-only queries shared by the hash-based kinds.
@@ -63,6 +65,7 @@
 
 pub(crate) mod call;
 mod core;
+pub(crate) mod handle;
 pub(crate) mod hold;
 pub(crate) mod inspect;
 pub(crate) mod listener;
@@ -72,10 +75,10 @@ pub(crate) mod wait;
 pub(crate) mod watchdog;
 
 pub(crate) use self::core::Core;
-pub(crate) use call::{guarded_call, run_acquire, ticketed_call, Inflight, Kind, Synced, Ticket};
-pub(crate) use hold::Hold;
-pub(crate) use inspect::{hold_count, is_locked, remaining_ttl};
-pub(crate) use registry::HoldKey;
-pub(crate) use wait::{
-    acquire, current_owner, deadline_after, never_timed_out, pttl_from, Attempt,
+pub(crate) use call::{guarded_call, run_acquire, Inflight, Kind, Ticket};
+pub(crate) use handle::{
+    attempt, guard_accessors, inspect_methods, plain_reply, take, Base, HashKind, Reply,
 };
+pub(crate) use hold::Hold;
+pub(crate) use registry::HoldKey;
+pub(crate) use wait::{current_owner, deadline_after, never_timed_out, pttl_from, Attempt};

@@ -1,0 +1,275 @@
+//! What every hash-based lock kind shares above the wait loop: the validated name and keys
+//! ([`Base`]), the acquire prologue behind `lock` / `lock_with_lease` / `try_lock`
+//! ([`take`]), one ticketed script attempt with its reply parsed ([`attempt`]), the read-only
+//! inspection (`inspect_methods!`), and the guard accessors (`guard_accessors!`).
+//!
+//! A kind supplies its keys, its script call and how to read the script's reply; this module
+//! does the rest, once.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+
+use super::call::{ticketed_call, Kind, Synced, Ticket};
+use super::hold::Hold;
+use super::registry::HoldKey;
+use super::wait::{acquire, current_owner, pttl_from, Attempt};
+use super::{inspect, Core};
+use crate::error::{Error, Result};
+use crate::keys::{check_millis, check_name, Keys};
+
+/// A lock handle's name, checked once, and its keys. A rejected name is kept as its reason
+/// and reported by every method, so building a handle never fails.
+pub(crate) struct Base {
+    pub(crate) core: Arc<Core>,
+    /// The name as given (empty if rejected).
+    pub(crate) name: String,
+    pub(crate) keys: Keys,
+    /// The key of the hash that counts holds, shared with the hold registry entries.
+    pub(crate) key: Arc<str>,
+    invalid: Option<String>,
+}
+
+impl Base {
+    /// Checks `name` and derives the keys; `hash_role` names the hold-counting hash
+    /// (`"lock"` for the reentrant layout).
+    pub(crate) fn new(core: Arc<Core>, name: &str, hash_role: &str) -> Base {
+        let invalid = check_name(name).err().map(|e| match e {
+            Error::InvalidArgument { reason, .. } => reason,
+            other => other.to_string(),
+        });
+        let name = if invalid.is_some() { "" } else { name };
+        let keys = Keys::new(&core.namespace, name);
+        Base {
+            key: keys.derived(hash_role).into(),
+            name: name.to_string(),
+            keys,
+            core,
+            invalid,
+        }
+    }
+
+    /// [`Error::InvalidArgument`] if the name was rejected.
+    pub(crate) fn check(&self) -> Result<()> {
+        match &self.invalid {
+            Some(reason) => Err(Error::invalid("name", reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) async fn is_locked(&self) -> Result<bool> {
+        self.check()?;
+        inspect::is_locked(&self.core, &self.key).await
+    }
+
+    pub(crate) async fn hold_count(&self) -> Result<u32> {
+        self.check()?;
+        inspect::hold_count(&self.core, &self.key).await
+    }
+
+    pub(crate) async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.check()?;
+        inspect::remaining_ttl(&self.core, &self.key).await
+    }
+}
+
+/// A hash-based kind: its handle has a [`Base`].
+pub(crate) trait HashKind: Kind {
+    fn base(&self) -> &Base;
+}
+
+/// What a kind reads from its acquire script's reply.
+pub(crate) enum Reply<T> {
+    /// `holds` is the owner's hold count after the call; `T` what else the kind returns.
+    Granted(u32, T),
+    /// Held by another owner for about this long (None: unknown).
+    Held(Option<Duration>),
+}
+
+/// Reads the common reply shapes: `[1, holds]` granted, `[0, pttl]` held.
+pub(crate) fn plain_reply(reply: &[i64]) -> Option<Reply<()>> {
+    match reply {
+        [1, holds] if *holds >= 1 => Some(Reply::Granted(*holds as u32, ())),
+        [0, pttl] => Some(Reply::Held(pttl_from(*pttl))),
+        _ => None,
+    }
+}
+
+/// One acquire attempt: counts the call in the hold registry (waiting for a settlement of
+/// this owner first), runs `call` so that it never leaks a hold, and reads its reply with
+/// `parse`. `what` names the script in errors.
+pub(crate) fn attempt<K: Kind, T: Send + 'static>(
+    kind: &K,
+    hold_key: &HoldKey,
+    call: BoxFuture<'static, redis::RedisResult<Synced>>,
+    parse: fn(&[i64]) -> Option<Reply<T>>,
+    what: &'static str,
+) -> impl Future<Output = Result<Attempt<(Ticket<K>, u32, T)>>> + Send + 'static {
+    let (kind, hold_key) = (kind.clone(), hold_key.clone());
+    async move {
+        let ticket = Ticket::begin(&kind, &hold_key).await;
+        let (reply, ticket) = ticketed_call(ticket, call, Synced::taken).await?;
+        reply.check(kind.core())?;
+        match (parse(&reply.reply), ticket) {
+            (Some(Reply::Granted(holds, extra)), Some(ticket)) => {
+                Ok(Attempt::Acquired((ticket, holds, extra)))
+            }
+            (Some(Reply::Held(pttl)), None) => Ok(Attempt::Held(pttl)),
+            _ => Err(Error::UnexpectedReply(format!(
+                "{what} script answered {:?}",
+                reply.reply
+            ))),
+        }
+    }
+}
+
+/// The acquire behind every kind's `lock`, `lock_with_lease` and `try_lock`: checks the
+/// name and lease, waits on `channel` until `attempt(hold key, lease ms)` acquires or
+/// `deadline` passes (`Ok(None)`), and registers the hold before anything else can happen.
+pub(crate) async fn take<K, T, F, Fut>(
+    kind: &K,
+    channel: &str,
+    deadline: Option<Instant>,
+    lease: Option<Duration>,
+    label: &'static str,
+    mut attempt: F,
+) -> Result<Option<(Hold<K>, T)>>
+where
+    K: HashKind,
+    F: FnMut(&HoldKey, u64) -> Fut,
+    Fut: Future<Output = Result<Attempt<(Ticket<K>, u32, T)>>>,
+{
+    let base = kind.base();
+    base.check()?;
+    let lease_ms = match lease {
+        Some(lease) => check_millis("lease", lease)?,
+        None => base.core.watchdog_ms,
+    };
+    let hold_key: HoldKey = (base.key.clone(), current_owner(&base.core.id_str));
+    let started = Instant::now();
+    let granted = acquire(&base.core, channel, deadline, || {
+        attempt(&hold_key, lease_ms)
+    })
+    .await?;
+    let waited_ms = started.elapsed().as_millis() as u64;
+    let Some((ticket, holds, extra)) = granted else {
+        tracing::debug!(lock = %base.name, kind = label, waited_ms, "try_lock timed out");
+        return Ok(None);
+    };
+    // No .await between the reply and the registration: the hold always gets its guard.
+    let hold = Hold::register(ticket, holds, lease);
+    tracing::debug!(lock = %base.name, kind = label, holds, waited_ms, "lock acquired");
+    Ok(Some((hold, extra)))
+}
+
+/// The accessors every guard that wraps a [`Hold`] in a field `hold` shares, with their docs.
+macro_rules! guard_accessors {
+    ($guard:ident) => {
+        impl $guard {
+            /// The lock's name.
+            pub fn name(&self) -> &str {
+                self.hold.name()
+            }
+
+            /// The owner field of this hold: `<client id>:<task id>`.
+            pub fn owner(&self) -> &str {
+                self.hold.owner()
+            }
+
+            /// The lease this hold was taken with; `None` when the watchdog renews it.
+            pub fn lease(&self) -> Option<std::time::Duration> {
+                self.hold.lease()
+            }
+
+            /// Whether the lock must be treated as lost: the watchdog found it gone (expired,
+            /// force-unlocked, server restarted without persistence) or stopped (client
+            /// dropped), or its [`validity`](Self::validity) ran out. Computed at the call,
+            /// so a holder resumed from a long pause sees `true` at once, before any renewal
+            /// could run.
+            pub fn is_lost(&self) -> bool {
+                self.hold.is_lost()
+            }
+
+            /// How long the lock is still known to be held: the TTL that the last acquire or
+            /// renewal gave the key, measured from the moment that call was *sent* (the server
+            /// ran it later, so the key lives at least that long), less a safety margin for
+            /// clock drift and scheduling (1 % of that TTL + 2 ms, at least 100 ms or a tenth
+            /// of a shorter TTL). Zero once lost. For a lease hold this counts down to the end
+            /// of the lease; for a watchdog hold each renewal moves it forward.
+            ///
+            /// Check it before an action that must not happen without the lock, and use
+            /// fencing tokens where the resource can check them: a pause after the check is
+            /// not covered.
+            pub fn validity(&self) -> std::time::Duration {
+                self.hold.validity()
+            }
+
+            /// A token cancelled when the lock is known to be lost (see
+            /// [`is_lost`](Self::is_lost)). Select on `lost().cancelled()` to stop work that
+            /// must not continue without the lock.
+            pub fn lost(&self) -> tokio_util::sync::CancellationToken {
+                self.hold.lost()
+            }
+        }
+    };
+}
+
+/// The read-only queries every hash-based handle shares; it needs a `base()` method (from
+/// [`HashKind`] or its own) that returns the lock's [`Base`].
+macro_rules! inspect_methods {
+    ($handle:ident) => {
+        impl $handle {
+            /// Whether any owner holds the lock.
+            ///
+            /// # Errors
+            /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name;
+            /// [`Error::Redis`](crate::Error::Redis) when Redis fails.
+            ///
+            /// # Cancel safety
+            /// Cancel safe (read only).
+            pub async fn is_locked(&self) -> $crate::Result<bool> {
+                self.base().is_locked().await
+            }
+
+            /// Whether the calling task (through this client) holds the lock.
+            ///
+            /// # Errors
+            /// As for [`is_locked`](Self::is_locked).
+            ///
+            /// # Cancel safety
+            /// Cancel safe (read only).
+            pub async fn is_held_by_current_task(&self) -> $crate::Result<bool> {
+                Ok(self.hold_count().await? > 0)
+            }
+
+            /// How many holds the calling task (through this client) has on the lock; 0 if
+            /// none.
+            ///
+            /// # Errors
+            /// As for [`is_locked`](Self::is_locked).
+            ///
+            /// # Cancel safety
+            /// Cancel safe (read only).
+            pub async fn hold_count(&self) -> $crate::Result<u32> {
+                self.base().hold_count().await
+            }
+
+            /// Time until the lock expires; `None` when it is not locked. A lock without TTL
+            /// (never written by lockwise) reports `Duration::MAX`.
+            ///
+            /// # Errors
+            /// As for [`is_locked`](Self::is_locked).
+            ///
+            /// # Cancel safety
+            /// Cancel safe (read only).
+            pub async fn remaining_ttl(&self) -> $crate::Result<Option<std::time::Duration>> {
+                self.base().remaining_ttl().await
+            }
+        }
+    };
+}
+
+pub(crate) use {guard_accessors, inspect_methods};
