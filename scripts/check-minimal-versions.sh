@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Usage: bash scripts/check-minimal-versions.sh
+#
+# Checks that the dependency minimums in Cargo.toml are enough: resolves every direct
+# dependency to the lowest version Cargo.toml allows (nightly's -Z direct-minimal-versions)
+# in a scratch copy of the crate, then builds the library against that. Needs a nightly
+# toolchain; without one it says so and exits 0 (the check is skipped, not failed).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+if ! cargo +nightly --version >/dev/null 2>&1; then
+    echo "check-minimal-versions: no nightly toolchain; skipped" >&2
+    exit 0
+fi
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+# The crate's files as committed or changed in the work tree (not target/).
+git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$scratch"
+cd "$scratch"
+cargo +nightly update -Z direct-minimal-versions
+echo "check-minimal-versions: resolved"
+for dep in redis tokio tokio-util futures uuid dashmap tracing; do
+    printf '  %-10s %s\n' "$dep" "$(cargo +nightly pkgid "$dep" 2>/dev/null | sed 's/.*[@#]//')"
+done
+CARGO_TARGET_DIR="${MINIMAL_VERSIONS_TARGET_DIR:-$scratch/target}" cargo +nightly check --lib
+echo "check-minimal-versions: the library builds with the minimum versions"
