@@ -36,7 +36,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -49,36 +49,7 @@ use crate::keys::{check_millis, check_name, Keys};
 use crate::raw::Core;
 use crate::raw::HoldKey;
 use crate::raw::{self, current_owner, pttl_from, Attempt, Hold, Ticket};
-use crate::scripts::Script;
-
-/// `lua/fair_lock.lua`, after the shared `lua/fair_queue.lua`
-static FAIR_LOCK: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../lua/fair_queue.lua"),
-        include_str!("../lua/fair_lock.lua")
-    ))
-});
-/// `lua/fair_unlock.lua`, after the shared `lua/fair_queue.lua`
-static FAIR_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../lua/fair_queue.lua"),
-        include_str!("../lua/fair_unlock.lua")
-    ))
-});
-/// `lua/fair_leave.lua`, after the shared `lua/fair_queue.lua`
-static FAIR_LEAVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../lua/fair_queue.lua"),
-        include_str!("../lua/fair_leave.lua")
-    ))
-});
-/// `lua/fair_force_unlock.lua`, after the shared `lua/fair_queue.lua`
-static FAIR_FORCE_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../lua/fair_queue.lua"),
-        include_str!("../lua/fair_force_unlock.lua")
-    ))
-});
+use crate::scripts::{FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_LOCK, FAIR_UNLOCK};
 
 /// Upper bound of the waiter lease (see the module docs).
 const MAX_WAITER_LEASE: Duration = Duration::from_secs(5);

@@ -23,7 +23,7 @@
 //! for how tokens keep increasing when Redis loses writes (a restart, an older snapshot or
 //! AOF, a failover to a lagging replica) and where that stops.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -37,14 +37,7 @@ use crate::raw::Core;
 use crate::raw::HoldKey;
 use crate::raw::{self, current_owner, pttl_from, Attempt, Hold, Kind, Ticket};
 use crate::reentrant::RLock;
-use crate::scripts::Script;
-
-/// `lua/fenced_lock.lua`
-static FENCED_LOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/fenced_lock.lua")));
-/// `lua/fenced_write.lua`
-static FENCED_WRITE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/fenced_write.lua")));
+use crate::scripts::{FENCED_LOCK, FENCED_WRITE};
 
 /// Tokens stay below 2<sup>53</sup> so Lua's doubles hold them exactly.
 const MAX_TOKEN: u64 = (1 << 53) - 1;
