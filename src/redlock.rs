@@ -56,7 +56,7 @@ use uuid::Uuid;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::{check_millis, check_name, Keys};
+use crate::keys::{check_millis, check_name, Keys, Role};
 use crate::raw::Core;
 use crate::raw::{self, current_owner, Inflight};
 use crate::scripts::{LOCK, REDLOCK_RELEASE, RENEW};
@@ -538,8 +538,8 @@ impl RedLock {
                     let core = c.core().clone();
                     let keys = Keys::new(&core.namespace, name);
                     Node {
-                        key: keys.derived("redlock").into(),
-                        channel: keys.derived("redlock-channel").into(),
+                        key: keys.key(Role::Redlock).into(),
+                        channel: keys.key(Role::RedlockChannel).into(),
                         core,
                     }
                 })
