@@ -128,7 +128,7 @@ impl Client {
     /// a stale fencing token (see [`FencedValue`](crate::FencedValue)). Cheap; nothing is
     /// sent to Redis.
     pub fn fenced_value(&self, key: impl AsRef<str>) -> crate::FencedValue {
-        crate::fenced::FencedValue::new(self.inner.core.clone(), key.as_ref())
+        crate::fenced_value::FencedValue::new(self.inner.core.clone(), key.as_ref())
     }
 
     /// A handle to the multi-lock over the reentrant locks `names`: all of them or none

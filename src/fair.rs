@@ -36,7 +36,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -44,40 +44,12 @@ use futures::FutureExt;
 use tokio::time::Instant;
 
 use crate::error::Result;
+use crate::keys::Role;
 use crate::raw::{
     self, current_owner, guard_accessors, inspect_methods, Attempt, Base, Core, HashKind, Hold,
     HoldKey, Ticket,
 };
-use crate::scripts::Script;
-
-/// `lua/fair_lock.lua`, after the shared `lua/fair_queue.lua`
-static FAIR_LOCK: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../lua/fair_queue.lua"),
-        include_str!("../lua/fair_lock.lua")
-    ))
-});
-/// `lua/fair_unlock.lua`, after the shared `lua/fair_queue.lua`
-static FAIR_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../lua/fair_queue.lua"),
-        include_str!("../lua/fair_unlock.lua")
-    ))
-});
-/// `lua/fair_leave.lua`, after the shared `lua/fair_queue.lua`
-static FAIR_LEAVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../lua/fair_queue.lua"),
-        include_str!("../lua/fair_leave.lua")
-    ))
-});
-/// `lua/fair_force_unlock.lua`, after the shared `lua/fair_queue.lua`
-static FAIR_FORCE_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        include_str!("../lua/fair_queue.lua"),
-        include_str!("../lua/fair_force_unlock.lua")
-    ))
-});
+use crate::scripts::{FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_LOCK, FAIR_UNLOCK};
 
 /// Upper bound of the waiter lease (see the module docs).
 const MAX_WAITER_LEASE: Duration = Duration::from_secs(5);
@@ -137,12 +109,12 @@ impl FairLock {
         let waiter_lease = core
             .watchdog_timeout
             .clamp(MIN_WAITER_LEASE, MAX_WAITER_LEASE.max(MIN_WAITER_LEASE));
-        let base = Base::new(core, name, "fairlock");
+        let base = Base::new(core, name, Role::FairLock);
         FairLock {
             inner: Arc::new(Inner {
-                queue: base.keys.derived("fairqueue"),
-                timeouts: base.keys.derived("fairtimeouts"),
-                channel_prefix: base.keys.derived("fairchannel"),
+                queue: base.keys.key(Role::FairQueue),
+                timeouts: base.keys.key(Role::FairTimeouts),
+                channel_prefix: base.keys.key(Role::FairChannel),
                 waiter_lease,
                 base,
             }),
@@ -550,30 +522,5 @@ impl std::fmt::Debug for FairLockGuard {
             .field("lease", &self.lease())
             .field("lost", &self.is_lost())
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn every_fair_script_documents_its_interface() {
-        let script = ["KEYS[1]", "KEYS[3]", "ARGV[1]", "Returns"];
-        let prelude = ["KEYS[2]", "KEYS[3]", "ARGV", "Returns"];
-        for (src, needles) in [
-            (include_str!("../lua/fair_queue.lua"), prelude),
-            (include_str!("../lua/fair_lock.lua"), script),
-            (include_str!("../lua/fair_unlock.lua"), script),
-            (include_str!("../lua/fair_leave.lua"), script),
-            (include_str!("../lua/fair_force_unlock.lua"), script),
-        ] {
-            let header: String = src
-                .lines()
-                .take_while(|l| l.starts_with("--"))
-                .collect::<Vec<_>>()
-                .join("\n");
-            for needle in needles {
-                assert!(header.contains(needle), "{needle} missing in:\n{header}");
-            }
-        }
     }
 }

@@ -1,4 +1,5 @@
-//! Key naming and argument checks: the only place that knows the Redis layout.
+//! Key naming and argument checks: the only place that knows the Redis layout ([`Role`]
+//! lists every key and channel lockwise uses).
 
 use std::time::Duration;
 
@@ -11,6 +12,50 @@ pub const MAX_NAME_LEN: usize = 64 * 1024;
 /// Longest accepted duration in milliseconds: Lua numbers are doubles, exact up to 2^53,
 /// and now + 2^53 ms is far inside what PEXPIRE accepts.
 pub(crate) const MAX_MILLIS: u128 = 1 << 53;
+
+/// Every role a key or channel plays for a lock: the part of its name after the namespace.
+/// This is the whole layout; each line shows the key of a lock named `n` in the usual form
+/// `<ns>:<role>:{n}` (see [`derive()`] for the other two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// `<ns>:lock:{n}`: the reentrant lock hash of an `RLock`, a `FencedLock` and each member
+    /// of a `MultiLock` (owner field -> hold count).
+    Lock,
+    /// `<ns>:channel:{n}`: the pub/sub channel the lock's unlocks publish to.
+    Channel,
+    /// `<ns>:fence:{n}`: a `FencedLock`'s token counter, the one key written without a TTL.
+    Fence,
+    /// `<ns>:fairlock:{n}`: a `FairLock`'s hash.
+    FairLock,
+    /// `<ns>:fairqueue:{n}`: a `FairLock`'s waiters, a list, oldest first.
+    FairQueue,
+    /// `<ns>:fairtimeouts:{n}`: a `FairLock`'s waiter deadlines, a sorted set.
+    FairTimeouts,
+    /// `<ns>:fairchannel:{n}`: the prefix of a `FairLock`'s per-waiter channels (waiter `w`
+    /// listens on `<prefix>:<w>`).
+    FairChannel,
+    /// `<ns>:redlock:{n}`: a `RedLock`'s hash on one node (`<ns>` is that node's client's).
+    Redlock,
+    /// `<ns>:redlock-channel:{n}`: the channel a `RedLock`'s releases publish to on one node.
+    RedlockChannel,
+}
+
+impl Role {
+    /// The role as it appears in the key.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Role::Lock => "lock",
+            Role::Channel => "channel",
+            Role::Fence => "fence",
+            Role::FairLock => "fairlock",
+            Role::FairQueue => "fairqueue",
+            Role::FairTimeouts => "fairtimeouts",
+            Role::FairChannel => "fairchannel",
+            Role::Redlock => "redlock",
+            Role::RedlockChannel => "redlock-channel",
+        }
+    }
+}
 
 /// The Redis names used by one lock. Every key of a lock shares one Cluster hash tag, so each
 /// script touches a single slot.
@@ -25,7 +70,7 @@ pub(crate) struct Keys {
 }
 
 impl Keys {
-    /// The lock hash is [`Keys::derived`]`("lock")`, the channel `derived("channel")`.
+    /// The lock hash is [`Role::Lock`]'s key, the channel [`Role::Channel`]'s.
     pub(crate) fn new(namespace: &str, name: &str) -> Keys {
         let mut keys = Keys {
             lock: String::new(),
@@ -33,16 +78,16 @@ impl Keys {
             namespace: namespace.to_string(),
             name: name.to_string(),
         };
-        keys.lock = keys.derived("lock");
-        keys.channel = keys.derived("channel");
+        keys.lock = keys.key(Role::Lock);
+        keys.channel = keys.key(Role::Channel);
         keys
     }
 
-    /// Another key (or channel) of the same lock, in the same Cluster slot:
-    /// `derived("fence")` is `<ns>:fence:{<name>}`. Append a suffix after it for per-waiter
-    /// names (`derived("channel") + ":" + waiter`): the tag stays the same.
-    pub(crate) fn derived(&self, role: &str) -> String {
-        derive(&self.namespace, role, &self.name)
+    /// The key (or channel) of `role` for this lock, in the same Cluster slot as the others:
+    /// `key(Role::Fence)` is `<ns>:fence:{<name>}`. Append a suffix after it for per-waiter
+    /// names (`key(Role::FairChannel) + ":" + waiter`): the tag stays the same.
+    pub(crate) fn key(&self, role: Role) -> String {
+        derive(&self.namespace, role.as_str(), &self.name)
     }
 }
 
@@ -168,11 +213,43 @@ mod tests {
     fn derived_keys_share_the_tag() {
         for name in ["a", "}", "{x}y", "a{b"] {
             let k = Keys::new("ns", name);
-            let fence = k.derived("fence");
-            let waiter = format!("{}:w1", k.derived("channel"));
+            let fence = k.key(Role::Fence);
+            let waiter = format!("{}:w1", k.key(Role::FairChannel));
             assert_eq!(cluster_tag(&fence), cluster_tag(&k.lock), "{name:?}");
             assert_eq!(cluster_tag(&waiter), cluster_tag(&k.lock), "{name:?}");
         }
+    }
+
+    #[test]
+    fn every_role_has_its_key() {
+        let expected = [
+            (Role::Lock, "lock"),
+            (Role::Channel, "channel"),
+            (Role::Fence, "fence"),
+            (Role::FairLock, "fairlock"),
+            (Role::FairQueue, "fairqueue"),
+            (Role::FairTimeouts, "fairtimeouts"),
+            (Role::FairChannel, "fairchannel"),
+            (Role::Redlock, "redlock"),
+            (Role::RedlockChannel, "redlock-channel"),
+        ];
+        let (plain, tagged, odd) = (
+            Keys::new("lockwise", "order:1001"),
+            Keys::new("ns", "user:{42}"),
+            Keys::new("ns", "}x"),
+        );
+        for (role, spelled) in expected {
+            assert_eq!(role.as_str(), spelled);
+            assert_eq!(
+                plain.key(role),
+                format!("lockwise:{spelled}:{{order:1001}}")
+            );
+            assert_eq!(tagged.key(role), format!("ns:{spelled}=user:{{42}}"));
+            assert_eq!(odd.key(role), format!("ns:{spelled}#{{0}}}}x"));
+        }
+        assert_eq!(plain.lock, plain.key(Role::Lock));
+        assert_eq!(plain.channel, plain.key(Role::Channel));
+        assert_eq!(plain.key(Role::Redlock), "lockwise:redlock:{order:1001}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod deploy;
 mod error;
 mod fair;
 mod fenced;
+mod fenced_value;
 mod keys;
 mod multi;
 mod raw;
@@ -20,7 +21,8 @@ pub use client::{
 };
 pub use error::{Error, Result};
 pub use fair::{FairLock, FairLockGuard};
-pub use fenced::{FencedLock, FencedLockGuard, FencedValue};
+pub use fenced::{FencedLock, FencedLockGuard};
+pub use fenced_value::FencedValue;
 pub use keys::MAX_NAME_LEN;
 pub use multi::{MultiLock, MultiLockGuard};
 pub use redlock::{

@@ -27,7 +27,7 @@
 //! after the server confirmed the whole set.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::{join_all, select_all, try_join_all};
@@ -39,11 +39,7 @@ use crate::error::{Error, Result};
 use crate::raw;
 use crate::raw::Core;
 use crate::reentrant::{RLock, RLockGuard};
-use crate::scripts::{Script, ToRedisArgsDyn};
-
-/// `lua/multi_check.lua`: whether members are still held by their owners.
-static CHECK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/multi_check.lua")));
+use crate::scripts::{ToRedisArgsDyn, MULTI_CHECK as CHECK};
 
 /// All-or-nothing over several [`RLock`]s: the guard holds every one of them, or the
 /// acquisition fails (or times out) and holds none.
@@ -471,20 +467,5 @@ impl std::fmt::Debug for MultiLockGuard {
             .field("lease", &self.lease())
             .field("lost", &self.is_lost())
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn check_script_documents_its_interface() {
-        let header: String = include_str!("../lua/multi_check.lua")
-            .lines()
-            .take_while(|l| l.starts_with("--"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        for part in ["KEYS[", "ARGV[", "Returns"] {
-            assert!(header.contains(part), "{header}");
-        }
     }
 }

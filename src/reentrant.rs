@@ -8,6 +8,7 @@ use futures::FutureExt;
 use tokio::time::Instant;
 
 use crate::error::Result;
+use crate::keys::Role;
 use crate::raw::{self, guard_accessors, inspect_methods, Base, Core, HashKind, Hold};
 use crate::scripts::{FORCE_UNLOCK, LOCK, UNLOCK};
 
@@ -38,7 +39,7 @@ pub struct RLock {
 impl RLock {
     pub(crate) fn new(core: Arc<Core>, name: &str) -> RLock {
         RLock {
-            base: Arc::new(Base::new(core, name, "lock")),
+            base: Arc::new(Base::new(core, name, Role::Lock)),
         }
     }
 

@@ -1,6 +1,8 @@
 //! The Lua scripts and the one small runner that calls them.
 //!
-//! Each script lives in `lua/<name>.lua` with a header listing its KEYS, ARGV and replies.
+//! Each script lives in `lua/<name>.lua` with a header listing its KEYS, ARGV and replies,
+//! and every one is declared here (see `scripts!` below), nowhere else; a test checks that
+//! each file in `lua/` is declared and documents its interface.
 //! Calls go out as EVALSHA; a NOSCRIPT reply (script cache flushed, server restarted, a
 //! failover to a replica that never saw the script) is answered by sending the same call as
 //! EVAL, which also reloads the cache. EVAL is safe to repeat here because NOSCRIPT means the
@@ -18,7 +20,7 @@ pub(crate) struct Script {
 }
 
 impl Script {
-    pub(crate) fn new(source: &'static str) -> Script {
+    fn new(source: &'static str) -> Script {
         Script {
             sha: redis::Script::new(source).get_hash().to_string(),
             source,
@@ -141,43 +143,118 @@ fn is_noscript(e: &redis::RedisError) -> bool {
     e.code() == Some("NOSCRIPT")
 }
 
-/// `lua/lock.lua`
-pub(crate) static LOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/lock.lua")));
-/// `lua/unlock.lua`
-pub(crate) static UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
-/// `lua/renew.lua`
-pub(crate) static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/renew.lua")));
-/// `lua/force_unlock.lua`
-pub(crate) static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/force_unlock.lua")));
+/// Declares each script as a `static` [`Script`] built from its `lua/` files (several files
+/// are concatenated in order: a shared prelude first), and, for the tests, the list of what
+/// was declared.
+macro_rules! scripts {
+    ($($(#[$doc:meta])* $name:ident = $first:literal $(+ $rest:literal)*;)*) => {
+        $(
+            $(#[$doc])*
+            pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
+                Script::new(concat!(
+                    include_str!(concat!("../lua/", $first)),
+                    $(include_str!(concat!("../lua/", $rest)),)*
+                ))
+            });
+        )*
+
+        /// The `lua/` files the scripts above are made of.
+        #[cfg(test)]
+        const DECLARED_FILES: &[&str] = &[$($first, $($rest,)*)*];
+    };
+}
+
+scripts! {
+    /// `lua/lock.lua`
+    LOCK = "lock.lua";
+    /// `lua/unlock.lua`
+    UNLOCK = "unlock.lua";
+    /// `lua/renew.lua`
+    RENEW = "renew.lua";
+    /// `lua/force_unlock.lua`
+    FORCE_UNLOCK = "force_unlock.lua";
+    /// `lua/fenced_lock.lua`
+    FENCED_LOCK = "fenced_lock.lua";
+    /// `lua/fenced_write.lua`
+    FENCED_WRITE = "fenced_write.lua";
+    /// `lua/multi_check.lua`: whether members are still held by their owners.
+    MULTI_CHECK = "multi_check.lua";
+    /// `lua/fair_lock.lua`, after the shared `lua/fair_queue.lua`
+    FAIR_LOCK = "fair_queue.lua" + "fair_lock.lua";
+    /// `lua/fair_unlock.lua`, after the shared `lua/fair_queue.lua`
+    FAIR_UNLOCK = "fair_queue.lua" + "fair_unlock.lua";
+    /// `lua/fair_leave.lua`, after the shared `lua/fair_queue.lua`
+    FAIR_LEAVE = "fair_queue.lua" + "fair_leave.lua";
+    /// `lua/fair_force_unlock.lua`, after the shared `lua/fair_queue.lua`
+    FAIR_FORCE_UNLOCK = "fair_queue.lua" + "fair_force_unlock.lua";
+    /// `lua/redlock_release.lua`: `lua/unlock.lua` that may release several holds at once.
+    REDLOCK_RELEASE = "redlock_release.lua";
+}
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
     use super::*;
 
-    #[test]
-    fn every_script_documents_its_interface() {
-        for src in [
-            include_str!("../lua/lock.lua"),
-            include_str!("../lua/unlock.lua"),
-            include_str!("../lua/renew.lua"),
-            include_str!("../lua/force_unlock.lua"),
-        ] {
-            let header: String = src
-                .lines()
-                .take_while(|l| l.starts_with("--"))
-                .collect::<Vec<_>>()
-                .join("\n");
-            assert!(header.contains("KEYS["), "{header}");
-            assert!(
-                header.contains("ARGV[") || header.contains("ARGV"),
-                "{header}"
-            );
-            assert!(header.contains("Returns"), "{header}");
+    /// The `--` comment lines a script file starts with.
+    fn header(src: &str) -> String {
+        src.lines()
+            .take_while(|l| l.starts_with("--"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Every `KEYS[n]` / `ARGV[n]` (literal index) in the code of a script, outside comments.
+    fn indexed_uses(src: &str) -> BTreeSet<String> {
+        let mut uses = BTreeSet::new();
+        for line in src.lines().filter(|l| !l.trim_start().starts_with("--")) {
+            let code = line.split("--").next().unwrap_or("");
+            for table in ["KEYS[", "ARGV["] {
+                for (at, _) in code.match_indices(table) {
+                    let rest = &code[at + table.len()..];
+                    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                    if !digits.is_empty() && rest[digits.len()..].starts_with(']') {
+                        uses.insert(format!("{table}{digits}]"));
+                    }
+                }
+            }
         }
+        uses
+    }
+
+    /// Reads `lua/` at test time: every file has a header naming its KEYS, ARGV and what it
+    /// returns (and every `KEYS[n]` / `ARGV[n]` its code uses), and every file is part of a
+    /// declared script, so no script is left orphaned or declared elsewhere.
+    #[test]
+    fn every_script_is_declared_here_and_documents_its_interface() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
+        let mut files = BTreeSet::new();
+        for entry in std::fs::read_dir(&dir).expect("lua/ is readable") {
+            let path = entry.expect("lua/ entry").path();
+            if path.extension().is_some_and(|e| e == "lua") {
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                let src = std::fs::read_to_string(&path).expect("script is readable");
+                let head = header(&src);
+                for part in ["KEYS", "ARGV", "Returns"] {
+                    assert!(head.contains(part), "{name}: {part} missing in:\n{head}");
+                }
+                for used in indexed_uses(&src) {
+                    assert!(
+                        head.contains(&used),
+                        "{name} uses {used}, its header does not say"
+                    );
+                }
+                files.insert(name);
+            }
+        }
+        let declared: BTreeSet<String> = DECLARED_FILES.iter().map(|f| f.to_string()).collect();
+        assert_eq!(
+            files, declared,
+            "lua/ files vs. scripts declared in src/scripts.rs"
+        );
+        assert!(!files.is_empty());
     }
 
     #[test]

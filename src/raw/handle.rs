@@ -19,7 +19,7 @@ use super::registry::HoldKey;
 use super::wait::{acquire, current_owner, pttl_from, Attempt};
 use super::{inspect, Core};
 use crate::error::{Error, Result};
-use crate::keys::{check_millis, check_name, Keys};
+use crate::keys::{check_millis, check_name, Keys, Role};
 
 /// A lock handle's name, checked once, and its keys. A rejected name is kept as its reason
 /// and reported by every method, so building a handle never fails.
@@ -34,9 +34,9 @@ pub(crate) struct Base {
 }
 
 impl Base {
-    /// Checks `name` and derives the keys; `hash_role` names the hold-counting hash
-    /// (`"lock"` for the reentrant layout).
-    pub(crate) fn new(core: Arc<Core>, name: &str, hash_role: &str) -> Base {
+    /// Checks `name` and derives the keys; `hash` is the role of the hold-counting hash
+    /// ([`Role::Lock`] for the reentrant layout).
+    pub(crate) fn new(core: Arc<Core>, name: &str, hash: Role) -> Base {
         let invalid = check_name(name).err().map(|e| match e {
             Error::InvalidArgument { reason, .. } => reason,
             other => other.to_string(),
@@ -44,7 +44,7 @@ impl Base {
         let name = if invalid.is_some() { "" } else { name };
         let keys = Keys::new(&core.namespace, name);
         Base {
-            key: keys.derived(hash_role).into(),
+            key: keys.key(hash).into(),
             name: name.to_string(),
             keys,
             core,

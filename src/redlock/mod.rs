@@ -1,0 +1,261 @@
+//! [`RedLock`]: the Redlock algorithm over several independent Redis masters.
+//!
+//! # How it works
+//!
+//! A [`RedLockSet`] holds N [`Client`]s, each connected to its own independent master, and a
+//! set id (a uuid). A lock's owner is `<set id>:<task id>`, the same on every node, and each
+//! node keeps the lock as the reentrant hash of [`RLock`](crate::RLock) (the same
+//! `lua/lock.lua`, `lua/unlock.lua` and `lua/renew.lua`), under `<namespace>:redlock:{<name>}`.
+//!
+//! One *round* of an acquire:
+//!
+//! 1. Note the start time; send the lock script to every node at once, each bounded by the
+//!    short per-node timeout ([`RedLockOptions::node_timeout`]), so a dead node costs at most
+//!    that long.
+//! 2. The round succeeds iff a majority (the *quorum*, N/2 + 1) granted a hold AND the
+//!    *validity* `ttl - elapsed - drift` is still positive. The drift allowance (1% of the
+//!    ttl + 2 ms) covers clocks of the nodes that run at slightly different rates.
+//! 3. Otherwise release every hold the round may have taken: the granted ones at once, and
+//!    the ones whose reply was lost or late (timeout, connection drop) as soon as their
+//!    outcome is known, with a conditional release that only undoes a hold the round added.
+//!    Then sleep a random delay (to break symmetric split votes) and try again.
+//!
+//! Waiting is a bounded, randomized retry, as the Redlock algorithm prescribes: this is the
+//! one lock kind of the crate that does not wait on pub/sub (a wakeup from one node says
+//! nothing about a majority).
+//!
+//! While a watchdog guard lives, one task per guard extends the lock every `ttl / 3` on every
+//! node where its hold is known to exist (the renew script only extends a hash that still
+//! holds the owner's field). An extension counts iff a majority confirmed it within the
+//! validity it restores. When no extension reached a majority before the validity ran out,
+//! or the hold is known to exist on fewer than a majority, the guard is *lost*: its validity
+//! is zero from then on.
+//!
+//! # Re-entry and hold runs
+//!
+//! A node keeps one hold count per owner, so there the holds of two guards of one task look
+//! alike: after a hold expired on some nodes, a count of 1 may be a new hold and a count of 2
+//! an old one plus a re-entry. The set keeps, per (lock, owner), the *hold run*: its live
+//! guards, the count each node should show, and per node a generation (see
+//! [`HoldRun`](run::HoldRun)). A re-entry joins the run only if a quorum of the nodes show
+//! that it re-entered the run's holds; otherwise it is a fresh hold, and the old run's guards
+//! are lost and send nothing any more. A guard counts, extends and releases only the nodes
+//! where its run's hold is known to exist, and is lost once fewer than a quorum are left.
+//!
+//! # Layout
+//!
+//! - this file: the [`RedLock`] handle and its public methods.
+//! - [`options`]: [`RedLockOptions`] with their defaults, and the [`RedLockSet`].
+//! - [`node`]: one node's calls (acquire, renew, release) and what a node answered.
+//! - [`round`]: the acquire rounds across the nodes, with the quorum, validity and drift
+//!   arithmetic and the randomized retry.
+//! - [`run`]: the hold-run bookkeeping of the set.
+//! - [`guard`]: [`RedLockGuard`], its extension task and its unlock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::keys::{check_millis, check_name, Keys, Role};
+use crate::raw;
+
+mod guard;
+mod node;
+mod options;
+mod round;
+mod run;
+
+pub use guard::RedLockGuard;
+pub use options::{
+    RedLockOptions, RedLockSet, DEFAULT_NODE_TIMEOUT, DEFAULT_REDLOCK_TTL, DEFAULT_RETRY_DELAY,
+};
+
+use node::Node;
+use options::SetInner;
+
+/// A lock over the nodes of a [`RedLockSet`], acquired with the [Redlock] algorithm:
+/// held while a majority of the nodes hold it, for a validity that accounts for the time the
+/// acquire took and for clock drift.
+///
+/// Get one from [`RedLockSet::lock`] or [`RedLock::new`]. Cheap handle (`Clone`, `Send`,
+/// `Sync`); nothing is sent until used. Reentrant: the same task may lock it again through
+/// any handle of the same set; each [`RedLockGuard`] is one hold. A re-entry joins the task's
+/// earlier holds only if a majority of the nodes show them still held; otherwise (they
+/// expired on a majority) it is a fresh hold, and the earlier guards are
+/// [lost](RedLockGuard::is_lost): their `unlock` releases nothing.
+///
+/// # When to use it
+/// When the lock must survive the loss of a minority of independent Redis masters, and a
+/// lock is an *efficiency* measure (avoid doing work twice), or when you add fencing on the
+/// resource yourself. With one Redis (plus replicas or Sentinel), an [`RLock`](crate::RLock)
+/// costs one round trip instead of N and is as safe during normal operation.
+///
+/// # What it guarantees, and what it does not
+/// * While every node keeps its data and clocks advance at about the same rate, at most one
+///   owner holds a majority for a given time: mutual exclusion holds for
+///   [`RedLockGuard::validity`].
+/// * It relies on timing: bounded clock drift between nodes (1% of the TTL + 2 ms is
+///   allowed for), no clock jumps (ops adjusting wall clocks can expire keys early), and
+///   holders that do not pause (GC, SIGSTOP, swapping, a long `.await` elsewhere) past their
+///   validity. Martin Kleppmann's critique ("How to do distributed locking", 2016) shows
+///   how a paused holder and a second owner then both act as holders.
+/// * It issues **no fencing tokens**: the protected resource cannot reject a late write from
+///   a holder that lost the lock without noticing. When correctness (not just efficiency)
+///   depends on the lock, use a fenced lock on a single, well-replicated Redis, or a
+///   consensus system, and check the token at the resource.
+/// * A node restarted without persistence forgets the holds it had: a majority may then be
+///   formed by another owner. Run nodes with `appendfsync always`, or keep a restarted node
+///   out of service for longer than the TTL (the "delayed restart" of the Redis docs).
+///   Extensions do not re-create a hold on a node that lost it.
+///
+/// # Waiting
+/// Unlike the other kinds, waiting is a randomized retry (see [`RedLockOptions::retry_delay`]):
+/// a failed round releases what it took and tries again after a random delay, as the
+/// algorithm prescribes. There is no pub/sub wakeup.
+///
+/// [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+#[derive(Clone)]
+pub struct RedLock {
+    inner: Arc<LockInner>,
+}
+
+struct LockInner {
+    set: Arc<SetInner>,
+    name: Arc<str>,
+    nodes: Vec<Node>,
+    /// The argument a lock method must reject, if any.
+    invalid: Option<(&'static str, String)>,
+}
+
+impl RedLock {
+    /// A Redlock named `name` over `clients` (one per independent master), with a set of its
+    /// own: shorthand for `RedLockSet::new(clients).lock(name)`. Take several locks from one
+    /// [`RedLockSet`] instead when one task should re-enter through different handles.
+    pub fn new(clients: &[Client], name: impl AsRef<str>) -> RedLock {
+        RedLockSet::new(clients).lock(name)
+    }
+
+    fn in_set(set: Arc<SetInner>, name: &str) -> RedLock {
+        let o = &set.options;
+        let invalid = if set.clients.is_empty() {
+            Some((
+                "clients",
+                "a RedLockSet needs at least one client".to_string(),
+            ))
+        } else {
+            [
+                check_name(name).err(),
+                check_millis("ttl", o.ttl).err(),
+                check_millis("node_timeout", o.node_timeout).err(),
+                check_millis("retry_delay", o.retry_delay).err(),
+            ]
+            .into_iter()
+            .flatten()
+            .next()
+            .map(|e| match e {
+                Error::InvalidArgument { argument, reason } => (argument, reason),
+                other => ("name", other.to_string()),
+            })
+        };
+        let nodes = if invalid.is_some() {
+            Vec::new()
+        } else {
+            set.clients
+                .iter()
+                .map(|c| {
+                    let core = c.core().clone();
+                    let keys = Keys::new(&core.namespace, name);
+                    Node {
+                        key: keys.key(Role::Redlock).into(),
+                        channel: keys.key(Role::RedlockChannel).into(),
+                        core,
+                    }
+                })
+                .collect()
+        };
+        RedLock {
+            inner: Arc::new(LockInner {
+                name: if invalid.is_some() { "" } else { name }.into(),
+                set,
+                nodes,
+                invalid,
+            }),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The Redis key of the lock hash on node `i` (`<namespace>:redlock:{<name>}`); `None`
+    /// for an index out of range or an invalid lock.
+    pub fn key(&self, i: usize) -> Option<&str> {
+        self.inner.nodes.get(i).map(|n| &*n.key)
+    }
+
+    fn check(&self) -> Result<()> {
+        match &self.inner.invalid {
+            Some((argument, reason)) => Err(Error::invalid(argument, reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Acquires the lock on a majority of the nodes, retrying as long as it takes; the
+    /// guard's task extends it by quorum until the guard is released.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name, option or empty set.
+    /// [`Error::Redis`] (the first node's error) when, in one round, so many nodes failed
+    /// (error or per-node timeout) that no majority was possible: the deployment is down
+    /// rather than contended. Contention alone never ends the wait.
+    ///
+    /// # Cancel safety
+    /// Cancel safe. Dropping the future at any point leaves no hold behind: each node call
+    /// abandoned mid-flight finishes in the background and releases what it took.
+    pub async fn lock(&self) -> Result<RedLockGuard> {
+        raw::never_timed_out(self.acquire(None, None).await?)
+    }
+
+    /// Like [`lock`](Self::lock), with a fixed lease and no extensions: the holds expire
+    /// `lease` after they were taken unless released before.
+    ///
+    /// # Errors
+    /// As for [`lock`](Self::lock); also [`Error::InvalidArgument`] for a lease below 1 ms,
+    /// above 2<sup>53</sup> ms, or not longer than its drift allowance.
+    ///
+    /// # Cancel safety
+    /// As for [`lock`](Self::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
+        raw::never_timed_out(self.acquire(None, Some(lease)).await?)
+    }
+
+    /// Tries to acquire the lock on a majority of the nodes for at most `wait` (and at most
+    /// [`retry_count`](RedLockOptions::retry_count) retries). `Ok(None)`: not acquired in
+    /// time. `Duration::ZERO` makes a single round. With `lease: None` the guard's task
+    /// extends the lock; with `Some(lease)` it expires after the lease.
+    ///
+    /// # Errors
+    /// As for [`lock_with_lease`](Self::lock_with_lease). Contention is never an error.
+    ///
+    /// # Cancel safety
+    /// As for [`lock`](Self::lock).
+    pub async fn try_lock(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<RedLockGuard>> {
+        self.acquire(Some(raw::deadline_after(wait)), lease).await
+    }
+}
+
+impl std::fmt::Debug for RedLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedLock")
+            .field("name", &self.inner.name)
+            .field("set", &self.inner.set.id)
+            .field("nodes", &self.inner.nodes.len())
+            .finish()
+    }
+}

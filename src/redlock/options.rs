@@ -1,0 +1,164 @@
+//! [`RedLockOptions`] with their defaults, and the [`RedLockSet`]: the nodes a Redlock runs
+//! on, the owner id its locks share, and its registry of hold runs.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use uuid::Uuid;
+
+use super::round::quorum;
+use super::run::HoldRun;
+use super::RedLock;
+use crate::client::Client;
+
+/// Default TTL of a Redlock taken without a lease; extended every third of it.
+pub const DEFAULT_REDLOCK_TTL: Duration = Duration::from_secs(30);
+/// Default per-node timeout of one lock or extension call.
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
+/// Default base delay between two acquire rounds (randomized to 0.5x..1.5x).
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
+
+/// Settings of a [`RedLockSet`]. Start from [`RedLockOptions::default`].
+#[derive(Debug, Clone)]
+#[must_use = "options do nothing until passed to RedLockSet::with_options"]
+pub struct RedLockOptions {
+    pub(super) ttl: Duration,
+    pub(super) node_timeout: Duration,
+    pub(super) retry_delay: Duration,
+    pub(super) retry_count: Option<u32>,
+}
+
+impl Default for RedLockOptions {
+    fn default() -> Self {
+        RedLockOptions {
+            ttl: DEFAULT_REDLOCK_TTL,
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+            retry_delay: DEFAULT_RETRY_DELAY,
+            retry_count: None,
+        }
+    }
+}
+
+impl RedLockOptions {
+    /// TTL of locks taken without a lease; the extension task renews them every `ttl / 3`.
+    /// A crashed owner's lock is free again at most this long after the crash. Default
+    /// [`DEFAULT_REDLOCK_TTL`] (30 s).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How long one node may take to answer a lock or extension call before it counts as
+    /// failed. Keep it small next to the TTL (the Redis documentation suggests 5-50 ms for a
+    /// 10 s TTL): a slow node then costs the round little validity. Default
+    /// [`DEFAULT_NODE_TIMEOUT`] (50 ms); raise it for far-away nodes.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// Base delay before retrying a failed round; each delay is drawn at random from
+    /// `0.5 × delay .. 1.5 × delay`. Default [`DEFAULT_RETRY_DELAY`] (200 ms).
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// At most this many retries after the first round of a
+    /// [`try_lock`](RedLock::try_lock), on top of its `wait` bound. `None` (the default):
+    /// only `wait` bounds it. [`lock`](RedLock::lock) waits as long as it takes.
+    pub fn retry_count(mut self, retries: Option<u32>) -> Self {
+        self.retry_count = retries;
+        self
+    }
+}
+
+/// A set of independent Redis masters to run [Redlock] on, and the owner id its locks share.
+///
+/// Build it from one [`Client`] per master (each connected to a different, independent
+/// server: not replicas of each other, not nodes of one cluster), then take lock handles
+/// with [`lock`](RedLockSet::lock). Cheap to clone.
+///
+/// Owners are `<set id>:<task id>`: every [`RedLock`] of one set is the same owner within one
+/// task (re-entry works across handles of one set), two sets are always different owners.
+///
+/// [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+#[derive(Clone)]
+pub struct RedLockSet {
+    inner: Arc<SetInner>,
+}
+
+pub(super) struct SetInner {
+    /// Kept so the clients (and their connections) live as long as the set.
+    pub(super) clients: Vec<Client>,
+    pub(super) id: Uuid,
+    pub(super) id_str: Arc<str>,
+    pub(super) options: RedLockOptions,
+    /// (lock name, owner) -> the guards alive in this process and what the nodes hold for
+    /// them.
+    pub(super) holds: DashMap<(Arc<str>, Arc<str>), HoldRun>,
+    pub(super) next_epoch: AtomicU64,
+    pub(super) next_guard: AtomicU64,
+}
+
+impl RedLockSet {
+    /// A set over `clients` with the default [`RedLockOptions`]. An empty slice is reported
+    /// by the lock methods as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn new(clients: &[Client]) -> RedLockSet {
+        RedLockSet::with_options(clients, RedLockOptions::default())
+    }
+
+    /// A set over `clients` with `options`. Invalid options are reported by the lock methods
+    /// as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn with_options(clients: &[Client], options: RedLockOptions) -> RedLockSet {
+        let id = Uuid::new_v4();
+        RedLockSet {
+            inner: Arc::new(SetInner {
+                clients: clients.to_vec(),
+                id,
+                id_str: id.to_string().into(),
+                options,
+                holds: DashMap::new(),
+                next_epoch: AtomicU64::new(1),
+                next_guard: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// A handle to the Redlock `name` on every node of this set. Cheap; nothing is sent.
+    pub fn lock(&self, name: impl AsRef<str>) -> RedLock {
+        RedLock::in_set(self.inner.clone(), name.as_ref())
+    }
+
+    /// This set's id, the first part of every owner field it writes.
+    pub fn id(&self) -> Uuid {
+        self.inner.id
+    }
+
+    /// Number of nodes (clients).
+    pub fn nodes(&self) -> usize {
+        self.inner.clients.len()
+    }
+
+    /// How many nodes must grant a lock: `nodes() / 2 + 1`.
+    pub fn quorum(&self) -> usize {
+        quorum(self.inner.clients.len())
+    }
+
+    /// The set's options.
+    pub fn options(&self) -> &RedLockOptions {
+        &self.inner.options
+    }
+}
+
+impl std::fmt::Debug for RedLockSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedLockSet")
+            .field("id", &self.inner.id)
+            .field("nodes", &self.inner.clients.len())
+            .field("options", &self.inner.options)
+            .finish()
+    }
+}
