@@ -16,6 +16,7 @@
 //! redis-rs's [`ConnectionLike`], so scripts and plain commands run on any deployment alike.
 
 mod cluster;
+pub(crate) mod probe;
 mod sentinel;
 
 use std::sync::Arc;
