@@ -1,14 +1,15 @@
-//! [`Client`]: connections, the subscription listener and the watchdog, shared by all locks.
+//! [`Client`]: connections, the subscription listener and the watchdog, shared by all locks;
+//! [`ClientBuilder`]: its settings and their checks. Connecting to each kind of deployment
+//! (probing, Cluster, Sentinel) is in `deploy`; `build` hands it the checked settings.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncConnectionConfig, ProtocolVersion};
+use redis::aio::ConnectionManagerConfig;
+use redis::ConnectionInfo;
 use uuid::Uuid;
 
-use crate::deploy::probe::{check_wait_support, probe, redact, resp3, within};
-use crate::deploy::{Commands, SentinelMaster, SentinelSettings};
+use crate::deploy::{self, Connected, Deployment, MasterAuth, Settings, Subscriber};
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_namespace};
 use crate::raw::listener::Listener;
@@ -189,29 +190,6 @@ pub struct ClientBuilder {
     replica_sync: Option<(u32, Duration)>,
 }
 
-/// Where the servers are.
-#[derive(Clone, Debug)]
-enum Deployment {
-    Standalone {
-        url: String,
-    },
-    Cluster {
-        seeds: Vec<String>,
-    },
-    Sentinel {
-        sentinels: Vec<String>,
-        master_name: String,
-    },
-}
-
-/// Credentials and database of a Sentinel master (set only for Sentinel deployments).
-#[derive(Clone, Default)]
-struct MasterAuth {
-    username: Option<String>,
-    password: Option<String>,
-    db: Option<i64>,
-}
-
 impl std::fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // URLs may carry passwords: show the deployment kind and sizes only.
@@ -330,139 +308,24 @@ impl ClientBuilder {
         check_millis("response_timeout", self.response_timeout)?;
         check_millis("connect_timeout", self.connect_timeout)?;
         let replica_sync = self.check_replica_sync()?;
-        let is_sentinel = matches!(self.deployment, Deployment::Sentinel { .. });
-        let m = &self.master;
-        if !is_sentinel && (m.username.is_some() || m.password.is_some() || m.db.is_some()) {
-            return Err(Error::invalid(
-                "master_password",
-                "master credentials and database apply to Sentinel deployments only \
-                 (put them in the URL otherwise)",
-            ));
-        }
+        self.check_deployment()?;
 
-        let probe_config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.response_timeout));
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.response_timeout))
-            .set_number_of_retries(6)
-            .set_max_delay(Duration::from_secs(2));
         let id = Uuid::new_v4();
         let id_str = id.to_string();
-
-        let (mut conn, listener, publish) = match &self.deployment {
-            Deployment::Standalone { url } => {
-                let client = redis::Client::open(resp3(url)?)
-                    .map_err(|e| Error::invalid("url", format!("{}: {e}", redact(url))))?;
-                probe(&client, &probe_config).await?;
-                let conn =
-                    ConnectionManager::new_with_config(client.clone(), config.clone()).await?;
-                let listener =
-                    Listener::connect(client, config, self.response_timeout, id_str.clone())
-                        .await?;
-                (Commands::Single(conn), listener, "publish")
-            }
-            Deployment::Cluster { seeds } => {
-                let seeds = seeds.iter().map(|s| resp3(s)).collect::<Result<Vec<_>>>()?;
-                // Any seed answers for the cluster's version and memory policy.
-                let mut version = None;
-                let mut last_error = None;
-                for seed in &seeds {
-                    match redis::Client::open(seed.clone()) {
-                        Ok(client) => match probe(&client, &probe_config).await {
-                            Ok(v) => {
-                                version = Some(v);
-                                break;
-                            }
-                            Err(e) => last_error = Some(e),
-                        },
-                        Err(e) => last_error = Some(e.into()),
-                    }
-                }
-                let Some(version) = version else {
-                    return Err(last_error.unwrap_or_else(|| {
-                        Error::invalid("cluster seeds", "no seed address given")
-                    }));
-                };
-                let sharded = version >= 7;
-                if !sharded {
-                    tracing::info!(
-                        version,
-                        "redis < 7 has no sharded pub/sub: unlock messages use PUBLISH, which \
-                         every cluster node relays"
-                    );
-                }
-                let client = crate::deploy::cluster_client(
-                    &seeds,
-                    self.connect_timeout,
-                    self.response_timeout,
-                    None::<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
-                )?;
-                let conn = within(self.connect_timeout, client.get_async_connection()).await?;
-                let listener = Listener::connect_cluster(
-                    &seeds,
-                    self.connect_timeout,
-                    self.response_timeout,
-                    sharded,
-                    id_str.clone(),
-                )
-                .await?;
-                let publish = if sharded { "spublish" } else { "publish" };
-                (Commands::Cluster(conn), listener, publish)
-            }
-            Deployment::Sentinel {
-                sentinels,
-                master_name,
-            } => {
-                if master_name.is_empty() {
-                    return Err(Error::invalid("master_name", "must not be empty"));
-                }
-                let sentinels = sentinels
-                    .iter()
-                    .map(|s| resp3(s))
-                    .collect::<Result<Vec<_>>>()?;
-                let mut master = redis::RedisConnectionInfo::default()
-                    .set_protocol(ProtocolVersion::RESP3)
-                    .set_db(m.db.unwrap_or(0));
-                if let Some(u) = &m.username {
-                    master = master.set_username(u);
-                }
-                if let Some(p) = &m.password {
-                    master = master.set_password(p);
-                }
-                let settings = SentinelSettings {
-                    sentinels,
-                    master_name: master_name.clone(),
-                    master,
-                    connect_timeout: self.connect_timeout,
-                    response_timeout: self.response_timeout,
-                };
-                let sentinel = SentinelMaster::connect(settings, config.clone()).await?;
-                let client = sentinel.switches().borrow().clone();
-                probe(&client, &probe_config).await?;
-                let listener = Listener::connect(
-                    client,
-                    config.clone(),
-                    self.response_timeout,
-                    id_str.clone(),
-                )
-                .await?;
-                listener.follow(sentinel.switches(), config);
-                (Commands::Sentinel(sentinel), listener, "publish")
-            }
-        };
-        if conn.is_cluster() {
-            // Standalone and Sentinel preload on the probe connection; a cluster loads the
-            // scripts on every node (best effort: calls fall back to EVAL anyway).
-            if let Err(e) = crate::scripts::preload(&mut conn).await {
-                tracing::debug!(error = %e, "script preload on the cluster failed");
-            }
-        }
-        let replica_sync = match replica_sync {
-            Some(sync) => check_wait_support(&mut conn, sync).await,
-            None => None,
-        };
+        let Connected {
+            commands: conn,
+            publish,
+            listener,
+            replica_sync,
+        } = deploy::connect::<Listener>(Settings {
+            deployment: self.deployment,
+            master: self.master,
+            connect_timeout: self.connect_timeout,
+            response_timeout: self.response_timeout,
+            replica_sync,
+            self_id: id_str.clone(),
+        })
+        .await?;
 
         let watchdog = Watchdog::start(conn.clone(), self.watchdog_timeout);
         tracing::debug!(client = %id, namespace = %self.namespace, "lockwise client connected");
@@ -482,6 +345,28 @@ impl ClientBuilder {
         Ok(Client {
             inner: Arc::new(ClientHandle { core }),
         })
+    }
+
+    /// Settings that apply to one kind of deployment only.
+    fn check_deployment(&self) -> Result<()> {
+        match &self.deployment {
+            Deployment::Sentinel { master_name, .. } => {
+                if master_name.is_empty() {
+                    return Err(Error::invalid("master_name", "must not be empty"));
+                }
+            }
+            Deployment::Standalone { .. } | Deployment::Cluster { .. } => {
+                let m = &self.master;
+                if m.username.is_some() || m.password.is_some() || m.db.is_some() {
+                    return Err(Error::invalid(
+                        "master_password",
+                        "master credentials and database apply to Sentinel deployments only \
+                         (put them in the URL otherwise)",
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn check_replica_sync(&self) -> Result<Option<ReplicaSync>> {
@@ -509,5 +394,35 @@ impl ClientBuilder {
             replicas,
             timeout_ms,
         }))
+    }
+}
+
+/// The engine's listener is the subscription side the deployments connect.
+impl Subscriber for Listener {
+    async fn connect(
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+        response_timeout: Duration,
+        self_id: String,
+    ) -> Result<Listener> {
+        Listener::connect(client, config, response_timeout, self_id).await
+    }
+
+    async fn connect_cluster(
+        seeds: &[ConnectionInfo],
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        sharded: bool,
+        self_id: String,
+    ) -> Result<Listener> {
+        Listener::connect_cluster(seeds, connect_timeout, response_timeout, sharded, self_id).await
+    }
+
+    fn follow(
+        &self,
+        masters: tokio::sync::watch::Receiver<redis::Client>,
+        config: ConnectionManagerConfig,
+    ) {
+        Listener::follow(self, masters, config);
     }
 }

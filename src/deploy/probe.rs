@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::scripts::ReplicaSync;
 
 /// Parses `url` and asks for RESP3 (needed for push messages on one multiplexed connection).
-pub(crate) fn resp3(url: &str) -> Result<ConnectionInfo> {
+pub(super) fn resp3(url: &str) -> Result<ConnectionInfo> {
     let info = url
         .into_connection_info()
         .map_err(|e| Error::invalid("url", format!("{}: {e}", redact(url))))?;
@@ -28,7 +28,7 @@ pub(crate) fn resp3(url: &str) -> Result<ConnectionInfo> {
 }
 
 /// `url` without its password, for error messages.
-pub(crate) fn redact(url: &str) -> String {
+pub(super) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             format!("{}://***@{}", &url[..scheme], &url[at + 1..])
@@ -38,7 +38,7 @@ pub(crate) fn redact(url: &str) -> String {
 }
 
 /// `fut` within `timeout`, else a timeout error.
-pub(crate) async fn within<T>(
+pub(super) async fn within<T>(
     timeout: Duration,
     fut: impl std::future::Future<Output = redis::RedisResult<T>>,
 ) -> Result<T> {
@@ -54,7 +54,7 @@ pub(crate) async fn within<T>(
 /// One plain connection first: fails fast (no reconnect backoff) on a wrong address or
 /// password, within the connect timeout. Preloads the scripts, warns about eviction and
 /// returns the server's major version.
-pub(crate) async fn probe(client: &redis::Client, config: &AsyncConnectionConfig) -> Result<u32> {
+pub(super) async fn probe(client: &redis::Client, config: &AsyncConnectionConfig) -> Result<u32> {
     let mut probe = client
         .get_multiplexed_async_connection_with_config(config)
         .await?;
@@ -84,7 +84,7 @@ fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
 
 /// Replica sync needs WAIT: a server that refuses it is reported once, here, and the client
 /// runs without replica sync.
-pub(crate) async fn check_wait_support(
+pub(super) async fn check_wait_support(
     conn: &mut Commands,
     sync: ReplicaSync,
 ) -> Option<ReplicaSync> {

@@ -12,12 +12,66 @@ use std::time::Duration;
 use futures::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{
-    ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisResult, Value,
+    ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion, RedisConnectionInfo,
+    RedisResult, Value,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::probe::{probe, resp3};
+use super::{Commands, Options, Subscriber};
 use crate::error::{Error, Result};
+
+/// Credentials and database of a Sentinel master (set only for Sentinel deployments).
+#[derive(Clone, Default)]
+pub(crate) struct MasterAuth {
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) db: Option<i64>,
+}
+
+/// Resolves the master named `master_name` through the `sentinels` and connects to it
+/// (starting the `+switch-master` watcher), probes it, then connects the listener and has it
+/// follow the master. Returns them with the command that publishes unlock messages.
+pub(super) async fn connect<L: Subscriber>(
+    sentinels: &[String],
+    master_name: &str,
+    auth: &MasterAuth,
+    options: &Options,
+) -> Result<(Commands, L, &'static str)> {
+    let sentinels = sentinels
+        .iter()
+        .map(|s| resp3(s))
+        .collect::<Result<Vec<_>>>()?;
+    let mut master = RedisConnectionInfo::default()
+        .set_protocol(ProtocolVersion::RESP3)
+        .set_db(auth.db.unwrap_or(0));
+    if let Some(u) = &auth.username {
+        master = master.set_username(u);
+    }
+    if let Some(p) = &auth.password {
+        master = master.set_password(p);
+    }
+    let settings = SentinelSettings {
+        sentinels,
+        master_name: master_name.to_string(),
+        master,
+        connect_timeout: options.connect_timeout,
+        response_timeout: options.response_timeout,
+    };
+    let sentinel = SentinelMaster::connect(settings, options.manager.clone()).await?;
+    let client = sentinel.switches().borrow().clone();
+    probe(&client, &options.probe).await?;
+    let listener = L::connect(
+        client,
+        options.manager.clone(),
+        options.response_timeout,
+        options.self_id.clone(),
+    )
+    .await?;
+    listener.follow(sentinel.switches(), options.manager.clone());
+    Ok((Commands::Sentinel(sentinel), listener, "publish"))
+}
 
 /// Whether a failed call may be sent again.
 pub(super) enum Retry {
