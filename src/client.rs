@@ -1,13 +1,15 @@
-//! [`Client`]: connections, the subscription listener and the watchdog, shared by all locks.
+//! [`Client`]: connections, the subscription listener and the watchdog, shared by all locks;
+//! [`ClientBuilder`]: its settings and their checks. Connecting to each kind of deployment
+//! (probing, Cluster, Sentinel) is in `deploy`; `build` hands it the checked settings.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
+use redis::aio::ConnectionManagerConfig;
+use redis::ConnectionInfo;
 use uuid::Uuid;
 
-use crate::deploy::{Commands, SentinelMaster, SentinelSettings};
+use crate::deploy::{self, Connected, Deployment, MasterAuth, Settings, Subscriber};
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_namespace};
 use crate::raw::listener::Listener;
@@ -188,29 +190,6 @@ pub struct ClientBuilder {
     replica_sync: Option<(u32, Duration)>,
 }
 
-/// Where the servers are.
-#[derive(Clone, Debug)]
-enum Deployment {
-    Standalone {
-        url: String,
-    },
-    Cluster {
-        seeds: Vec<String>,
-    },
-    Sentinel {
-        sentinels: Vec<String>,
-        master_name: String,
-    },
-}
-
-/// Credentials and database of a Sentinel master (set only for Sentinel deployments).
-#[derive(Clone, Default)]
-struct MasterAuth {
-    username: Option<String>,
-    password: Option<String>,
-    db: Option<i64>,
-}
-
 impl std::fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // URLs may carry passwords: show the deployment kind and sizes only.
@@ -329,139 +308,24 @@ impl ClientBuilder {
         check_millis("response_timeout", self.response_timeout)?;
         check_millis("connect_timeout", self.connect_timeout)?;
         let replica_sync = self.check_replica_sync()?;
-        let is_sentinel = matches!(self.deployment, Deployment::Sentinel { .. });
-        let m = &self.master;
-        if !is_sentinel && (m.username.is_some() || m.password.is_some() || m.db.is_some()) {
-            return Err(Error::invalid(
-                "master_password",
-                "master credentials and database apply to Sentinel deployments only \
-                 (put them in the URL otherwise)",
-            ));
-        }
+        self.check_deployment()?;
 
-        let probe_config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.response_timeout));
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.response_timeout))
-            .set_number_of_retries(6)
-            .set_max_delay(Duration::from_secs(2));
         let id = Uuid::new_v4();
         let id_str = id.to_string();
-
-        let (mut conn, listener, publish) = match &self.deployment {
-            Deployment::Standalone { url } => {
-                let client = redis::Client::open(resp3(url)?)
-                    .map_err(|e| Error::invalid("url", format!("{}: {e}", redact(url))))?;
-                probe(&client, &probe_config).await?;
-                let conn =
-                    ConnectionManager::new_with_config(client.clone(), config.clone()).await?;
-                let listener =
-                    Listener::connect(client, config, self.response_timeout, id_str.clone())
-                        .await?;
-                (Commands::Single(conn), listener, "publish")
-            }
-            Deployment::Cluster { seeds } => {
-                let seeds = seeds.iter().map(|s| resp3(s)).collect::<Result<Vec<_>>>()?;
-                // Any seed answers for the cluster's version and memory policy.
-                let mut version = None;
-                let mut last_error = None;
-                for seed in &seeds {
-                    match redis::Client::open(seed.clone()) {
-                        Ok(client) => match probe(&client, &probe_config).await {
-                            Ok(v) => {
-                                version = Some(v);
-                                break;
-                            }
-                            Err(e) => last_error = Some(e),
-                        },
-                        Err(e) => last_error = Some(e.into()),
-                    }
-                }
-                let Some(version) = version else {
-                    return Err(last_error.unwrap_or_else(|| {
-                        Error::invalid("cluster seeds", "no seed address given")
-                    }));
-                };
-                let sharded = version >= 7;
-                if !sharded {
-                    tracing::info!(
-                        version,
-                        "redis < 7 has no sharded pub/sub: unlock messages use PUBLISH, which \
-                         every cluster node relays"
-                    );
-                }
-                let client = crate::deploy::cluster_client(
-                    &seeds,
-                    self.connect_timeout,
-                    self.response_timeout,
-                    None::<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
-                )?;
-                let conn = within(self.connect_timeout, client.get_async_connection()).await?;
-                let listener = Listener::connect_cluster(
-                    &seeds,
-                    self.connect_timeout,
-                    self.response_timeout,
-                    sharded,
-                    id_str.clone(),
-                )
-                .await?;
-                let publish = if sharded { "spublish" } else { "publish" };
-                (Commands::Cluster(conn), listener, publish)
-            }
-            Deployment::Sentinel {
-                sentinels,
-                master_name,
-            } => {
-                if master_name.is_empty() {
-                    return Err(Error::invalid("master_name", "must not be empty"));
-                }
-                let sentinels = sentinels
-                    .iter()
-                    .map(|s| resp3(s))
-                    .collect::<Result<Vec<_>>>()?;
-                let mut master = redis::RedisConnectionInfo::default()
-                    .set_protocol(ProtocolVersion::RESP3)
-                    .set_db(m.db.unwrap_or(0));
-                if let Some(u) = &m.username {
-                    master = master.set_username(u);
-                }
-                if let Some(p) = &m.password {
-                    master = master.set_password(p);
-                }
-                let settings = SentinelSettings {
-                    sentinels,
-                    master_name: master_name.clone(),
-                    master,
-                    connect_timeout: self.connect_timeout,
-                    response_timeout: self.response_timeout,
-                };
-                let sentinel = SentinelMaster::connect(settings, config.clone()).await?;
-                let client = sentinel.switches().borrow().clone();
-                probe(&client, &probe_config).await?;
-                let listener = Listener::connect(
-                    client,
-                    config.clone(),
-                    self.response_timeout,
-                    id_str.clone(),
-                )
-                .await?;
-                listener.follow(sentinel.switches(), config);
-                (Commands::Sentinel(sentinel), listener, "publish")
-            }
-        };
-        if conn.is_cluster() {
-            // Standalone and Sentinel preload on the probe connection; a cluster loads the
-            // scripts on every node (best effort: calls fall back to EVAL anyway).
-            if let Err(e) = crate::scripts::preload(&mut conn).await {
-                tracing::debug!(error = %e, "script preload on the cluster failed");
-            }
-        }
-        let replica_sync = match replica_sync {
-            Some(sync) => check_wait_support(&mut conn, sync).await,
-            None => None,
-        };
+        let Connected {
+            commands: conn,
+            publish,
+            listener,
+            replica_sync,
+        } = deploy::connect::<Listener>(Settings {
+            deployment: self.deployment,
+            master: self.master,
+            connect_timeout: self.connect_timeout,
+            response_timeout: self.response_timeout,
+            replica_sync,
+            self_id: id_str.clone(),
+        })
+        .await?;
 
         let watchdog = Watchdog::start(conn.clone(), self.watchdog_timeout);
         tracing::debug!(client = %id, namespace = %self.namespace, "lockwise client connected");
@@ -481,6 +345,28 @@ impl ClientBuilder {
         Ok(Client {
             inner: Arc::new(ClientHandle { core }),
         })
+    }
+
+    /// Settings that apply to one kind of deployment only.
+    fn check_deployment(&self) -> Result<()> {
+        match &self.deployment {
+            Deployment::Sentinel { master_name, .. } => {
+                if master_name.is_empty() {
+                    return Err(Error::invalid("master_name", "must not be empty"));
+                }
+            }
+            Deployment::Standalone { .. } | Deployment::Cluster { .. } => {
+                let m = &self.master;
+                if m.username.is_some() || m.password.is_some() || m.db.is_some() {
+                    return Err(Error::invalid(
+                        "master_password",
+                        "master credentials and database apply to Sentinel deployments only \
+                         (put them in the URL otherwise)",
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn check_replica_sync(&self) -> Result<Option<ReplicaSync>> {
@@ -511,104 +397,32 @@ impl ClientBuilder {
     }
 }
 
-/// Parses `url` and asks for RESP3 (needed for push messages on one multiplexed connection).
-fn resp3(url: &str) -> Result<ConnectionInfo> {
-    let info = url
-        .into_connection_info()
-        .map_err(|e| Error::invalid("url", format!("{}: {e}", redact(url))))?;
-    let settings = info
-        .redis_settings()
-        .clone()
-        .set_protocol(ProtocolVersion::RESP3);
-    Ok(info.set_redis_settings(settings))
-}
-
-/// `url` without its password, for error messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_string(),
+/// The engine's listener is the subscription side the deployments connect.
+impl Subscriber for Listener {
+    async fn connect(
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+        response_timeout: Duration,
+        self_id: String,
+    ) -> Result<Listener> {
+        Listener::connect(client, config, response_timeout, self_id).await
     }
-}
 
-/// `fut` within `timeout`, else a timeout error.
-async fn within<T>(
-    timeout: Duration,
-    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
-) -> Result<T> {
-    match tokio::time::timeout(timeout, fut).await {
-        Ok(r) => Ok(r?),
-        Err(_) => Err(Error::Redis(redis::RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "connecting to the cluster timed out",
-        )))),
+    async fn connect_cluster(
+        seeds: &[ConnectionInfo],
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        sharded: bool,
+        self_id: String,
+    ) -> Result<Listener> {
+        Listener::connect_cluster(seeds, connect_timeout, response_timeout, sharded, self_id).await
     }
-}
 
-/// One plain connection first: fails fast (no reconnect backoff) on a wrong address or
-/// password, within the connect timeout. Preloads the scripts, warns about eviction and
-/// returns the server's major version.
-async fn probe(client: &redis::Client, config: &AsyncConnectionConfig) -> Result<u32> {
-    let mut probe = client
-        .get_multiplexed_async_connection_with_config(config)
-        .await?;
-    let _: String = redis::cmd("PING").query_async(&mut probe).await?;
-    let info: String = redis::cmd("INFO")
-        .query_async(&mut probe)
-        .await
-        .unwrap_or_default(); // INFO may be renamed or forbidden (managed Redis)
-    if !is_cluster_node(&info) {
-        crate::scripts::preload(&mut probe).await?;
-    }
-    warn_if_evicting(&info);
-    Ok(info_field(&info, "redis_version")
-        .and_then(|v| v.split('.').next()?.parse().ok())
-        .unwrap_or(0))
-}
-
-fn is_cluster_node(info: &str) -> bool {
-    info_field(info, "cluster_enabled") == Some("1")
-}
-
-fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
-    info.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-        .map(str::trim)
-}
-
-/// Replica sync needs WAIT: a server that refuses it is reported once, here, and the client
-/// runs without replica sync.
-async fn check_wait_support(conn: &mut Commands, sync: ReplicaSync) -> Option<ReplicaSync> {
-    let reply: redis::RedisResult<i64> = redis::cmd("WAIT").arg(0).arg(0).query_async(conn).await;
-    match reply {
-        Ok(_) => Some(sync),
-        Err(e) => {
-            tracing::warn!(
-                error = %e,
-                "the server does not support WAIT: replica sync is off for this client"
-            );
-            None
-        }
-    }
-}
-
-/// Warns (once per client, at connect) when the server may evict keys: an evicted lock is a
-/// lock silently released while its holder works, and an evicted fencing counter restarts
-/// from the server clock. Under `noeviction` a full server refuses writes instead, and lock
-/// calls fail closed with an OOM error ([`Error::is_oom`]).
-fn warn_if_evicting(info: &str) {
-    let maxmemory: u64 = info_field(info, "maxmemory")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let policy = info_field(info, "maxmemory_policy").unwrap_or("noeviction");
-    if maxmemory > 0 && policy != "noeviction" {
-        tracing::warn!(
-            maxmemory,
-            policy,
-            "redis may evict keys (maxmemory-policy is not noeviction): an evicted lock is \
-             released while its holder still works; use noeviction for lock data"
-        );
+    fn follow(
+        &self,
+        masters: tokio::sync::watch::Receiver<redis::Client>,
+        config: ConnectionManagerConfig,
+    ) {
+        Listener::follow(self, masters, config);
     }
 }

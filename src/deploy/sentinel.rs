@@ -1,116 +1,80 @@
-//! Deployments: where the command and subscription connections point, and how they follow
-//! failovers.
+//! Sentinel: the current master of a Sentinel-monitored set, and following it.
 //!
-//! * **Standalone**: one redis-rs [`ConnectionManager`] for commands (reconnects by itself).
-//! * **Cluster**: a redis-rs [`ClusterConnection`], which routes each script call to the
-//!   master owning its keys' slot (every key of one lock shares a hash tag, so one slot) and
-//!   follows MOVED / ASK redirections and slot-map refreshes.
-//! * **Sentinel**: a [`SentinelMaster`]: the master is resolved through the sentinels
-//!   (`SENTINEL get-master-addr-by-name`, then `ROLE` on the answer), and re-resolved when a
-//!   sentinel announces `+switch-master`, when the server answers `READONLY` (a demoted
-//!   master) and after connection errors. A new master gets a new connection manager;
-//!   callers holding the old one finish their call on it and the next call uses the new one.
-//!   The subscription listener follows through a [`watch`] channel.
-//!
-//! [`Commands`] is the one command-connection type the rest of the crate uses: it implements
-//! redis-rs's [`ConnectionLike`], so scripts and plain commands run on any deployment alike.
+//! redis-rs resolves a Sentinel master once and never again, so a failover would leave the
+//! client writing to a demoted replica. [`SentinelMaster`] resolves the master itself
+//! (`SENTINEL get-master-addr-by-name`, then `ROLE`), re-resolves it on `+switch-master`,
+//! on `READONLY` and after connection errors, and tells the subscription listener about each
+//! new master through a [`watch`] channel.
 
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::cluster_async::ClusterConnection;
+use futures::StreamExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{
-    Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline, ProtocolVersion,
-    RedisConnectionInfo, RedisFuture, RedisResult, Value,
+    ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion, RedisConnectionInfo,
+    RedisResult, Value,
 };
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::probe::{probe, resp3};
+use super::{Commands, Options, Subscriber};
 use crate::error::{Error, Result};
 
-/// The command connection of a client, for any deployment. Cheap to clone.
-#[derive(Clone)]
-pub(crate) enum Commands {
-    /// A standalone server.
-    Single(ConnectionManager),
-    /// A Redis Cluster.
-    Cluster(ClusterConnection),
-    /// The current master of a Sentinel-monitored set.
-    Sentinel(Arc<SentinelMaster>),
+/// Credentials and database of a Sentinel master (set only for Sentinel deployments).
+#[derive(Clone, Default)]
+pub(crate) struct MasterAuth {
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) db: Option<i64>,
 }
 
-impl Commands {
-    /// Whether commands go to a Redis Cluster (scripts must then keep each call's keys in
-    /// one slot).
-    pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Commands::Cluster(_))
+/// Resolves the master named `master_name` through the `sentinels` and connects to it
+/// (starting the `+switch-master` watcher), probes it, then connects the listener and has it
+/// follow the master. Returns them with the command that publishes unlock messages.
+pub(super) async fn connect<L: Subscriber>(
+    sentinels: &[String],
+    master_name: &str,
+    auth: &MasterAuth,
+    options: &Options,
+) -> Result<(Commands, L, &'static str)> {
+    let sentinels = sentinels
+        .iter()
+        .map(|s| resp3(s))
+        .collect::<Result<Vec<_>>>()?;
+    let mut master = RedisConnectionInfo::default()
+        .set_protocol(ProtocolVersion::RESP3)
+        .set_db(auth.db.unwrap_or(0));
+    if let Some(u) = &auth.username {
+        master = master.set_username(u);
     }
-}
-
-impl ConnectionLike for Commands {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Commands::Single(c) => c.req_packed_command(cmd),
-            Commands::Cluster(c) => c.req_packed_command(cmd),
-            Commands::Sentinel(m) => {
-                let m = m.clone();
-                async move {
-                    let reply = m
-                        .on_current(|mut c| async move { c.req_packed_command(cmd).await })
-                        .await;
-                    match m.after_error(reply.as_ref().err()).await {
-                        // READONLY: the command did not run; the master moved and the
-                        // refresh found the new one, so one more try is safe.
-                        Retry::Yes => m.conn().req_packed_command(cmd).await,
-                        Retry::No => reply,
-                    }
-                }
-                .boxed()
-            }
-        }
+    if let Some(p) = &auth.password {
+        master = master.set_password(p);
     }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Commands::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Commands::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-            Commands::Sentinel(m) => {
-                let m = m.clone();
-                async move {
-                    let reply = m
-                        .on_current(|mut c| async move {
-                            c.req_packed_commands(pipeline, offset, count).await
-                        })
-                        .await;
-                    // A READONLY inside a pipeline shows up per command, not here; only
-                    // connection errors trigger a refresh (never a retry: a pipeline may
-                    // have partly run).
-                    let _ = m.after_error(reply.as_ref().err()).await;
-                    reply
-                }
-                .boxed()
-            }
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Commands::Single(c) => c.get_db(),
-            Commands::Cluster(c) => c.get_db(),
-            Commands::Sentinel(m) => m.conn().get_db(),
-        }
-    }
+    let settings = SentinelSettings {
+        sentinels,
+        master_name: master_name.to_string(),
+        master,
+        connect_timeout: options.connect_timeout,
+        response_timeout: options.response_timeout,
+    };
+    let sentinel = SentinelMaster::connect(settings, options.manager.clone()).await?;
+    let client = sentinel.switches().borrow().clone();
+    probe(&client, &options.probe).await?;
+    let listener = L::connect(
+        client,
+        options.manager.clone(),
+        options.response_timeout,
+        options.self_id.clone(),
+    )
+    .await?;
+    listener.follow(sentinel.switches(), options.manager.clone());
+    Ok((Commands::Sentinel(sentinel), listener, "publish"))
 }
 
 /// Whether a failed call may be sent again.
-enum Retry {
+pub(super) enum Retry {
     Yes,
     No,
 }
@@ -196,7 +160,7 @@ impl SentinelMaster {
     /// waits (typically for the old, dead master's reconnect backoff, which can take
     /// seconds), the call is abandoned with a connection error: its outcome is unknown, which
     /// the lock paths handle, and the caller's retry goes to the new master at once.
-    async fn on_current<T, F, Fut>(&self, call: F) -> RedisResult<T>
+    pub(super) async fn on_current<T, F, Fut>(&self, call: F) -> RedisResult<T>
     where
         F: FnOnce(ConnectionManager) -> Fut,
         Fut: std::future::Future<Output = RedisResult<T>>,
@@ -228,7 +192,7 @@ impl SentinelMaster {
 
     /// Reacts to a failed call: READONLY refreshes now (and allows one retry once the
     /// master moved); a connection error refreshes in the background.
-    async fn after_error(self: &Arc<Self>, error: Option<&redis::RedisError>) -> Retry {
+    pub(super) async fn after_error(self: &Arc<Self>, error: Option<&redis::RedisError>) -> Retry {
         let Some(e) = error else {
             return Retry::No;
         };
@@ -397,30 +361,4 @@ async fn watch_switches(master: std::sync::Weak<SentinelMaster>) {
             }
         }
     }
-}
-
-/// A redis-rs cluster client for `seeds`, RESP3, with lockwise's timeouts. `push` receives the
-/// subscription messages (the listener's connection); `None` for the command connection.
-pub(crate) fn cluster_client(
-    seeds: &[ConnectionInfo],
-    connect_timeout: Duration,
-    response_timeout: Duration,
-    push: Option<impl redis::aio::AsyncPushSender>,
-) -> Result<redis::cluster::ClusterClient> {
-    if seeds.is_empty() {
-        return Err(Error::invalid("cluster seeds", "no seed address given"));
-    }
-    let mut builder = redis::cluster::ClusterClientBuilder::new(seeds.to_vec())
-        .use_protocol(ProtocolVersion::RESP3)
-        .connection_timeout(connect_timeout)
-        .response_timeout(response_timeout)
-        .retries(6)
-        .min_retry_wait(50)
-        .max_retry_wait(1000);
-    if let Some(push) = push {
-        builder = builder.push_sender(push);
-    }
-    builder
-        .build()
-        .map_err(|e| Error::invalid("cluster seeds", e.to_string()))
 }

@@ -1,0 +1,95 @@
+//! Cluster: connecting through seeds, and the redis-rs cluster client both connections use.
+//!
+//! The command connection and the subscription listener each build a cluster client from
+//! the same seeds, with RESP3 and lockwise's timeouts; the listener's also carries its push
+//! sender. The topology past the seeds is discovered by redis-rs.
+
+use std::time::Duration;
+
+use redis::{ConnectionInfo, ProtocolVersion};
+
+use super::probe::{probe, resp3, within};
+use super::{Commands, Options, Subscriber};
+use crate::error::{Error, Result};
+
+/// A redis-rs cluster client for `seeds`, RESP3, with lockwise's timeouts. `push` receives the
+/// subscription messages (the listener's connection); `None` for the command connection.
+pub(crate) fn cluster_client(
+    seeds: &[ConnectionInfo],
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    push: Option<impl redis::aio::AsyncPushSender>,
+) -> Result<redis::cluster::ClusterClient> {
+    if seeds.is_empty() {
+        return Err(Error::invalid("cluster seeds", "no seed address given"));
+    }
+    let mut builder = redis::cluster::ClusterClientBuilder::new(seeds.to_vec())
+        .use_protocol(ProtocolVersion::RESP3)
+        .connection_timeout(connect_timeout)
+        .response_timeout(response_timeout)
+        .retries(6)
+        .min_retry_wait(50)
+        .max_retry_wait(1000);
+    if let Some(push) = push {
+        builder = builder.push_sender(push);
+    }
+    builder
+        .build()
+        .map_err(|e| Error::invalid("cluster seeds", e.to_string()))
+}
+
+/// Probes the cluster through its seeds (the first that answers tells the version and the
+/// memory policy), then connects the command connection and the listener. Returns them
+/// with the command that publishes unlock messages: `spublish` on Redis 7 (sharded
+/// pub/sub), else `publish`.
+pub(super) async fn connect<L: Subscriber>(
+    seeds: &[String],
+    options: &Options,
+) -> Result<(Commands, L, &'static str)> {
+    let seeds = seeds.iter().map(|s| resp3(s)).collect::<Result<Vec<_>>>()?;
+    // Any seed answers for the cluster's version and memory policy.
+    let mut version = None;
+    let mut last_error = None;
+    for seed in &seeds {
+        match redis::Client::open(seed.clone()) {
+            Ok(client) => match probe(&client, &options.probe).await {
+                Ok(v) => {
+                    version = Some(v);
+                    break;
+                }
+                Err(e) => last_error = Some(e),
+            },
+            Err(e) => last_error = Some(e.into()),
+        }
+    }
+    let Some(version) = version else {
+        return Err(
+            last_error.unwrap_or_else(|| Error::invalid("cluster seeds", "no seed address given"))
+        );
+    };
+    let sharded = version >= 7;
+    if !sharded {
+        tracing::info!(
+            version,
+            "redis < 7 has no sharded pub/sub: unlock messages use PUBLISH, which \
+             every cluster node relays"
+        );
+    }
+    let client = cluster_client(
+        &seeds,
+        options.connect_timeout,
+        options.response_timeout,
+        None::<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
+    )?;
+    let conn = within(options.connect_timeout, client.get_async_connection()).await?;
+    let listener = L::connect_cluster(
+        &seeds,
+        options.connect_timeout,
+        options.response_timeout,
+        sharded,
+        options.self_id.clone(),
+    )
+    .await?;
+    let publish = if sharded { "spublish" } else { "publish" };
+    Ok((Commands::Cluster(conn), listener, publish))
+}

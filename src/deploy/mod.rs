@@ -1,0 +1,262 @@
+//! Deployments: how a client connects to Redis, where its command and subscription
+//! connections point, and how they follow the servers afterwards.
+//!
+//! At connect, each deployment probes a server with one plain connection ([`probe`]: fails
+//! fast on a wrong address or password, warns about eviction, preloads the scripts except on
+//! a cluster node), opens the command connection, and connects the subscription listener
+//! last. After that:
+//!
+//! * **Standalone** ([`standalone`]): one redis-rs [`ConnectionManager`] for commands; it
+//!   reconnects by itself. Unlock messages use `PUBLISH`.
+//! * **Cluster** ([`cluster`]): the first seed that answers the probe tells the cluster's
+//!   version; commands go through a redis-rs [`ClusterConnection`], which routes each script
+//!   call to the master owning its keys' slot (every key of one lock shares a hash tag, so
+//!   one slot) and follows MOVED / ASK redirections and slot-map refreshes. Unlock messages
+//!   use `SPUBLISH` (sharded pub/sub) on Redis 7, else `PUBLISH`. The scripts are then loaded
+//!   on every node, best effort.
+//! * **Sentinel** ([`sentinel`]): a [`SentinelMaster`]: the master is resolved through the
+//!   sentinels (`SENTINEL get-master-addr-by-name`, then `ROLE` on the answer) and connected
+//!   before it is probed, and re-resolved when a sentinel announces `+switch-master`, when
+//!   the server answers `READONLY` (a demoted master) and after connection errors. A new
+//!   master gets a new connection manager; callers holding the old one finish their call on
+//!   it and the next call uses the new one. The subscription listener follows through a
+//!   [`watch`] channel. Unlock messages use `PUBLISH`.
+//!
+//! With replica sync configured, [`connect`] finally checks that the server supports `WAIT`
+//! (if not: a warning, and the client runs without it).
+//!
+//! [`Commands`] is the one command-connection type the rest of the crate uses: it implements
+//! redis-rs's [`ConnectionLike`], so scripts and plain commands run on any deployment alike.
+//!
+//! This module knows nothing of lock kinds or the `Client`: the builder hands [`connect`] its
+//! validated [`Settings`], and the engine's subscription listener comes in through the
+//! [`Subscriber`] trait.
+
+mod cluster;
+mod probe;
+mod sentinel;
+mod standalone;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, Pipeline, RedisFuture, Value};
+use tokio::sync::watch;
+
+use crate::error::Result;
+use crate::scripts::ReplicaSync;
+
+pub(crate) use cluster::cluster_client;
+use sentinel::Retry;
+pub(crate) use sentinel::{MasterAuth, SentinelMaster};
+
+/// The command connection of a client, for any deployment. Cheap to clone.
+#[derive(Clone)]
+pub(crate) enum Commands {
+    /// A standalone server.
+    Single(ConnectionManager),
+    /// A Redis Cluster.
+    Cluster(ClusterConnection),
+    /// The current master of a Sentinel-monitored set.
+    Sentinel(Arc<SentinelMaster>),
+}
+
+impl Commands {
+    /// Whether commands go to a Redis Cluster (scripts must then keep each call's keys in
+    /// one slot).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Commands::Cluster(_))
+    }
+}
+
+impl ConnectionLike for Commands {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Commands::Single(c) => c.req_packed_command(cmd),
+            Commands::Cluster(c) => c.req_packed_command(cmd),
+            Commands::Sentinel(m) => {
+                let m = m.clone();
+                async move {
+                    let reply = m
+                        .on_current(|mut c| async move { c.req_packed_command(cmd).await })
+                        .await;
+                    match m.after_error(reply.as_ref().err()).await {
+                        // READONLY: the command did not run; the master moved and the
+                        // refresh found the new one, so one more try is safe.
+                        Retry::Yes => m.conn().req_packed_command(cmd).await,
+                        Retry::No => reply,
+                    }
+                }
+                .boxed()
+            }
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Commands::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Commands::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Commands::Sentinel(m) => {
+                let m = m.clone();
+                async move {
+                    let reply = m
+                        .on_current(|mut c| async move {
+                            c.req_packed_commands(pipeline, offset, count).await
+                        })
+                        .await;
+                    // A READONLY inside a pipeline shows up per command, not here; only
+                    // connection errors trigger a refresh (never a retry: a pipeline may
+                    // have partly run).
+                    let _ = m.after_error(reply.as_ref().err()).await;
+                    reply
+                }
+                .boxed()
+            }
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Commands::Single(c) => c.get_db(),
+            Commands::Cluster(c) => c.get_db(),
+            Commands::Sentinel(m) => m.conn().get_db(),
+        }
+    }
+}
+
+/// Where the servers are.
+#[derive(Clone, Debug)]
+pub(crate) enum Deployment {
+    Standalone {
+        url: String,
+    },
+    Cluster {
+        seeds: Vec<String>,
+    },
+    Sentinel {
+        sentinels: Vec<String>,
+        master_name: String,
+    },
+}
+
+/// The builder's settings, checked: everything [`connect`] needs.
+pub(crate) struct Settings {
+    pub(crate) deployment: Deployment,
+    /// Credentials and database of a Sentinel master; empty for the other deployments.
+    pub(crate) master: MasterAuth,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    /// Replica sync as configured; [`connect`] drops it if the server has no `WAIT`.
+    pub(crate) replica_sync: Option<ReplicaSync>,
+    /// The client's id, for the subscription listener.
+    pub(crate) self_id: String,
+}
+
+/// What a connected client is made of.
+pub(crate) struct Connected<L> {
+    /// The command connection.
+    pub(crate) commands: Commands,
+    /// The command scripts publish unlock messages with (`"spublish"` or `"publish"`).
+    pub(crate) publish: &'static str,
+    /// The subscription listener, connected (and following the master, on Sentinel).
+    pub(crate) listener: L,
+    /// Replica sync, if configured and supported by the server.
+    pub(crate) replica_sync: Option<ReplicaSync>,
+}
+
+/// The subscription listener as the deployments connect it: they say where and when, the
+/// engine's listener does the rest. Implemented next to the `Client`, which knows both.
+pub(crate) trait Subscriber: Sized {
+    /// Connects to a standalone server or a Sentinel master.
+    fn connect(
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+        response_timeout: Duration,
+        self_id: String,
+    ) -> impl Future<Output = Result<Self>> + Send;
+
+    /// Connects to a Redis Cluster; `sharded` selects SSUBSCRIBE over SUBSCRIBE.
+    fn connect_cluster(
+        seeds: &[ConnectionInfo],
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        sharded: bool,
+        self_id: String,
+    ) -> impl Future<Output = Result<Self>> + Send;
+
+    /// Moves to each master sent on `masters` (Sentinel failover following).
+    fn follow(&self, masters: watch::Receiver<redis::Client>, config: ConnectionManagerConfig);
+}
+
+/// Connection settings every deployment's connect uses besides its addresses.
+struct Options {
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    /// For the probe: one plain connection, no reconnect.
+    probe: AsyncConnectionConfig,
+    /// For the connection managers (commands, subscriptions): reconnect with backoff.
+    manager: ConnectionManagerConfig,
+    self_id: String,
+}
+
+/// Connects the command connection and the subscription listener `L` of the deployment in
+/// `settings`, probing the server first, and checks replica sync.
+///
+/// # Errors
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad URL or an empty seed
+/// or sentinel list; [`Error::Redis`](crate::Error::Redis) when no server is reachable
+/// within the connect timeout or one refuses the connection;
+/// [`Error::UnexpectedReply`](crate::Error::UnexpectedReply) when the sentinels do not know
+/// the master name or name a server that is not a master.
+///
+/// # Cancel safety
+/// Dropping the future abandons the attempt; connections made so far are closed.
+pub(crate) async fn connect<L: Subscriber>(settings: Settings) -> Result<Connected<L>> {
+    let options = Options {
+        connect_timeout: settings.connect_timeout,
+        response_timeout: settings.response_timeout,
+        probe: AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(settings.connect_timeout))
+            .set_response_timeout(Some(settings.response_timeout)),
+        manager: ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(settings.connect_timeout))
+            .set_response_timeout(Some(settings.response_timeout))
+            .set_number_of_retries(6)
+            .set_max_delay(Duration::from_secs(2)),
+        self_id: settings.self_id,
+    };
+    let (mut commands, listener, publish) = match &settings.deployment {
+        Deployment::Standalone { url } => standalone::connect(url, &options).await?,
+        Deployment::Cluster { seeds } => cluster::connect(seeds, &options).await?,
+        Deployment::Sentinel {
+            sentinels,
+            master_name,
+        } => sentinel::connect(sentinels, master_name, &settings.master, &options).await?,
+    };
+    if commands.is_cluster() {
+        // Standalone and Sentinel preload on the probe connection; a cluster loads the
+        // scripts on every node (best effort: calls fall back to EVAL anyway).
+        if let Err(e) = crate::scripts::preload(&mut commands).await {
+            tracing::debug!(error = %e, "script preload on the cluster failed");
+        }
+    }
+    let replica_sync = match settings.replica_sync {
+        Some(sync) => probe::check_wait_support(&mut commands, sync).await,
+        None => None,
+    };
+    Ok(Connected {
+        commands,
+        publish,
+        listener,
+        replica_sync,
+    })
+}
