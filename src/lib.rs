@@ -2,6 +2,35 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// A map of the crate, for readers of the source (users start at the README above).
+//
+// Start at `raw/mod.rs`: its module doc is the "how it works" essay (the wait loop,
+// cancellation, settling), and the engine under it is what every lock kind is built on.
+// The engine imports no lock kind and not the `Client`.
+//
+//   client.rs         Client and ClientBuilder: what users build; calls deploy/ to connect
+//   deploy/           standalone, Cluster and Sentinel: connect, probe, follow failovers;
+//                     `Commands`, the one command connection type
+//   raw/              the engine
+//     core.rs         per-client state: connection, listener, watchdog, settings
+//     wait.rs         the wait loop: try, subscribe, re-check, sleep until woken or the TTL
+//     call.rs         acquire calls that never leak a hold; tickets; replica sync
+//     registry.rs     local holds per (lock, owner), calls in flight, loss deadlines
+//     settle.rs       settlements: the server's hold count back to the live guards
+//     hold.rs         one granted hold, as every guard wraps it
+//     handle.rs       what hash kinds share: name and keys, the acquire prologue,
+//                     inspection and guard accessors
+//     watchdog.rs     the renewal task: timer wheel, batched renew calls
+//     listener.rs     the one subscription connection; wakeups per channel
+//     inspect.rs      read-only queries
+//   reentrant.rs      RLock                 fair.rs     FairLock (FIFO queue)
+//   fenced.rs         FencedLock (tokens)   fenced_value.rs  FencedValue
+//   multi.rs          MultiLock (all or nothing over several RLocks)
+//   redlock/          RedLock over independent masters: options, node, round, run, guard
+//   keys.rs           every key and channel name (`Role`), argument checks
+//   scripts.rs        every Lua script (lua/*.lua), the runner, the header test
+//   error.rs          the one error enum
+
 mod client;
 mod deploy;
 mod error;
