@@ -143,17 +143,21 @@ impl<K: Kind> Drop for Ticket<K> {
 /// Runs an acquire call under its ticket so it never leaks a hold: an abandoned call
 /// finishes in the background, and a hold it took, or may have taken, is settled away.
 /// Returns the reply, and the ticket when the reply took a hold (for [`Hold::register`]).
-pub(crate) async fn ticketed_call<K: Kind, R: Send + 'static>(
+pub(crate) async fn ticketed_call<K: Kind>(
     ticket: Ticket<K>,
-    call: BoxFuture<'static, redis::RedisResult<R>>,
-    taken: fn(&R) -> Taken,
-) -> Result<(R, Option<Ticket<K>>)> {
+    call: BoxFuture<'static, redis::RedisResult<Synced>>,
+) -> Result<(Synced, Option<Ticket<K>>)> {
+    let taken = Synced::taken;
     let handle = ticket.kind.core().handle.clone();
     let call = async move { (call.await, ticket) }.boxed();
-    let abandoned = move |(reply, ticket): (redis::RedisResult<R>, Ticket<K>)| {
+    let abandoned = move |(reply, ticket): (redis::RedisResult<Synced>, Ticket<K>)| {
         let outcome = match &reply {
-            // Taken by nobody: a hold no guard owns.
-            Ok(r) if taken(r) != Taken::No => Outcome::Unknown,
+            // Taken by nobody: a hold no guard owns. The reply says what the server counted
+            // right after, so the settlement can release it without reading first.
+            Ok(r) if taken(r) == Taken::Yes => {
+                Outcome::Abandoned(ticket.sent, r.reply[1].max(0) as u32)
+            }
+            Ok(r) if taken(r) == Taken::Maybe => Outcome::Unknown,
             Ok(_) => Outcome::Known,
             Err(e) if outcome_unknown(e) => Outcome::Unknown,
             Err(_) => Outcome::Known,

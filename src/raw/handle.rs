@@ -111,7 +111,7 @@ pub(crate) fn attempt<K: Kind, T: Send + 'static>(
     let (kind, hold_key) = (kind.clone(), hold_key.clone());
     async move {
         let ticket = Ticket::begin(&kind, &hold_key).await;
-        let (reply, ticket) = ticketed_call(ticket, call, Synced::taken).await?;
+        let (reply, ticket) = ticketed_call(ticket, call).await?;
         reply.check(kind.core())?;
         match (parse(&reply.reply), ticket) {
             (Some(Reply::Granted(holds, extra)), Some(ticket)) => {

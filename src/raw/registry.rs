@@ -44,6 +44,9 @@ pub(super) struct Hold {
     pub(super) lost: CancellationToken,
     /// Mirrors `lost.is_cancelled()` without the token's lock (checked per renewal).
     pub(super) is_lost: bool,
+    /// Acquire and release calls started for this owner so far (tells a reply whether any
+    /// other call could have changed the count after it).
+    pub(super) started: u64,
     /// Acquire and release calls sent for this owner whose outcome is not settled yet.
     pub(super) inflight: u32,
     /// The server's hold count may differ from `holds`: a call's outcome is unknown (its
@@ -53,6 +56,9 @@ pub(super) struct Hold {
     /// A settlement is running: it owns the server's count for this owner until done, so
     /// acquires wait and releases are left to it.
     pub(super) settling: bool,
+    /// The server's count of this owner's holds, when the only doubt is an abandoned acquire
+    /// whose reply said so: the settlement then releases without reading the count first.
+    pub(super) hint: Option<u32>,
     /// Notified when a settlement ends (created by the first waiter).
     pub(super) settled: Option<Arc<Notify>>,
 }
@@ -69,8 +75,10 @@ impl Hold {
             ttl_ceiling: Duration::ZERO,
             lost: CancellationToken::new(),
             is_lost: false,
+            started: 0,
             inflight: 0,
             doubt: false,
+            hint: None,
             settling: false,
             settled: None,
         }
@@ -118,6 +126,8 @@ pub(crate) struct Sent {
     quiescent: bool,
     /// Local holds when the call was sent.
     base: u32,
+    /// The entry's call count with this call (see `Hold::started`).
+    call: u64,
     /// When the call was sent (just before).
     pub(crate) at: Instant,
 }
@@ -136,7 +146,7 @@ pub(crate) enum Release {
 }
 
 /// How a call that may have changed the server's hold count ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum Outcome {
     /// The reply came and the local holds already account for it.
     Known,
@@ -146,6 +156,9 @@ pub(crate) enum Outcome {
     /// A release found no hold of this owner although guards remain: the server forgot
     /// them (expired, force-unlocked, restarted), so they are lost.
     Forgotten,
+    /// An abandoned acquire, sent as described, took a hold no guard owns; right after it
+    /// the server counted this many holds of the owner.
+    Abandoned(Sent, u32),
 }
 
 impl Watchdog {
@@ -164,8 +177,10 @@ impl Watchdog {
         }
         let quiescent = h.inflight == 0 && !h.doubt;
         h.inflight += 1;
+        h.started += 1;
         Begin::Go(Sent {
             quiescent,
+            call: h.started,
             base: h.holds,
             at: Instant::now(),
         })
@@ -181,7 +196,17 @@ impl Watchdog {
         h.inflight = h.inflight.saturating_sub(1);
         match outcome {
             Outcome::Known => {}
-            Outcome::Unknown => h.doubt = true,
+            Outcome::Unknown => {
+                h.doubt = true;
+                h.hint = None;
+            }
+            // The reply's count is the server's now only if nothing else was in flight
+            // when the call was sent, no call started after it, and nothing is in doubt.
+            Outcome::Abandoned(sent, n) => {
+                let alone = sent.quiescent && sent.call == h.started && h.inflight == 0;
+                h.hint = (alone && !h.doubt).then_some(n);
+                h.doubt = true;
+            }
             Outcome::Forgotten => {
                 if h.holds > 0 {
                     h.mark_lost("the server no longer has this owner's holds", key);
@@ -236,6 +261,7 @@ impl Watchdog {
                 // this count is a snapshot that cannot be checked alone. Or the server counts
                 // more holds than there are guards. Either way, compare once all is quiet.
                 h.doubt = true;
+                h.hint = None;
             }
             h.holds += 1;
             let until = safe_until(sent.at, ttl);
@@ -276,6 +302,7 @@ impl Watchdog {
             if h.epoch != epoch {
                 // The server may still count the stale hold beside the new run's.
                 h.doubt = true;
+                h.hint = None;
                 return Release::Stale {
                     settle: h.start_settling(),
                 };
@@ -292,6 +319,7 @@ impl Watchdog {
                 Release::Settling(h.settled.get_or_insert_with(Default::default).clone())
             } else {
                 h.inflight += 1;
+                h.started += 1;
                 Release::Send
             }
         };
@@ -301,12 +329,14 @@ impl Watchdog {
         release
     }
 
-    /// For a settlement: the hold count the server should have now (the live guards), and
-    /// the longest TTL this owner gave the key.
-    pub(crate) fn settle_target(&self, key: &HoldKey) -> (u32, Duration) {
-        self.registry.get(key).map_or((0, self.timeout), |h| {
-            (h.holds, h.ttl_ceiling.max(self.timeout))
-        })
+    /// For a settlement: the hold count the server should have now (the live guards), the
+    /// longest TTL this owner gave the key, and the server's count if a reply told it.
+    pub(crate) fn settle_target(&self, key: &HoldKey) -> (u32, Duration, Option<u32>) {
+        self.registry
+            .get_mut(key)
+            .map_or((0, self.timeout, None), |mut h| {
+                (h.holds, h.ttl_ceiling.max(self.timeout), h.hint.take())
+            })
     }
 
     /// Ends a settlement that found the server at `target` holds (`lost`: below it). Returns

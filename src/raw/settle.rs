@@ -37,9 +37,12 @@ async fn settle<K: Kind>(kind: K, key: HoldKey) {
     let started = Instant::now();
     let mut backoff = SETTLE_BACKOFF;
     loop {
-        let (target, ttl) = core.watchdog.settle_target(&key);
+        let (target, ttl, hint) = core.watchdog.settle_target(&key);
         let step: Result<Option<bool>> = async {
-            let count = owner_holds(&core, &key.0, &key.1).await?;
+            let count = match hint {
+                Some(count) => count,
+                None => owner_holds(&core, &key.0, &key.1).await?,
+            };
             if count == target {
                 return Ok(Some(false));
             }
