@@ -1,4 +1,4 @@
-//! lockwise on Redis Cluster and Sentinel, on real local topologies (tests/support/topology.rs):
+//! lockwise on Redis Cluster and Sentinel, on real local topologies (tests/support/topology/):
 //! a 3-master + 3-replica cluster, and a master + replica + 3 sentinels. Faults are real:
 //! CLUSTER FAILOVER, SIGKILL of the master, SIGSTOP of the replica.
 //!
@@ -6,15 +6,20 @@
 //! and fail on overlapping holds or fencing tokens that do not rise (issue 6, row 12).
 mod support;
 
+#[path = "support/checker.rs"]
+mod checker;
+#[path = "support/topology/mod.rs"]
+mod topology;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use checker::History;
 use lockwise::{Client, Error};
-use support::checker::{self, History};
-use support::topology::{connect, RedisCluster, RedisSentinel};
 use support::RedisServer;
+use topology::{connect, RedisCluster, RedisSentinel};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -47,7 +52,7 @@ async fn sentinel_client(
 fn keys_on(ports: &[u16], ns: &str) -> Vec<(u16, String, i64)> {
     let mut out = Vec::new();
     for &port in ports {
-        let Ok(mut c) = support::topology::try_connect(port) else {
+        let Ok(mut c) = topology::try_connect(port) else {
             continue;
         };
         let keys: Vec<String> = redis::cmd("KEYS")
@@ -73,7 +78,7 @@ fn channels_on(ports: &[u16], ns: &str) -> Vec<(u16, String)> {
 fn channels_of(ports: &[u16], ns: &str, kinds: &[&str]) -> Vec<(u16, String)> {
     let mut out = Vec::new();
     for &port in ports {
-        let Ok(mut c) = support::topology::try_connect(port) else {
+        let Ok(mut c) = topology::try_connect(port) else {
             continue;
         };
         for kind in kinds {

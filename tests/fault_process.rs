@@ -4,6 +4,9 @@
 //! (`tests/support/checker.rs`), not by eye.
 mod support;
 
+#[path = "support/checker.rs"]
+mod checker;
+
 use support::Conn;
 
 use std::future::Future;
@@ -13,9 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use checker::{Acquisition, History, Op, TtlSample};
 use lockwise::{Client, Error};
 use redis::AsyncCommands;
-use support::checker::{self, Acquisition, History, Op, TtlSample};
 use support::RedisServer;
 
 /// Watchdog timeout and lease of every scenario: short, so faults play out in seconds.

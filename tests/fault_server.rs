@@ -12,6 +12,9 @@
 //! Timings are short (watchdog ~1 s) so the whole file stays well under 2.5 minutes on 2 cores.
 mod support;
 
+#[path = "support/checker.rs"]
+mod checker;
+
 use support::Conn;
 
 use std::collections::{BTreeMap, HashMap};
@@ -21,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use lockwise::{Client, Error};
-use support::{checker, RedisServer};
+use support::RedisServer;
 
 /// Watchdog timeout (= TTL of a held lock) in the stall / slow-server scenarios.
 const TTL: Duration = Duration::from_secs(1);

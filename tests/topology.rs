@@ -1,4 +1,4 @@
-//! Smoke tests of the local Redis Cluster and Sentinel fixtures (tests/support/topology.rs):
+//! Smoke tests of the local Redis Cluster and Sentinel fixtures (tests/support/topology/):
 //! the topologies come up, serve keys, fail over for real and tear down. lockwise itself is not
 //! involved yet; these prove the ground the Cluster / Sentinel tests will stand on.
 //!
@@ -6,11 +6,14 @@
 //! hint (`bash scripts/with-redis.sh cargo test` installs them).
 mod support;
 
+#[path = "support/topology/mod.rs"]
+mod topology;
+
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use support::topology::{answers_ping, connect, ProcState, RedisCluster, RedisSentinel, Role};
+use topology::{answers_ping, connect, ProcState, RedisCluster, RedisSentinel, Role};
 
 fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
