@@ -2,6 +2,9 @@
 //! waiters, handoff cost, re-entry, mutual exclusion, TTLs on every key, nothing left behind.
 mod support;
 
+#[path = "support/child.rs"]
+mod child;
+
 use support::Conn;
 
 use support::in_task;
@@ -10,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use child::ChildProc;
 use lockwise::{Client, FairLock};
 use support::{Interval, RedisServer};
 
@@ -311,25 +315,6 @@ async fn stale_head_delays_the_queue_at_most_its_deadline() {
     .await;
 }
 
-/// The child half of `killed_waiter_process_is_skipped`: queues on the lock and blocks until
-/// SIGKILLed. A no-op unless run by that test.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn child_waiter_process() {
-    let (Ok(url), Ok(ns)) = (
-        std::env::var("LOCKWISE_FAIR_CHILD_URL"),
-        std::env::var("LOCKWISE_FAIR_CHILD_NS"),
-    ) else {
-        return;
-    };
-    let c = client(&url, &ns, Duration::from_secs(1)).await;
-    in_task(async move {
-        let g = c.fair_lock("crash").lock().await.unwrap();
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        drop(g);
-    })
-    .await;
-}
-
 /// A waiter in another process that is SIGKILLed while queued (no cleanup can run) delays the
 /// waiter behind it by at most its waiter lease (1 s here: watchdog timeout 1 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -338,18 +323,18 @@ async fn killed_waiter_process_is_skipped() {
     let ns = support::unique_ns("fair-kill");
     let c = client(server.url(), &ns, WATCHDOG).await;
     let conn = server.conn().await;
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_waiter_process",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("LOCKWISE_FAIR_CHILD_URL", server.url())
-        .env("LOCKWISE_FAIR_CHILD_NS", &ns)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn the child waiter");
+    // A fair waiter in the child: queues on "crash" behind our holder, never gets it.
+    let mut child = ChildProc::spawn(
+        "holder",
+        server.url(),
+        &ns,
+        "child",
+        &[
+            ("LOCKWISE_FP_KIND", "fair".into()),
+            ("LOCKWISE_FP_LOCK", "crash".into()),
+            ("LOCKWISE_FP_HOLD_MS", "60000".into()),
+        ],
+    );
     let url = server.url().to_string();
     let result = tokio::spawn(async move {
         let lock = c.fair_lock("crash");
@@ -375,13 +360,10 @@ async fn killed_waiter_process_is_skipped() {
     .await;
     let (lock, holder, waiter, _url) = match result {
         Ok(v) => v,
-        Err(e) => {
-            let _ = child.kill();
-            std::panic::resume_unwind(e.into_panic());
-        }
+        // Dropping the child kills it.
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
     };
-    child.kill().unwrap(); // SIGKILL: the child's leave-queue clean-up never runs
-    child.wait().unwrap();
+    child.sigkill(); // SIGKILL: the child's leave-queue clean-up never runs
     let killed = Instant::now();
     in_task(async move {
         holder.unlock().await.unwrap();

@@ -1,22 +1,23 @@
 //! Fault injection with real processes (issue 6): holders and waiters run in child processes
-//! (this test binary re-executed with one child test selected), the parent SIGSTOPs, SIGKILLs
-//! and restarts for real, and every scenario is judged by the history checker
-//! (`tests/support/checker.rs`), not by eye.
+//! (the `test-child` example, tests/support/test_child.rs, driven through
+//! tests/support/child.rs), the parent SIGSTOPs, SIGKILLs and restarts for real, and every
+//! scenario is judged by the history checker (`tests/support/checker.rs`), not by eye.
 mod support;
 
 #[path = "support/checker.rs"]
 mod checker;
+#[path = "support/child.rs"]
+mod child;
 
 use support::Conn;
 
 use std::future::Future;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use checker::{Acquisition, History, Op, TtlSample};
+use child::ChildProc;
 use lockwise::{Client, Error};
 use redis::AsyncCommands;
 use support::RedisServer;
@@ -47,179 +48,6 @@ where
         Ok(v) => v,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => panic!("test task failed: {e}"),
-    }
-}
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("child without {name}"))
-}
-
-/// The child's settings if this process was started as child `role`; `None` in a normal run
-/// (the child tests then pass at once).
-fn child_role(role: &str) -> Option<(String, String, String)> {
-    (std::env::var("LOCKWISE_FP_CHILD").ok()? == role).then(|| {
-        (
-            env("LOCKWISE_FP_URL"),
-            env("LOCKWISE_FP_NS"),
-            env("LOCKWISE_FP_LABEL"),
-        )
-    })
-}
-
-/// Prints a line at once (children stream their history to the parent).
-fn emit(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}").unwrap();
-    out.flush().unwrap();
-}
-
-/// A child process: this test binary re-executed with only the test `role` selected.
-struct ChildProc {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-    text: Arc<Mutex<String>>,
-    reader: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ChildProc {
-    fn spawn(role: &str, url: &str, ns: &str, label: &str, extra: &[(&str, String)]) -> ChildProc {
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args([role, "--exact", "--nocapture", "--test-threads=1"])
-            .env("LOCKWISE_FP_CHILD", role)
-            .env("LOCKWISE_FP_URL", url)
-            .env("LOCKWISE_FP_NS", ns)
-            .env("LOCKWISE_FP_LABEL", label)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        for (k, v) in extra {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn child process");
-        let stdout = child.stdout.take().unwrap();
-        let stdin = child.stdin.take();
-        let (tx, lines) = mpsc::channel();
-        let text = Arc::new(Mutex::new(String::new()));
-        let sink = text.clone();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let mut t = sink.lock().unwrap();
-                t.push_str(&line);
-                t.push('\n');
-                drop(t);
-                let _ = tx.send(line);
-            }
-        });
-        ChildProc {
-            child,
-            stdin,
-            lines,
-            seen: Vec::new(),
-            text,
-            reader: Some(reader),
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Waits (polling, without blocking the runtime) for a line starting with `prefix`.
-    async fn wait_line(&mut self, prefix: &str, timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(l) = self.seen.iter().find(|l| l.contains(prefix)) {
-                return l.clone();
-            }
-            match self.lines.try_recv() {
-                Ok(l) => self.seen.push(l),
-                Err(mpsc::TryRecvError::Empty) => {
-                    assert!(
-                        Instant::now() < deadline,
-                        "child {} printed no `{prefix}` within {timeout:?}; output:\n{}",
-                        self.pid(),
-                        self.text.lock().unwrap()
-                    );
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                Err(mpsc::TryRecvError::Disconnected) => panic!(
-                    "child {} exited without printing `{prefix}`; output:\n{}",
-                    self.pid(),
-                    self.text.lock().unwrap()
-                ),
-            }
-        }
-    }
-
-    fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// `kill -<sig> <pid>` (STOP, CONT).
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([&format!("-{sig}"), &self.pid().to_string()])
-            .status()
-            .expect("run kill")
-            .success();
-        assert!(ok, "kill -{sig} {} failed", self.pid());
-    }
-
-    /// SIGKILL and reap.
-    fn sigkill(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    /// Waits (at most `timeout`) for the child to exit successfully; returns all its output.
-    async fn finish(mut self, timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                break st;
-            }
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "child {} did not exit within {timeout:?}; output:\n{}",
-                    self.pid(),
-                    self.text.lock().unwrap()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        };
-        self.reader.take().unwrap().join().unwrap();
-        let text = self.text.lock().unwrap().clone();
-        assert!(status.success(), "child failed ({status}); output:\n{text}");
-        text
-    }
-
-    /// All output so far (after the child was killed: everything it printed).
-    fn output(&mut self) -> String {
-        if let Some(r) = self.reader.take() {
-            r.join().unwrap();
-        }
-        self.text.lock().unwrap().clone()
-    }
-}
-
-impl Drop for ChildProc {
-    fn drop(&mut self) {
-        // Never leave a stopped or running child behind a failed test.
-        if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill")
-                .args(["-CONT", &self.child.id().to_string()])
-                .stderr(Stdio::null())
-                .status();
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -416,88 +244,6 @@ const BASELINE_PROCS: usize = 8;
 const BASELINE_TASKS: usize = 2;
 const BASELINE_TARGET: u64 = 10_000;
 
-/// The child half of `baseline_8_processes_x_2_tasks`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn child_baseline() {
-    let Some((url, ns, label)) = child_role("child_baseline") else {
-        return;
-    };
-    let counter = env("LOCKWISE_FP_COUNTER");
-    let target: u64 = env("LOCKWISE_FP_TARGET").parse().unwrap();
-    let c = client(&url, &ns).await;
-    let conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let h = History::new();
-    let anomalies = Arc::new(Mutex::new(Vec::<String>::new()));
-    let increments = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    for t in 0..BASELINE_TASKS {
-        let (lock, mut conn, h) = (c.lock("baseline"), conn.clone(), h.clone());
-        let (counter, anomalies, increments) =
-            (counter.clone(), anomalies.clone(), increments.clone());
-        let who = format!("{label}/t{t}");
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let id = h.invoke(&who, "baseline");
-                // Task 0 waits with lock(), task 1 with try_lock(30 s, watchdog).
-                let got = if t == 0 {
-                    lock.lock().await
-                } else {
-                    match lock.try_lock(Duration::from_secs(30), None).await {
-                        Ok(Some(g)) => Ok(g),
-                        Ok(None) => {
-                            h.fail(&id, "try_lock timed out after 30 s");
-                            anomalies.lock().unwrap().push("try_lock timed out".into());
-                            continue;
-                        }
-                        Err(e) => Err(e),
-                    }
-                };
-                let g = match got {
-                    Ok(g) => g,
-                    Err(e) => {
-                        h.unknown(&id, &e.to_string());
-                        anomalies.lock().unwrap().push(format!("lock: {e}"));
-                        continue;
-                    }
-                };
-                h.ok(&id, g.owner(), None, None);
-                // The critical section: a non-atomic increment of a shared counter.
-                let v: Option<u64> = conn.get(&counter).await.unwrap();
-                let v = v.unwrap_or(0);
-                let done = v >= target;
-                if !done {
-                    let _: () = conn.set(&counter, v + 1).await.unwrap();
-                    increments.fetch_add(1, Ordering::Relaxed);
-                }
-                if g.is_lost() {
-                    anomalies.lock().unwrap().push("guard lost".into());
-                }
-                h.release(&id);
-                if let Err(e) = g.unlock().await {
-                    h.note(&id, &format!("unlock: {e}"));
-                    anomalies.lock().unwrap().push(format!("unlock: {e}"));
-                }
-                if done {
-                    break;
-                }
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    print!("{}", h.to_text());
-    emit(&format!(
-        "@done increments={} anomalies={}",
-        increments.load(Ordering::Relaxed),
-        anomalies.lock().unwrap().join("|").replace(' ', "_")
-    ));
-}
-
 /// Issue 6, scenario 1: 8 child processes x 2 tasks take one lock (watchdog 1 s) until a
 /// shared counter, incremented non-atomically (GET then SET) inside each hold, reaches 10,000.
 /// The checker finds no overlap of the 10,000+ recorded holds, the counter is exact, no key
@@ -514,7 +260,7 @@ async fn baseline_8_processes_x_2_tasks() {
     let children: Vec<ChildProc> = (0..BASELINE_PROCS)
         .map(|p| {
             ChildProc::spawn(
-                "child_baseline",
+                "baseline",
                 server.url(),
                 &ns,
                 &format!("p{p}"),
@@ -596,84 +342,6 @@ async fn baseline_8_processes_x_2_tasks() {
 // ---------------------------------------------------------------------------------------------
 // 2. Holder stall: SIGSTOP for 2 x the lease
 
-/// The child half of `holder_stall_sigstop_2x_lease`: takes a fenced lock with a 1 s lease and
-/// one with the 1 s watchdog, writes both resources, prints `@ready`, then waits for `go` on
-/// stdin (the parent stops it in between) and acts as a paused holder would on waking up:
-/// writes again with its old tokens, watches `lost()`, unlocks.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn child_stalled_holder() {
-    let Some((url, ns, label)) = child_role("child_stalled_holder") else {
-        return;
-    };
-    let c = client(&url, &ns).await;
-    in_task(async move {
-        let h = History::new();
-        let res_lease = c.fenced_value(format!("res-lease-{ns}"));
-        let res_wd = c.fenced_value(format!("res-wd-{ns}"));
-        let id1 = h.invoke(&label, "stall-lease");
-        let g1 = c
-            .fenced_lock("stall-lease")
-            .lock_with_lease(LEASE)
-            .await
-            .unwrap();
-        h.ok(&id1, g1.owner(), Some(g1.token()), Some(LEASE));
-        let id2 = h.invoke(&label, "stall-wd");
-        let g2 = c.fenced_lock("stall-wd").lock().await.unwrap();
-        h.ok(&id2, g2.owner(), Some(g2.token()), None);
-        for (res, token) in [(&res_lease, g1.token()), (&res_wd, g2.token())] {
-            let t = checker::now_ns();
-            res.write(token, "first").await.unwrap();
-            h.write(&label, res.key(), token, t, Some(true));
-        }
-        emit(&format!("@ready tokens={},{}", g1.token(), g2.token()));
-        // Blocks here; the parent SIGSTOPs the whole process, then SIGCONTs and says go.
-        let line = tokio::task::spawn_blocking(|| {
-            let mut l = String::new();
-            std::io::stdin().read_line(&mut l).unwrap();
-            l
-        })
-        .await
-        .unwrap();
-        assert_eq!(line.trim(), "go");
-        let woke = Instant::now();
-        // Late writes first (the holder does not know yet): the resources must refuse them.
-        let mut results = Vec::new();
-        for (name, res, token) in [
-            ("lease", &res_lease, g1.token()),
-            ("wd", &res_wd, g2.token()),
-        ] {
-            let t = checker::now_ns();
-            let r = res.write(token, "late").await;
-            h.write(&label, res.key(), token, t, Some(r.is_ok()));
-            let r = match r {
-                Ok(()) => "accepted".to_string(),
-                Err(Error::StaleToken { .. }) => "StaleToken".to_string(),
-                Err(e) => format!("error:{e}"),
-            };
-            results.push(format!("write_{name}={r}"));
-        }
-        // The watchdog must tell the holder.
-        let lost = tokio::time::timeout(Duration::from_secs(3), g2.lost().cancelled()).await;
-        results.push(match lost {
-            Ok(()) => format!("lost_wd_after_ms={}", woke.elapsed().as_millis()),
-            Err(_) => "lost_wd_after_ms=never".to_string(),
-        });
-        for (name, r) in [("lease", g1.unlock().await), ("wd", g2.unlock().await)] {
-            results.push(format!(
-                "unlock_{name}={}",
-                match r {
-                    Ok(()) => "ok".to_string(),
-                    Err(Error::NotHeld { .. }) => "NotHeld".to_string(),
-                    Err(e) => format!("error:{e}").replace(' ', "_"),
-                }
-            ));
-        }
-        print!("{}", h.to_text());
-        emit(&format!("@result {}", results.join(" ")));
-    })
-    .await;
-}
-
 /// Issue 6, scenario 2: a holder process is SIGSTOPped for 2 x its 1 s lease while holding a
 /// fenced lock with a lease and one kept by the watchdog (1 s). Meanwhile another client takes
 /// both locks (when their TTLs run out) and writes with its tokens. After SIGCONT the old
@@ -687,7 +355,7 @@ async fn holder_stall_sigstop_2x_lease() {
     let ns = support::unique_ns("fp-stall");
     let mut conn = server.conn().await;
     let c = client(server.url(), &ns).await;
-    let mut child = ChildProc::spawn("child_stalled_holder", server.url(), &ns, "child", &[]);
+    let mut child = ChildProc::spawn("stalled-holder", server.url(), &ns, "child", &[]);
     child.wait_line("@ready", Duration::from_secs(15)).await;
     let stop_at = checker::now_ns();
     child.signal("STOP");
@@ -816,57 +484,6 @@ async fn holder_stall_sigstop_2x_lease() {
 // ---------------------------------------------------------------------------------------------
 // 7. Holder crash: SIGKILL
 
-/// The child half of `holder_crash_sigkill` and of `fair_waiter_crash_sigkill`: takes the lock
-/// (`LOCKWISE_FP_KIND` = `rlock` or `fair`), streaming its history line by line (it may be
-/// SIGKILLed at any moment); holds it for `LOCKWISE_FP_HOLD_MS`, then unlocks and exits.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn child_holder() {
-    let Some((url, ns, label)) = child_role("child_holder") else {
-        return;
-    };
-    let kind = env("LOCKWISE_FP_KIND");
-    let name = env("LOCKWISE_FP_LOCK");
-    let hold = Duration::from_millis(env("LOCKWISE_FP_HOLD_MS").parse().unwrap());
-    let c = client(&url, &ns).await;
-    in_task(async move {
-        let h = History::new();
-        let id = h.invoke(&label, &name);
-        emit(&h.line_of(&id));
-        let (owner, unlock): (String, futures_unlock::Unlock) = match kind.as_str() {
-            "rlock" => {
-                let g = c.lock(&name).lock().await.unwrap();
-                (
-                    g.owner().to_string(),
-                    Box::pin(async move { g.unlock().await }),
-                )
-            }
-            "fair" => {
-                let g = c.fair_lock(&name).lock().await.unwrap();
-                (
-                    g.owner().to_string(),
-                    Box::pin(async move { g.unlock().await }),
-                )
-            }
-            other => panic!("unknown kind {other}"),
-        };
-        h.ok(&id, &owner, None, None);
-        emit(&h.line_of(&id));
-        emit("@acquired");
-        tokio::time::sleep(hold).await;
-        h.release(&id);
-        emit(&h.line_of(&id));
-        unlock.await.unwrap();
-        emit("@released");
-    })
-    .await;
-}
-
-/// A boxed unlock future, so one child handles several guard types.
-mod futures_unlock {
-    pub type Unlock =
-        std::pin::Pin<Box<dyn std::future::Future<Output = lockwise::Result<()>> + Send>>;
-}
-
 /// Issue 6, scenario 7: a child process holding a watchdog lock (timeout 1 s) is SIGKILLed
 /// while the parent waits in `lock()`: the parent acquires within the TTL + a little
 /// (< 1 s + 1 s slack after the kill), no overlap, nothing left.
@@ -877,7 +494,7 @@ async fn holder_crash_sigkill() {
     let mut conn = server.conn().await;
     let c = client(server.url(), &ns).await;
     let mut child = ChildProc::spawn(
-        "child_holder",
+        "holder",
         server.url(),
         &ns,
         "child",
@@ -954,7 +571,7 @@ async fn fair_waiter_crash_sigkill() {
     let mut children = Vec::new();
     for i in 0..WAITERS {
         children.push(ChildProc::spawn(
-            "child_holder",
+            "holder",
             server.url(),
             &ns,
             &format!("w{i}"),

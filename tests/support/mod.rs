@@ -13,6 +13,8 @@
 //! |---|---|---|
 //! | `support/mod.rs` | [`RedisServer`], inspection and client helpers | every test binary |
 //! | `support/checker.rs` | history checker of the fault suite | `fault_process`, `fault_server`, `deployments` |
+//! | `support/child.rs` | parent side of child processes (`ChildProc`) | `fault_process`, `fair` |
+//! | `support/test_child.rs` | the child process itself: the `test-child` example target | built by Cargo |
 //! | `support/topology/` | local Redis Cluster and Sentinel | `deployments`, `topology` |
 //!
 //! # Why not `redis-test`
