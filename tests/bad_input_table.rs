@@ -1,5 +1,6 @@
 //! Rows of the README's "Bad input" table not covered by tests/bad_input.rs: a wrong password,
-//! Redis going down while a caller waits, a 1 MiB name, force-unlocking a lock nobody holds.
+//! a 1 MiB name, force-unlocking a lock nobody holds. Redis going down while a caller waits is
+//! in the fault matrix (tests/faults.rs).
 mod support;
 
 use std::time::{Duration, Instant};
@@ -64,61 +65,6 @@ async fn wrong_password_is_a_typed_auth_error() {
     assert!(support::keys_with_pttl(&mut conn).await.is_empty());
     let g = c.lock("pw").lock().await.expect("lock");
     g.unlock().await.expect("unlock");
-}
-
-/// Redis killed (not restarted) while a lock() waits behind a holder: the waiter does not
-/// hang until the holder's 30 s TTL; it returns a typed, retryable `Error::Redis` once the
-/// connection manager gives up reconnecting (6 retries, about 15 s). The holder's unlock is a typed error too.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_down_while_waiting_is_a_retryable_error() {
-    let mut server = RedisServer::start();
-    let ns = support::unique_ns("down-wait");
-    let build = || {
-        Client::builder(server.url())
-            .namespace(ns.as_str())
-            .connect_timeout(Duration::from_secs(1))
-            .build()
-    };
-    let (a, b) = (build().await.unwrap(), build().await.unwrap());
-    let conn = server.conn().await;
-    let holder = tokio::spawn({
-        let a = a.clone();
-        async move { a.lock("down").lock().await.expect("holder") }
-    })
-    .await
-    .unwrap();
-    let channel = b.lock("down").channel().to_string();
-    let waiter = tokio::spawn(async move {
-        let t = Instant::now();
-        (b.lock("down").lock().await, t)
-    });
-    assert!(
-        support::eventually(Duration::from_secs(3), || {
-            let mut c = conn.clone();
-            let ch = channel.clone();
-            async move { support::numsub(&mut c, &ch).await >= 1 }
-        })
-        .await,
-        "waiter never subscribed"
-    );
-    let t0 = Instant::now();
-    server.kill();
-    let (r, _) = tokio::time::timeout(Duration::from_secs(25), waiter)
-        .await
-        .expect("waiter still blocked 25 s after Redis went down (TTL 30 s)")
-        .unwrap();
-    let took = t0.elapsed();
-    match r {
-        Err(ref e @ Error::Redis(_)) => {
-            assert!(e.is_retryable(), "{e:?}");
-            println!("waiter failed {took:?} after Redis went down: {e}");
-        }
-        other => panic!("expected Err(Error::Redis), got {other:?}"),
-    }
-    match within(20, holder.unlock()).await {
-        Err(Error::Redis(_)) => {}
-        other => panic!("holder unlock with Redis down: {other:?}"),
-    }
 }
 
 /// A 1 MiB name is rejected before anything is sent (names are limited to 64 KiB).

@@ -12,8 +12,8 @@
 //! | file | what | included by |
 //! |---|---|---|
 //! | `support/mod.rs` | [`RedisServer`], inspection and client helpers | every test binary |
-//! | `support/checker.rs` | history checker of the fault suite | `fault_process`, `fault_server`, `deployments` |
-//! | `support/child.rs` | parent side of child processes (`ChildProc`) | `fault_process`, `fair` |
+//! | `support/checker.rs` | history checker of the fault suite | `faults`, `deployments`, the child |
+//! | `support/child.rs` | parent side of child processes (`ChildProc`) | `faults` |
 //! | `support/test_child.rs` | the child process itself: the `test-child` example target | built by Cargo |
 //! | `support/topology/` | local Redis Cluster and Sentinel | `deployments`, `topology` |
 //!
@@ -439,4 +439,34 @@ impl RedisServer {
             .expect("run kill(1)");
         assert!(status.success(), "kill {sig} {pid} failed");
     }
+}
+
+/// Polls PUBSUB NUMSUB of `channel` until `pred` holds or `timeout` passes; returns whether it
+/// held.
+pub async fn numsub_until(
+    conn: &Conn,
+    channel: &str,
+    timeout: Duration,
+    pred: impl Fn(u64) -> bool,
+) -> bool {
+    eventually(timeout, || {
+        let mut c = conn.clone();
+        let ch = channel.to_string();
+        let pred = &pred;
+        async move { pred(numsub(&mut c, &ch).await) }
+    })
+    .await
+}
+
+/// Waits (at most 5 s) until the fair lock's queue holds `n` entries.
+pub async fn queue_reaches(lock: &lockwise::FairLock, n: usize) {
+    let ok = eventually(Duration::from_secs(5), || async {
+        lock.queue_len().await.unwrap() == n
+    })
+    .await;
+    assert!(
+        ok,
+        "queue length stayed {} (wanted {n})",
+        lock.queue_len().await.unwrap()
+    );
 }

@@ -1,4 +1,4 @@
-//! The child process of the fault tests (tests/fault_process.rs, tests/fair.rs): the
+//! The child process of the fault tests (tests/faults/process.rs): the
 //! `test-child` example target, not part of the library or its examples.
 //!
 //! `test-child <role>` runs one role on a 2-worker multi-thread runtime (as the parent's
@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | `baseline` | 2 tasks lock, increment a Redis counter non-atomically, unlock, until the target | `baseline_8_processes_x_2_tasks` |
 //! | `stalled-holder` | holds two fenced locks, waits for `go` (stopped meanwhile), writes late, unlocks | `holder_stall_sigstop_2x_lease` |
-//! | `holder` | takes an RLock or FairLock, holds it for a while, unlocks | `holder_crash_sigkill`, `fair_waiter_crash_sigkill`, `killed_waiter_process_is_skipped` |
+//! | `holder` | takes an RLock or FairLock, holds it for a while, unlocks | `holder_crash_sigkill`, `fair_waiter_crash_sigkill`, `fair_killed_waiter_process_is_skipped` |
 
 #[path = "checker.rs"]
 mod checker;

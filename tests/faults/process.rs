@@ -2,32 +2,25 @@
 //! (the `test-child` example, tests/support/test_child.rs, driven through
 //! tests/support/child.rs), the parent SIGSTOPs, SIGKILLs and restarts for real, and every
 //! scenario is judged by the history checker (`tests/support/checker.rs`), not by eye.
-mod support;
 
-#[path = "support/checker.rs"]
-mod checker;
-#[path = "support/child.rs"]
-mod child;
+use crate::support;
 
 use support::Conn;
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use checker::{Acquisition, History, Op, TtlSample};
-use child::ChildProc;
-use lockwise::{Client, Error};
+use crate::checker::{self, History, Op};
+use crate::child::ChildProc;
+use lockwise::Client;
 use redis::AsyncCommands;
-use support::RedisServer;
+use support::{queue_reaches, RedisServer};
 
 /// Watchdog timeout and lease of every scenario: short, so faults play out in seconds.
 const WATCHDOG: Duration = Duration::from_secs(1);
 const LEASE: Duration = Duration::from_secs(1);
-
-// ---------------------------------------------------------------------------------------------
-// Harness: clients, tasks, child processes
+/// Watchdog timeout of the parent's client in the fair-waiter scenario.
+const FAIR_WATCHDOG: Duration = Duration::from_secs(30);
 
 async fn client(url: &str, ns: &str) -> Client {
     Client::builder(url)
@@ -60,180 +53,24 @@ fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
-// ---------------------------------------------------------------------------------------------
-// The checker itself
-
-fn acq(
-    id: &str,
-    client: &str,
-    owner: &str,
-    invoke: u64,
-    acquired: u64,
-    released: u64,
-) -> Acquisition {
-    Acquisition {
-        id: id.to_string(),
-        client: client.to_string(),
-        lock: "L".to_string(),
-        owner: owner.to_string(),
-        op: Op::Ok,
-        invoke,
-        acquired: Some(acquired),
-        released: Some(released),
-        validity: None,
-        token: None,
-        note: String::new(),
+/// Eventually (within 3 s) the database has no key and no channel is subscribed.
+async fn assert_clean(conn: &Conn, context: &str) {
+    let clean = support::eventually(Duration::from_secs(3), || {
+        let mut c = conn.clone();
+        async move {
+            support::keys_with_pttl(&mut c).await.is_empty()
+                && support::active_channels(&mut c).await.is_empty()
+        }
+    })
+    .await;
+    if !clean {
+        let mut c = conn.clone();
+        panic!(
+            "{context}: not clean: keys {:?}, channels {:?}",
+            support::keys_with_pttl(&mut c).await,
+            support::active_channels(&mut c).await
+        );
     }
-}
-
-#[test]
-fn checker_detects_a_synthetic_overlap() {
-    let h = History::new();
-    h.record(acq("a", "p1", "o1", 0, 10, 100));
-    h.record(acq("b", "p2", "o2", 50, 100, 200)); // starts exactly at the release: fine
-    checker::assert_clean(&h.check());
-
-    h.record(acq("c", "p3", "o3", 150, 190, 300)); // overlaps b by 10 ns
-    let v = h.check_overlaps();
-    assert_eq!(v.len(), 1, "{v:?}");
-    assert_eq!(v[0].check, "overlap");
-    assert!(
-        v[0].message.contains("p2") && v[0].message.contains("p3"),
-        "{}",
-        v[0]
-    );
-
-    // Re-entry by the same owner is not an overlap.
-    let h = History::new();
-    h.record(acq("a", "p1", "o1", 0, 10, 100));
-    h.record(acq("b", "p1", "o1", 20, 30, 40));
-    assert!(h.check_overlaps().is_empty());
-
-    // A lease bounds the interval: a holder stalled past its lease does not count after it.
-    let h = History::new();
-    let mut a = acq("a", "p1", "o1", 0, 10, 5_000);
-    a.validity = Some(1_000);
-    h.record(a);
-    h.record(acq("b", "p2", "o2", 900, 1_000, 2_000));
-    assert!(h.check_overlaps().is_empty());
-    // Failed and unknown attempts never count.
-    let mut f = acq("f", "p3", "o3", 1_100, 1_200, 1_300);
-    f.op = Op::Unknown;
-    h.record(f);
-    assert!(h.check_overlaps().is_empty());
-}
-
-#[test]
-fn checker_detects_a_token_regression_and_a_stale_write() {
-    let h = History::new();
-    let mut a = acq("a", "p1", "o1", 0, 10, 100);
-    a.token = Some(5);
-    let mut b = acq("b", "p2", "o2", 50, 110, 200);
-    b.token = Some(6);
-    h.record(a);
-    h.record(b);
-    assert!(h.check_tokens().is_empty());
-    let mut c = acq("c", "p3", "o3", 150, 210, 300);
-    c.token = Some(6); // not above b's
-    h.record(c);
-    let v = h.check_tokens();
-    assert_eq!(v.len(), 1, "{v:?}");
-    assert!(v[0].message.contains("token 6"), "{}", v[0]);
-
-    // Re-entry keeps the token.
-    let h = History::new();
-    let mut a = acq("a", "p1", "o1", 0, 10, 100);
-    a.token = Some(5);
-    let mut r = acq("r", "p1", "o1", 20, 30, 40);
-    r.token = Some(5);
-    h.record(a);
-    h.record(r);
-    assert!(h.check_tokens().is_empty());
-
-    // Fenced writes: token 7 accepted, then token 6 accepted = stale write.
-    let h = History::new();
-    h.write("p2", "res", 7, checker::now_ns(), Some(true));
-    h.write("p1", "res", 6, checker::now_ns(), Some(false));
-    h.write("p2", "res", 7, checker::now_ns(), Some(true));
-    assert!(h.check_stale_writes().is_empty());
-    h.write("p1", "res", 6, checker::now_ns(), Some(true));
-    let v = h.check_stale_writes();
-    assert_eq!(v.len(), 1, "{v:?}");
-    assert_eq!(v[0].check, "stale-write");
-}
-
-#[test]
-fn checker_detects_hold_count_and_ttl_rise_and_round_trips_text() {
-    let h = History::new();
-    let mut a = acq("a", "p1", "o1", 0, 10, 100);
-    a.token = Some(3);
-    a.validity = Some(1_000_000_000);
-    a.note = "some note with spaces".into();
-    h.record(a);
-    h.hold_sample(checker::HoldSample {
-        lock: "L".into(),
-        owner: "o1".into(),
-        at: 50,
-        count: 1,
-    });
-    let ttl = |at, pttl| TtlSample {
-        lock: "L".into(),
-        at,
-        pttl,
-        holders: "o1".into(),
-    };
-    h.ttl_sample(ttl(50, 900)); // while held: renewal is fine
-    h.ttl_sample(ttl(60, 1000));
-    assert!(h.check().is_empty(), "{:?}", h.check());
-    h.ttl_sample(ttl(200, 500)); // after release at 100
-    h.ttl_sample(ttl(300, 800)); // rose: a renewal after release
-    h.hold_sample(checker::HoldSample {
-        lock: "L".into(),
-        owner: "o1".into(),
-        at: 300,
-        count: -1,
-    });
-    let v = h.check();
-    assert_eq!(v.len(), 2, "{v:?}");
-    assert!(v.iter().any(|v| v.check == "ttl-rise"));
-    assert!(v.iter().any(|v| v.check == "hold-count"));
-    let panicked = std::panic::catch_unwind(|| checker::assert_clean(&v));
-    assert!(panicked.is_err());
-
-    // Text round trip, with chatter around the lines; a later line for an id replaces it.
-    let h2 = History::new();
-    let text = format!("running 1 test\ntest child ... {}test ok\n", h.to_text());
-    assert_eq!(h2.merge_text(&text), 7);
-    assert_eq!(h2.acquisitions().len(), 1);
-    assert_eq!(h2.acquisitions()[0].token, Some(3));
-    assert_eq!(h2.acquisitions()[0].note, "some_note_with_spaces");
-    assert_eq!(h2.check().len(), 2);
-    let id = h.invoke("p9", "M");
-    h2.merge_text(&h.line_of(&id));
-    h.ok(&id, "o9", Some(4), None);
-    h2.merge_text(&h.line_of(&id));
-    let got: Vec<_> = h2
-        .acquisitions()
-        .into_iter()
-        .filter(|a| a.lock == "M")
-        .collect();
-    assert_eq!(got.len(), 1);
-    assert_eq!(got[0].op, Op::Ok);
-    assert_eq!(got[0].token, Some(4));
-}
-
-#[test]
-fn checker_clock_is_the_hosts_monotonic_clock() {
-    assert!(
-        checker::clock_is_monotonic(),
-        "Instant is not CLOCK_MONOTONIC here"
-    );
-    let i = std::time::Instant::now();
-    let a = checker::ns_of(i);
-    std::thread::sleep(Duration::from_millis(20));
-    let b = checker::now_ns();
-    let d = b - a;
-    assert!((20_000_000..2_000_000_000).contains(&d), "{d}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -637,211 +474,64 @@ async fn fair_waiter_crash_sigkill() {
     checker::assert_clean(&violations);
 }
 
-// ---------------------------------------------------------------------------------------------
-// 10. Restart without persistence
-
-/// One contender of `restart_without_persistence`: loops `lock()` (watchdog) -> 1 ms -> unlock
-/// on the fenced lock "f" until `until_ns` (read each round), each call bounded by 5 s (a hang
-/// is an error); errors of the restart window are recorded as unknown outcomes and retried.
-fn restart_contender(
-    c: Client,
-    h: History,
-    who: String,
-    until_ns: Arc<AtomicU64>,
-) -> tokio::task::JoinHandle<Vec<String>> {
-    tokio::spawn(async move {
-        let lock = c.fenced_lock("f");
-        let mut problems = Vec::new();
-        while checker::now_ns() < until_ns.load(Ordering::Relaxed) {
-            let id = h.invoke(&who, "f");
-            let g = match tokio::time::timeout(Duration::from_secs(5), lock.lock()).await {
-                Ok(Ok(g)) => g,
-                Ok(Err(e)) => {
-                    h.unknown(&id, &e.to_string());
-                    if !e.is_retryable() {
-                        problems.push(format!("{who}: lock: {e}"));
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    continue;
-                }
-                Err(_) => {
-                    h.unknown(&id, "lock() hung for 5 s");
-                    problems.push(format!("{who}: lock() hung for 5 s"));
-                    continue;
-                }
-            };
-            h.ok(&id, g.owner(), Some(g.token()), None);
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            let lost = g.is_lost();
-            h.release(&id);
-            match g.unlock().await {
-                Ok(()) if lost => h.note(&id, "lost-but-unlocked"),
-                Ok(()) => {}
-                Err(e) => h.note(&id, &format!("unlock:{e}")),
-            }
-        }
-        problems
-    })
-}
-
-/// Issue 6, scenario 10: SHUTDOWN NOSAVE and a restart on the same port (empty dataset) while
-/// a watchdog RLock and a watchdog FencedLock are held. Before the restart 2 clients x 2 tasks
-/// contend on another fenced lock; they stop before the restart and start again once both
-/// clients have reconnected. The held locks are reported lost (`lost()` fires, unlock is
-/// `NotHeld`), fencing tokens after the restart are above every token before it, both clients
-/// continue, and the checker is clean.
-///
-/// Contenders that keep retrying `lock()` in the same task *across* the restart window are left
-/// out: that reveals a library bug (the background undo of an attempt with an unknown outcome
-/// releases the same owner's next, successful hold: two holders), reported separately.
+/// A waiter in another process that is SIGKILLed while queued (no cleanup can run) delays the
+/// waiter behind it by at most its waiter lease (1 s here: watchdog timeout 1 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn restart_without_persistence() {
-    let mut server = RedisServer::start();
-    let ns = support::unique_ns("fp-restart");
-    let a = client(server.url(), &ns).await;
-    let b = client(server.url(), &ns).await;
-    let h = History::new();
-    // The two held locks, each in its own task.
-    let (rguard, rid) = {
-        let (a, h) = (a.clone(), h.clone());
-        in_task(async move {
-            let id = h.invoke("holder-r", "r");
-            let g = a.lock("r").lock().await.unwrap();
-            h.ok(&id, g.owner(), None, None);
-            (g, id)
-        })
-        .await
-    };
-    let (fguard, fid) = {
-        let (b, h) = (b.clone(), h.clone());
-        in_task(async move {
-            let id = h.invoke("holder-f", "held-f");
-            let g = b.fenced_lock("held-f").lock().await.unwrap();
-            h.ok(&id, g.owner(), Some(g.token()), None);
-            (g, id)
-        })
-        .await
-    };
-    let contend = |phase: &str, ms: u64| {
-        let until = Arc::new(AtomicU64::new(checker::now_ns() + ms * 1_000_000));
-        (0..4)
-            .map(|i| {
-                let c = if i % 2 == 0 { a.clone() } else { b.clone() };
-                restart_contender(c, h.clone(), format!("{phase}{i}"), until.clone())
-            })
-            .collect::<Vec<_>>()
-    };
-    let mut problems = Vec::new();
-    for c in contend("before", 500) {
-        problems.extend(c.await.unwrap());
-    }
-    let (rlost, flost) = (rguard.lost(), fguard.lost());
-    let killed = checker::now_ns();
-    tokio::task::block_in_place(|| {
-        let mut conn = server.sync_conn();
-        let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut conn);
-        server.restart();
-    });
-    let restarted = checker::now_ns();
-    // The held locks are reported lost.
-    let mut lost_after = Vec::new();
-    for t in [&rlost, &flost] {
-        tokio::time::timeout(Duration::from_secs(3), t.cancelled())
-            .await
-            .expect("lost() did not fire within 3 s of the restart");
-        lost_after.push(Duration::from_nanos(checker::now_ns() - restarted));
-    }
-    h.release_at(&rid, killed, "wiped by the restart");
-    h.release_at(&fid, killed, "wiped by the restart");
-    let fence_before = fguard.token();
-    let r1 = in_task(async move { rguard.unlock().await }).await;
-    let r2 = in_task(async move { fguard.unlock().await }).await;
-    assert!(matches!(r1, Err(Error::NotHeld { .. })), "{r1:?}");
-    assert!(matches!(r2, Err(Error::NotHeld { .. })), "{r2:?}");
-    // Each client reconnects: a new fenced acquisition of the held lock, retried on transient
-    // errors in a fresh task each time (a new owner per try), gets a larger token.
-    let mut transient = 0;
-    let mut fence_after = Vec::new();
-    for (who, c) in [("after-a", a.clone()), ("after-b", b.clone())] {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let (c, h) = (c.clone(), h.clone());
-            let r = in_task(async move {
-                let id = h.invoke(who, "held-f");
-                match c.fenced_lock("held-f").lock().await {
-                    Ok(g) => {
-                        h.ok(&id, g.owner(), Some(g.token()), None);
-                        h.release(&id);
-                        g.unlock().await.unwrap();
-                        Ok(g_token(&h, &id))
-                    }
-                    Err(e) => {
-                        h.unknown(&id, &e.to_string());
-                        Err(e)
-                    }
-                }
-            })
-            .await;
-            match r {
-                Ok(t) => {
-                    fence_after.push(t);
-                    break;
-                }
-                Err(e) if e.is_retryable() && Instant::now() < deadline => {
-                    transient += 1;
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Err(e) => panic!("{who}: lock() after the restart: {e}"),
-            }
-        }
-    }
-    assert!(
-        fence_after.iter().all(|&t| t > fence_before),
-        "{fence_after:?} not above {fence_before}"
+async fn fair_killed_waiter_process_is_skipped() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fair-kill");
+    let c = support::client(&server, &ns, FAIR_WATCHDOG).await;
+    let conn = server.conn().await;
+    // A fair waiter in the child: queues on "crash" behind our holder, never gets it.
+    let mut child = ChildProc::spawn(
+        "holder",
+        server.url(),
+        &ns,
+        "child",
+        &[
+            ("LOCKWISE_FP_KIND", "fair".into()),
+            ("LOCKWISE_FP_LOCK", "crash".into()),
+            ("LOCKWISE_FP_HOLD_MS", "60000".into()),
+        ],
     );
-    for c in contend("after", 1000) {
-        problems.extend(c.await.unwrap());
-    }
-    assert!(problems.is_empty(), "{problems:?}");
-    let all = h.acquisitions();
-    let ok = |prefix: &str, clients: [usize; 2]| {
-        all.iter()
-            .filter(|x| x.op == Op::Ok)
-            .filter(|x| clients.iter().any(|i| x.client == format!("{prefix}{i}")))
-            .count()
+    let url = server.url().to_string();
+    let result = tokio::spawn(async move {
+        let lock = c.fair_lock("crash");
+        let holder = lock.lock().await.unwrap();
+        // Wait until the child queued (it needs to start and connect first).
+        let queued = support::eventually(Duration::from_secs(10), || async {
+            lock.queue_len().await.unwrap() == 1
+        })
+        .await;
+        assert!(queued, "the child never queued");
+        let waiter = {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                let g = lock.lock().await.unwrap();
+                let at = Instant::now();
+                g.unlock().await.unwrap();
+                at
+            })
+        };
+        queue_reaches(&lock, 2).await;
+        (lock, holder, waiter, url)
+    })
+    .await;
+    let (lock, holder, waiter, _url) = match result {
+        Ok(v) => v,
+        // Dropping the child kills it.
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
     };
-    let max_before = all
-        .iter()
-        .filter(|x| x.lock == "f" && x.op == Op::Ok && x.acquired.unwrap() < killed)
-        .filter_map(|x| x.token)
-        .max()
-        .unwrap();
-    let min_after = all
-        .iter()
-        .filter(|x| x.lock == "f" && x.op == Op::Ok && x.invoke > restarted)
-        .filter_map(|x| x.token)
-        .min()
-        .unwrap();
-    println!(
-        "restart: lost() fired {lost_after:?} after the restart; {} transient errors while reconnecting; \
-         contenders: {} acquisitions before, {} after (client a {}, client b {}); tokens: held {fence_before} -> \
-         {fence_after:?}, contended max before {max_before} < min after {min_after}",
-        transient,
-        ok("before", [0, 1]) + ok("before", [2, 3]),
-        ok("after", [0, 1]) + ok("after", [2, 3]),
-        ok("after", [0, 2]),
-        ok("after", [1, 3]),
-    );
-    assert!(min_after > max_before);
-    // An RLock is not fair: one task may starve another of its client for a while, but each
-    // client as a whole continues.
-    assert!(ok("after", [0, 2]) >= 1 && ok("after", [1, 3]) >= 1);
-    let mut violations = h.check();
-    let mut conn = server.conn().await;
-    violations.extend(quiescent(&mut conn, &ns).await);
-    checker::assert_clean(&violations);
-}
-
-fn g_token(h: &History, id: &checker::AcqId) -> u64 {
-    h.get(id).token.unwrap()
+    child.sigkill(); // SIGKILL: the child's leave-queue clean-up never runs
+    let killed = Instant::now();
+    support::in_task(async move {
+        holder.unlock().await.unwrap();
+        let acquired = waiter.await.unwrap();
+        let delay = acquired - killed;
+        println!("waiter behind a killed waiter process acquired {delay:?} after the kill (waiter lease 1 s)");
+        assert!(delay <= Duration::from_millis(1000 + 700), "{delay:?}");
+        assert_eq!(lock.queue_len().await.unwrap(), 0);
+        assert_clean(&conn, "after the killed waiter").await;
+    })
+    .await;
 }
