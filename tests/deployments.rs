@@ -1,15 +1,24 @@
-//! lockwise on Redis Cluster and Sentinel, on real local topologies (tests/support/topology/):
+//! lockwise on Redis Cluster and Sentinel, on real local topologies (tests/support/topology.rs):
 //! a 3-master + 3-replica cluster, and a master + replica + 3 sentinels. Faults are real:
 //! CLUSTER FAILOVER, SIGKILL of the master, SIGSTOP of the replica.
 //!
 //! The failover scenarios record every hold in the checker's history (tests/support/checker.rs)
 //! and fail on overlapping holds or fencing tokens that do not rise (issue 6, row 12).
+//!
+//! The fixtures themselves (tests/support/topology/) are smoke-tested in `fixture`
+//! (tests/deployments/fixture.rs). Only this test binary compiles them.
+//!
+//! A missing `redis-server`, `redis-cli` or `redis-sentinel` fails these tests with an install
+//! hint (`bash scripts/with-redis.sh cargo test` installs them).
 mod support;
 
 #[path = "support/checker.rs"]
 mod checker;
 #[path = "support/topology/mod.rs"]
 mod topology;
+
+#[path = "deployments/fixture.rs"]
+mod fixture;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -15,7 +15,7 @@
 //! | `support/checker.rs` | history checker of the fault suite | `faults`, `deployments`, the child |
 //! | `support/child.rs` | parent side of child processes (`ChildProc`) | `faults` |
 //! | `support/test_child.rs` | the child process itself: the `test-child` example target | built by Cargo |
-//! | `support/topology/` | local Redis Cluster and Sentinel | `deployments`, `topology` |
+//! | `support/topology/` | local Redis Cluster and Sentinel | `deployments` |
 //!
 //! # Why not `redis-test`
 //!
