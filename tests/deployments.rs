@@ -2,7 +2,7 @@
 //! a 3-master + 3-replica cluster, and a master + replica + 3 sentinels. Faults are real:
 //! CLUSTER FAILOVER, SIGKILL of the master, SIGSTOP of the replica.
 //!
-//! The failover scenarios record every hold in the checker's history (tests/support/checker.rs)
+//! The failover scenarios record every hold in the checker's history (tests/support/checker/)
 //! and fail on overlapping holds or fencing tokens that do not rise (issue 6, row 12).
 //!
 //! The fixtures themselves (tests/support/topology/) are smoke-tested in `fixture`
@@ -12,7 +12,7 @@
 //! hint (`bash scripts/with-redis.sh cargo test` installs them).
 mod support;
 
-#[path = "support/checker.rs"]
+#[path = "support/checker/mod.rs"]
 mod checker;
 #[path = "support/topology/mod.rs"]
 mod topology;

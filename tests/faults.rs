@@ -1,7 +1,7 @@
 //! The fault matrix: every fault-injection scenario, one test binary. Each scenario runs
 //! against its own real `redis-server`; faults are real (signals, CLIENT KILL, SCRIPT FLUSH,
 //! restarts, a black-holing proxy), and the larger scenarios are judged by the history checker
-//! (tests/support/checker.rs): no two holds of one lock overlap within their validity, fencing
+//! (tests/support/checker/): no two holds of one lock overlap within their validity, fencing
 //! tokens rise, no stale write is accepted, no key is left without a TTL, nothing is left after
 //! quiescence. Numbers (scenario 1, 2, ...) are those of issue 6.
 //!
@@ -48,7 +48,7 @@
 
 mod support;
 
-#[path = "support/checker.rs"]
+#[path = "support/checker/mod.rs"]
 mod checker;
 #[path = "support/child.rs"]
 mod child;

@@ -1,7 +1,7 @@
 //! Fault injection with real processes (issue 6): holders and waiters run in child processes
 //! (the `test-child` example, tests/support/test_child.rs, driven through
 //! tests/support/child.rs), the parent SIGSTOPs, SIGKILLs and restarts for real, and every
-//! scenario is judged by the history checker (`tests/support/checker.rs`), not by eye.
+//! scenario is judged by the history checker (`tests/support/checker/`), not by eye.
 
 use crate::support;
 

@@ -2,7 +2,7 @@
 //!
 //! A child is the `test-child` example (`tests/support/test_child.rs`), started with a role as
 //! its argument and its settings in `LOCKWISE_FP_*` variables. It streams history lines
-//! (`tests/support/checker.rs`) and `@`-markers on stdout and reads commands on stdin; the
+//! (`tests/support/checker/`) and `@`-markers on stdout and reads commands on stdin; the
 //! parent stops, continues and kills it for real.
 //!
 //! Cargo builds examples in a plain `cargo test`, but not in `cargo test --test faults`, and

@@ -12,9 +12,9 @@
 //! | file | what | included by |
 //! |---|---|---|
 //! | `support/mod.rs` | [`RedisServer`], inspection and client helpers | every test binary |
-//! | `support/checker.rs` | history checker of the fault suite | `faults`, `deployments`, the child |
+//! | `support/checker/` | history checker of the fault suite: recording (`mod.rs`), checks (`checks.rs`) | `faults`, `deployments`, the child |
 //! | `support/child.rs` | parent side of child processes (`ChildProc`) | `faults` |
-//! | `support/test_child.rs` | the child process itself: the `test-child` example target | built by Cargo |
+//! | `support/test_child.rs` | the child process itself: the `test-child` example target | built on demand by `child.rs` |
 //! | `support/topology/` | local Redis Cluster and Sentinel | `deployments` |
 //!
 //! # Why not `redis-test`

@@ -3,7 +3,7 @@
 //!
 //! `test-child <role>` runs one role on a 2-worker multi-thread runtime (as the parent's
 //! tests do) with its settings in `LOCKWISE_FP_*` variables, prints its history
-//! (`tests/support/checker.rs`) and `@`-markers on stdout and reads commands on stdin. A
+//! (`tests/support/checker/`) and `@`-markers on stdout and reads commands on stdin. A
 //! panic fails the child (exit status 101), which the parent asserts on. The parent side is
 //! `tests/support/child.rs`; the tests build and find this binary through it.
 //!
@@ -13,7 +13,7 @@
 //! | `stalled-holder` | holds two fenced locks, waits for `go` (stopped meanwhile), writes late, unlocks | `holder_stall_sigstop_2x_lease` |
 //! | `holder` | takes an RLock or FairLock, holds it for a while, unlocks | `holder_crash_sigkill`, `fair_waiter_crash_sigkill`, `fair_killed_waiter_process_is_skipped` |
 
-#[path = "checker.rs"]
+#[path = "checker/mod.rs"]
 mod checker;
 #[path = "mod.rs"]
 mod support;
