@@ -1,6 +1,9 @@
 //! Invalid input yields typed errors, never a panic and never a key written; odd but valid
-//! input (long names, braces, spaces, non-ASCII) works; connection failures are typed too;
-//! a stale guard's unlock never releases someone else's hold.
+//! input (long names, braces, spaces, non-ASCII, up to 64 KiB) works; connection failures and
+//! a wrong password are typed too; a foreign key in the lock's place is a typed error.
+//!
+//! Stale guards are in tests/stale_guard.rs; Redis going down while a caller waits is in the
+//! fault matrix (tests/faults.rs).
 
 mod support;
 
@@ -592,159 +595,6 @@ async fn no_server_is_a_redis_error_within_the_connect_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stale_unlock_after_expiry_does_not_release_the_new_owner() {
-    let server = RedisServer::start();
-    let a = fresh_client(&server, "takeover").await;
-    let b = peer(&server, &a).await;
-    let mut conn = server.conn().await;
-    let (la, lb) = (a.lock("res"), b.lock("res"));
-
-    let l = la.clone();
-    let stale =
-        in_task(async move { l.lock_with_lease(Duration::from_millis(150)).await.unwrap() }).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
-
-    // B takes over (twice: hold count 2) and keeps its task alive while A unlocks.
-    let (tx_held, rx_held) = tokio::sync::oneshot::channel::<String>();
-    let (tx_go, rx_go) = tokio::sync::oneshot::channel::<()>();
-    let l = lb.clone();
-    let c = conn.clone();
-    let b_task = tokio::spawn(async move {
-        let mut c = c;
-        let g1 = l.lock().await.unwrap();
-        let g2 = l.lock().await.unwrap();
-        tx_held.send(g1.owner().to_string()).unwrap();
-        rx_go.await.unwrap();
-        assert_eq!(
-            l.hold_count().await.unwrap(),
-            2,
-            "B's holds survived A's stale unlock"
-        );
-        assert!(l.is_held_by_current_task().await.unwrap());
-        assert_eq!(
-            hget::<String>(&mut c, l.key(), g1.owner()).await.as_deref(),
-            Some("2")
-        );
-        g2.unlock().await.unwrap();
-        g1.unlock().await.unwrap();
-    });
-    let b_owner = within(5, rx_held).await.unwrap();
-
-    assert_not_held(stale.unlock().await, "res");
-    assert!(la.is_locked().await.unwrap());
-    assert_eq!(
-        hget::<String>(&mut conn, la.key(), &b_owner)
-            .await
-            .as_deref(),
-        Some("2")
-    );
-    assert_eq!(hlen(&mut conn, la.key()).await, 1);
-    tx_go.send(()).unwrap();
-    within(5, b_task).await.unwrap();
-    assert!(!exists(&mut conn, la.key()).await);
-    assert_ns_clean(&mut conn, a.namespace()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stale_unlock_after_force_unlock_does_not_release_another_task() {
-    // Same Client, different task: force_unlock, task 2 takes the lock, task 1's guard fails.
-    let server = RedisServer::start();
-    let client = fresh_client(&server, "takeover-task").await;
-    let mut conn = server.conn().await;
-    let lock = client.lock("res");
-
-    let l = lock.clone();
-    let stale = in_task(async move { l.lock().await.unwrap() }).await;
-    assert!(lock.force_unlock().await.unwrap());
-
-    let (tx_held, rx_held) = tokio::sync::oneshot::channel::<String>();
-    let (tx_go, rx_go) = tokio::sync::oneshot::channel::<()>();
-    let l = lock.clone();
-    let task2 = tokio::spawn(async move {
-        let g = l.lock().await.unwrap();
-        tx_held.send(g.owner().to_string()).unwrap();
-        rx_go.await.unwrap();
-        assert_eq!(l.hold_count().await.unwrap(), 1, "task 2's hold survived");
-        g.unlock().await.unwrap();
-    });
-    let owner2 = within(5, rx_held).await.unwrap();
-    assert_ne!(owner2, stale.owner());
-
-    assert_not_held(stale.unlock().await, "res");
-    assert_eq!(
-        hget::<String>(&mut conn, lock.key(), &owner2)
-            .await
-            .as_deref(),
-        Some("1")
-    );
-    let pttl: i64 = lockwise::redis::cmd("PTTL")
-        .arg(lock.key())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(pttl > 0, "task 2's lock keeps its TTL: {pttl}");
-    tx_go.send(()).unwrap();
-    within(5, task2).await.unwrap();
-    assert!(!exists(&mut conn, lock.key()).await);
-    assert_ns_clean(&mut conn, client.namespace()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stale_guard_of_the_same_task_does_not_release_its_new_hold() {
-    // Each guard is one hold: a guard whose hold expired must not "unlock" a newer hold the
-    // same task took afterwards (same owner string, different acquisition).
-    let server = RedisServer::start();
-    let client = fresh_client(&server, "same-task").await;
-    let other = peer(&server, &client).await;
-    let mut conn = server.conn().await;
-    let lock = client.lock("res");
-    let other_lock = other.lock("res");
-
-    let (l, ol, c) = (lock.clone(), other_lock.clone(), conn.clone());
-    in_task(async move {
-        let (l, ol, mut c) = (l, ol, c);
-        let stale = l.lock_with_lease(Duration::from_millis(100)).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(!exists(&mut c, l.key()).await);
-        let fresh = l.lock_with_lease(Duration::from_secs(5)).await.unwrap();
-        assert_eq!(fresh.owner(), stale.owner());
-
-        let r = stale.unlock().await;
-        assert_not_held(r, "res");
-        assert_eq!(l.hold_count().await.unwrap(), 1, "the fresh hold is intact");
-        assert!(
-            ol.try_lock(Duration::ZERO, None).await.unwrap().is_none(),
-            "another client must still be excluded"
-        );
-        fresh.unlock().await.unwrap();
-        assert!(!exists(&mut c, l.key()).await);
-
-        // Same story with a dropped (not unlocked) stale guard: its background release
-        // must not take the newer hold either.
-        let stale = l.lock_with_lease(Duration::from_millis(100)).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let fresh = l.lock_with_lease(Duration::from_secs(5)).await.unwrap();
-        drop(stale);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(
-            l.hold_count().await.unwrap(),
-            1,
-            "the fresh hold survived the drop"
-        );
-        assert_eq!(
-            hget::<String>(&mut c, l.key(), fresh.owner())
-                .await
-                .as_deref(),
-            Some("1")
-        );
-        fresh.unlock().await.unwrap();
-        assert!(!exists(&mut c, l.key()).await);
-    })
-    .await;
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_key_of_the_wrong_type_is_a_typed_error() {
     // Someone else's string sits where the lock hash would be: every call fails with a typed
     // error (WRONGTYPE from Redis), promptly, without touching that key.
@@ -844,4 +694,108 @@ async fn a_foreign_hold_without_ttl_does_not_hang_try_lock() {
     );
     assert!(lock.force_unlock().await.unwrap());
     assert_ns_clean(&mut conn, client.namespace()).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows of the README's "Bad input" table
+
+/// A wrong password (and none at all) is `Error::Redis` carrying the server's AUTH error,
+/// not retryable, returned promptly; nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_password_is_a_typed_auth_error() {
+    let server = RedisServer::start();
+    let port = server.port();
+    // (The fixture's readiness check pings without a password: set it afterwards.)
+    let mut admin = server.conn().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("s3cret")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    for (what, url) in [
+        ("wrong password", format!("redis://:nope@127.0.0.1:{port}/")),
+        ("no password", format!("redis://127.0.0.1:{port}/")),
+    ] {
+        let t = Instant::now();
+        match within(10, Client::connect(&url)).await {
+            Err(ref e @ Error::Redis(ref re)) => {
+                println!("{what}: {e} (code {:?}) after {:?}", re.code(), t.elapsed());
+                assert!(
+                    matches!(re.code(), Some("WRONGPASS" | "NOAUTH")),
+                    "{what}: expected the AUTH error, got {re:?}"
+                );
+                assert!(
+                    !e.is_retryable(),
+                    "{what}: a wrong password is not retryable"
+                );
+            }
+            Err(e) => panic!("{what}: expected Error::Redis, got {e:?}"),
+            Ok(_) => panic!("{what}: connected"),
+        }
+    }
+    // The right password works, and nothing was written before.
+    let c = within(
+        10,
+        Client::connect(&format!("redis://:s3cret@127.0.0.1:{port}/")),
+    )
+    .await
+    .expect("right password");
+    let mut conn = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{port}/"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    let g = c.lock("pw").lock().await.expect("lock");
+    g.unlock().await.expect("unlock");
+}
+
+/// A 1 MiB name is rejected before anything is sent (names are limited to 64 KiB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_mib_name_is_invalid() {
+    let server = RedisServer::start();
+    let c = Client::builder(server.url())
+        .namespace(support::unique_ns("mib"))
+        .build()
+        .await
+        .unwrap();
+    let mut conn = server.conn().await;
+    let before = support::script_calls(&mut conn).await;
+    let name = "x".repeat(1 << 20);
+    let l = c.lock(&name);
+    let r = tokio::spawn(async move { l.try_lock(Duration::ZERO, None).await.map(drop) })
+        .await
+        .unwrap();
+    match r {
+        Err(ref e @ Error::InvalidArgument { argument, .. }) => {
+            assert_eq!(argument, "name");
+            assert!(e.to_string().len() < 1000, "message repeats the 1 MiB name");
+        }
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert!(matches!(
+        c.fair_lock(&name).lock().await,
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert_eq!(support::script_calls(&mut conn).await, before);
+    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+}
+
+/// force_unlock of a lock nobody holds is Ok(false), writes nothing, publishes nothing a
+/// waiter would act on wrongly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_of_a_missing_lock_is_false() {
+    let server = RedisServer::start();
+    let c = Client::builder(server.url())
+        .namespace(support::unique_ns("force"))
+        .build()
+        .await
+        .unwrap();
+    let mut conn = server.conn().await;
+    assert!(!c.lock("nobody").force_unlock().await.unwrap());
+    assert!(!c.fair_lock("nobody").force_unlock().await.unwrap());
+    assert!(!c.fenced_lock("nobody").force_unlock().await.unwrap());
+    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
 }

@@ -1,10 +1,10 @@
 //! Cancel safety: dropping a lock()/try_lock() future at any point (before the first poll,
 //! while waiting, right after the script was sent) leaves no hold and no subscription
-//! behind, and a dropped guard releases its hold promptly.
+//! behind, and a dropped guard releases its hold promptly, even after its runtime shut down.
 mod support;
 
 use support::in_task;
-use support::{client, exists, Conn};
+use support::{client, exists, numsub_until, Conn};
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -21,21 +21,6 @@ async fn hgetall(conn: &mut Conn, key: &str) -> HashMap<String, String> {
         .query_async(conn)
         .await
         .unwrap()
-}
-
-async fn numsub_until(
-    conn: &Conn,
-    channel: &str,
-    timeout: Duration,
-    pred: impl Fn(u64) -> bool,
-) -> bool {
-    support::eventually(timeout, || {
-        let mut c = conn.clone();
-        let ch = channel.to_string();
-        let pred = &pred;
-        async move { pred(support::numsub(&mut c, &ch).await) }
-    })
-    .await
 }
 
 /// Eventually (within `timeout`) the database has no key and no channel is subscribed.
@@ -547,4 +532,49 @@ async fn dropped_reentrant_guard_releases_one_hold() {
         assert!(!exists(&mut conn, lock.key()).await);
     })
     .await;
+}
+
+/// Guards and the client dropped after their runtime shut down (e.g. stored in a static,
+/// or a runtime built per request): no panic, and the watchdog lock expires by its TTL.
+#[test]
+fn guard_dropped_after_runtime_shutdown_does_not_panic() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("rc-rtdown");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (c, lock, guard, lease_guard) = rt.block_on(async {
+        let c = client(&server, &ns, Duration::from_millis(600)).await;
+        let lock = c.lock("rtdown");
+        let (guard, lease_guard) = tokio::spawn({
+            let lock = lock.clone();
+            let lease = c.lock("rtdown-lease");
+            async move {
+                let g = lock.lock().await.unwrap();
+                let l = lease.lock_with_lease(Duration::from_secs(1)).await.unwrap();
+                (g, l)
+            }
+        })
+        .await
+        .unwrap();
+        (c, lock, guard, lease_guard)
+    });
+    let key = lock.key().to_string();
+    drop(rt);
+    drop(guard);
+    drop(lease_guard);
+    drop(lock);
+    drop(c);
+    let mut sync = server.sync_conn();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let n: i64 = redis::cmd("EXISTS").arg(&key).query(&mut sync).unwrap();
+        if n == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the lock never expired");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

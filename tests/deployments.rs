@@ -2,19 +2,33 @@
 //! a 3-master + 3-replica cluster, and a master + replica + 3 sentinels. Faults are real:
 //! CLUSTER FAILOVER, SIGKILL of the master, SIGSTOP of the replica.
 //!
-//! The failover scenarios record every hold in the checker's history (tests/support/checker.rs)
+//! The failover scenarios record every hold in the checker's history (tests/support/checker/)
 //! and fail on overlapping holds or fencing tokens that do not rise (issue 6, row 12).
+//!
+//! The fixtures themselves (tests/support/topology/) are smoke-tested in `fixture`
+//! (tests/deployments/fixture.rs). Only this test binary compiles them.
+//!
+//! A missing `redis-server`, `redis-cli` or `redis-sentinel` fails these tests with an install
+//! hint (`bash scripts/with-redis.sh cargo test` installs them).
 mod support;
+
+#[path = "support/checker/mod.rs"]
+mod checker;
+#[path = "support/topology/mod.rs"]
+mod topology;
+
+#[path = "deployments/fixture.rs"]
+mod fixture;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use checker::History;
 use lockwise::{Client, Error};
-use support::checker::{self, History};
-use support::topology::{connect, RedisCluster, RedisSentinel};
 use support::RedisServer;
+use topology::{connect, RedisCluster, RedisSentinel};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -47,7 +61,7 @@ async fn sentinel_client(
 fn keys_on(ports: &[u16], ns: &str) -> Vec<(u16, String, i64)> {
     let mut out = Vec::new();
     for &port in ports {
-        let Ok(mut c) = support::topology::try_connect(port) else {
+        let Ok(mut c) = topology::try_connect(port) else {
             continue;
         };
         let keys: Vec<String> = redis::cmd("KEYS")
@@ -73,7 +87,7 @@ fn channels_on(ports: &[u16], ns: &str) -> Vec<(u16, String)> {
 fn channels_of(ports: &[u16], ns: &str, kinds: &[&str]) -> Vec<(u16, String)> {
     let mut out = Vec::new();
     for &port in ports {
-        let Ok(mut c) = support::topology::try_connect(port) else {
+        let Ok(mut c) = topology::try_connect(port) else {
             continue;
         };
         for kind in kinds {

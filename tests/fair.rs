@@ -1,10 +1,13 @@
 //! FairLock against a real redis-server: FIFO order across clients, crashed and cancelled
 //! waiters, handoff cost, re-entry, mutual exclusion, TTLs on every key, nothing left behind.
+//!
+//! Waiter processes killed while queued are in the fault matrix (tests/faults.rs); a stale
+//! lease guard in tests/stale_guard.rs.
 mod support;
 
 use support::Conn;
 
-use support::in_task;
+use support::{in_task, queue_reaches};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,19 +25,6 @@ async fn client(url: &str, ns: &str, watchdog: Duration) -> Client {
         .build()
         .await
         .expect("build client")
-}
-
-/// Waits (at most 5 s) until the queue holds `n` entries.
-async fn queue_reaches(lock: &FairLock, n: usize) {
-    let ok = support::eventually(Duration::from_secs(5), || async {
-        lock.queue_len().await.unwrap() == n
-    })
-    .await;
-    assert!(
-        ok,
-        "queue length stayed {} (wanted {n})",
-        lock.queue_len().await.unwrap()
-    );
 }
 
 /// Eventually (within 3 s) the database has no key and no channel is subscribed.
@@ -311,90 +301,6 @@ async fn stale_head_delays_the_queue_at_most_its_deadline() {
     .await;
 }
 
-/// The child half of `killed_waiter_process_is_skipped`: queues on the lock and blocks until
-/// SIGKILLed. A no-op unless run by that test.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn child_waiter_process() {
-    let (Ok(url), Ok(ns)) = (
-        std::env::var("LOCKWISE_FAIR_CHILD_URL"),
-        std::env::var("LOCKWISE_FAIR_CHILD_NS"),
-    ) else {
-        return;
-    };
-    let c = client(&url, &ns, Duration::from_secs(1)).await;
-    in_task(async move {
-        let g = c.fair_lock("crash").lock().await.unwrap();
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        drop(g);
-    })
-    .await;
-}
-
-/// A waiter in another process that is SIGKILLed while queued (no cleanup can run) delays the
-/// waiter behind it by at most its waiter lease (1 s here: watchdog timeout 1 s).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_waiter_process_is_skipped() {
-    let server = RedisServer::start();
-    let ns = support::unique_ns("fair-kill");
-    let c = client(server.url(), &ns, WATCHDOG).await;
-    let conn = server.conn().await;
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_waiter_process",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("LOCKWISE_FAIR_CHILD_URL", server.url())
-        .env("LOCKWISE_FAIR_CHILD_NS", &ns)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn the child waiter");
-    let url = server.url().to_string();
-    let result = tokio::spawn(async move {
-        let lock = c.fair_lock("crash");
-        let holder = lock.lock().await.unwrap();
-        // Wait until the child queued (it needs to start and connect first).
-        let queued = support::eventually(Duration::from_secs(10), || async {
-            lock.queue_len().await.unwrap() == 1
-        })
-        .await;
-        assert!(queued, "the child never queued");
-        let waiter = {
-            let lock = lock.clone();
-            tokio::spawn(async move {
-                let g = lock.lock().await.unwrap();
-                let at = Instant::now();
-                g.unlock().await.unwrap();
-                at
-            })
-        };
-        queue_reaches(&lock, 2).await;
-        (lock, holder, waiter, url)
-    })
-    .await;
-    let (lock, holder, waiter, _url) = match result {
-        Ok(v) => v,
-        Err(e) => {
-            let _ = child.kill();
-            std::panic::resume_unwind(e.into_panic());
-        }
-    };
-    child.kill().unwrap(); // SIGKILL: the child's leave-queue clean-up never runs
-    child.wait().unwrap();
-    let killed = Instant::now();
-    in_task(async move {
-        holder.unlock().await.unwrap();
-        let acquired = waiter.await.unwrap();
-        let delay = acquired - killed;
-        println!("waiter behind a killed waiter process acquired {delay:?} after the kill (waiter lease 1 s)");
-        assert!(delay <= Duration::from_millis(1000 + 700), "{delay:?}");
-        assert_eq!(lock.queue_len().await.unwrap(), 0);
-        assert_clean(&conn, "after the killed waiter").await;
-    })
-    .await;
-}
-
 /// Waiters that are aborted, time out, or are dropped at any moment of their attempt leave
 /// no queue entry; the others keep their order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -646,4 +552,113 @@ async fn invalid_name_is_reported() {
         .try_lock(Duration::from_secs(1), Some(Duration::ZERO))
         .await
         .is_err());
+}
+
+/// Two lock calls of one task (joined futures) queue behind another holder. The second call
+/// is granted by re-entry once the first one holds; its queue entry must go too, or it stays
+/// head of the queue with nobody behind it listening: the next waiter then sleeps until that
+/// entry's deadline although the lock is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentry_of_a_queued_call_leaves_no_queue_entry_behind() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("review-fair-reentry");
+    let c = client(server.url(), &ns, Duration::from_secs(30)).await;
+    let lock = c.fair_lock("re");
+    in_task(async move {
+        let holder = lock.lock().await.unwrap();
+        let l = lock.clone();
+        let joined = tokio::spawn(async move {
+            let (a, b) = tokio::join!(l.lock(), l.lock());
+            (a.unwrap(), b.unwrap())
+        });
+        queue_reaches(&lock, 2).await;
+        let l = lock.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel::<Instant>();
+        let last = tokio::spawn(async move {
+            let g = l.lock().await.unwrap();
+            let at = Instant::now();
+            let released: Instant = rx.await.unwrap();
+            g.unlock().await.unwrap();
+            at.saturating_duration_since(released)
+        });
+        queue_reaches(&lock, 3).await;
+        holder.unlock().await.unwrap();
+        let (a, b) = tokio::time::timeout(Duration::from_secs(5), joined)
+            .await
+            .expect("both calls of the task get the lock")
+            .unwrap();
+        let left = lock.queue_len().await.unwrap();
+        a.unlock().await.unwrap();
+        b.unlock().await.unwrap();
+        let released = Instant::now();
+        // `last` sends its acquisition time only after it got the lock; give it the release
+        // instant meanwhile through the channel.
+        let _ = tx.send(released);
+        let waited = tokio::time::timeout(Duration::from_secs(10), last)
+            .await
+            .expect("the last waiter gets the lock")
+            .unwrap();
+        assert!(
+            left == 1 && waited < Duration::from_secs(1),
+            "queue entries left once the task held both holds: {left} (want 1: the last \
+             waiter); the last waiter got the free lock {waited:?} after the release"
+        );
+    })
+    .await;
+}
+
+/// A waiter cancelled while its attempt is stuck on a frozen server (DEBUG SLEEP), an attempt
+/// that will find the lock free (the holder's lease ran out meanwhile) and take it for
+/// nobody: afterwards the lock is free, the queue is empty, and a newcomer gets in at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_waiter_with_a_granting_attempt_in_flight_leaves_nothing() {
+    let server = RedisServer::start();
+    support::init_tracing();
+    let ns = support::unique_ns("review-fair-inflight");
+    let c = client(server.url(), &ns, Duration::from_secs(30)).await;
+    let lock = c.fair_lock("inflight");
+    let mut admin = server.conn().await;
+    in_task(async move {
+        let holder = lock
+            .lock_with_lease(Duration::from_millis(400))
+            .await
+            .unwrap();
+        let l = lock.clone();
+        let waiter = tokio::spawn(async move { l.lock().await.map(|g| g.owner().to_string()) });
+        queue_reaches(&lock, 1).await;
+        // Freeze the server; the waiter's next attempt (at the holder's pttl) is sent into it.
+        let sleeper = tokio::spawn(async move {
+            // The test connection's own response timeout may fire first: ignore the reply.
+            let _: redis::RedisResult<()> = redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg(1.0)
+                .query_async(&mut admin)
+                .await;
+        });
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        waiter.abort();
+        assert!(waiter.await.unwrap_err().is_cancelled());
+        sleeper.await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        std::mem::forget(holder); // its lease ran out; nothing to release
+        let clean = support::eventually(Duration::from_secs(2), || async {
+            !lock.is_locked().await.unwrap() && lock.queue_len().await.unwrap() == 0
+        })
+        .await;
+        assert!(
+            clean,
+            "locked: {}, queue: {}",
+            lock.is_locked().await.unwrap(),
+            lock.queue_len().await.unwrap()
+        );
+        let l = lock.clone();
+        let newcomer = tokio::spawn(async move {
+            match l.try_lock(Duration::ZERO, None).await.unwrap() {
+                Some(g) => g.unlock().await.is_ok(),
+                None => false,
+            }
+        });
+        assert!(newcomer.await.unwrap(), "a newcomer takes the free lock");
+    })
+    .await;
 }

@@ -9,6 +9,7 @@
 //! | `join!` of two `lock()`s in one task | none (reply order) | both guards hold; neither is lost; both unlock `Ok`; the key is gone |
 //! | guard found forgotten on re-entry | `force_unlock` between two holds | the old guard is lost, its unlock sends nothing that touches the new hold |
 //! | unlock reply lost to a server stall | `DEBUG SLEEP` past the response timeout | settled; no key left; the next lock is a fresh hold |
+//! | re-entry timed out, then re-entry again | `DEBUG SLEEP` past the response timeout of a re-entry | the late hold is undone before the next re-entry; after the last unlock the lock is free |
 mod support;
 
 use std::time::Duration;
@@ -260,6 +261,70 @@ async fn unlock_reply_lost_to_server_stall_is_settled() {
         assert_eq!(count, Some(1), "phantom hold after {r:?}");
         g2.unlock().await.unwrap();
         assert!(!exists(&mut admin, &key).await);
+    })
+    .await;
+}
+
+/// Blocks the server for `secs` from another OS thread (DEBUG SLEEP on a blocking
+/// connection), so no tokio runtime is involved.
+fn debug_sleep(mut c: redis::Connection, secs: f64) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let _: redis::RedisResult<String> =
+            redis::cmd("DEBUG").arg("SLEEP").arg(secs).query(&mut c);
+    })
+}
+
+/// A re-entrant `lock()` whose reply comes too late (response timeout) has an unknown
+/// outcome: its conditional undo must remove the hold it took. If the caller re-enters
+/// again right away, the undo must still reach Redis first (its expected hold count would
+/// be stale otherwise): after every guard is unlocked the lock must be free, not held by
+/// nobody until its TTL runs out. (Review finding: the undo used to be spawned and raced
+/// the caller's next attempt.)
+#[tokio::test(flavor = "current_thread")]
+async fn timed_out_reentry_then_reentry_leaks_no_hold() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("rc-reenter");
+    let c = Client::builder(server.url())
+        .namespace(ns.clone())
+        .watchdog_timeout(Duration::from_secs(10))
+        .response_timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .expect("build client");
+    let mut conn = server.conn().await;
+    let sleeper = server.sync_conn();
+    let lock = c.lock("reenter");
+    let key = lock.key().to_string();
+    in_task(async move {
+        let g1 = lock.lock().await.expect("first hold");
+        let stall = debug_sleep(sleeper, 0.6);
+        tokio::time::sleep(Duration::from_millis(100)).await; // the server sleeps now
+        let late = lock.lock().await;
+        assert!(late.is_err(), "re-entry during the stall: {late:?}");
+        // Keep the runtime busy until the server ran the late script.
+        std::thread::sleep(Duration::from_millis(800));
+        let g2 = lock.lock().await.expect("re-entry after the stall");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let count = hget::<i64>(&mut conn, &key, g1.owner()).await;
+        g2.unlock().await.expect("unlock g2");
+        g1.unlock().await.expect("unlock g1");
+        let freed = support::eventually(Duration::from_secs(1), || {
+            let mut c = conn.clone();
+            let key = key.clone();
+            async move { !exists(&mut c, &key).await }
+        })
+        .await;
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(
+            freed,
+            "after unlocking both guards the lock is still held (count before unlock \
+             {count:?}, pttl {pttl} ms): the timed-out re-entry's hold leaked"
+        );
+        stall.join().unwrap();
     })
     .await;
 }

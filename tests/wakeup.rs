@@ -1,10 +1,11 @@
 //! Waking waiters: an unlock wakes a waiter through pub/sub promptly (far below the TTL),
 //! many waiters all get their turn and leave no subscription behind, and a crashed
-//! holder's lock is taken within its TTL.
+//! holder's lock is taken within its TTL. A long waiter keeps its subscription while short
+//! waiters churn the same channel.
 mod support;
 
 use support::in_task;
-use support::{client, exists, Conn};
+use support::{client, exists, numsub_until, Conn};
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,22 +15,6 @@ use support::{Interval, RedisServer};
 
 /// Default watchdog timeout: an expiry can never explain a wakeup in these tests.
 const WATCHDOG: Duration = Duration::from_secs(30);
-
-/// Poll NUMSUB of `channel` until `pred` holds (up to `timeout`).
-async fn numsub_until(
-    conn: &Conn,
-    channel: &str,
-    timeout: Duration,
-    pred: impl Fn(u64) -> bool,
-) -> bool {
-    support::eventually(timeout, || {
-        let mut c = conn.clone();
-        let ch = channel.to_string();
-        let pred = &pred;
-        async move { pred(support::numsub(&mut c, &ch).await) }
-    })
-    .await
-}
 
 fn summary(label: &str, lat: &mut [Duration]) -> Duration {
     lat.sort();
@@ -301,6 +286,69 @@ async fn force_unlock_wakes_waiter() {
             guard.unlock().await,
             Err(lockwise::Error::NotHeld { .. })
         ));
+    })
+    .await;
+}
+
+/// A long waiter shares its channel with short-lived waiters that come and go (each last
+/// one out spawns an UNSUBSCRIBE racing the next SUBSCRIBE). The long waiter's channel must
+/// stay subscribed: the unlock wakes it promptly (the holder's TTL is 30 s), and at the end
+/// no subscription is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_survives_subscription_churn_on_its_channel() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("rc-churn");
+    let holder = client(&server, &ns, Duration::from_secs(30)).await;
+    let c = client(&server, &ns, Duration::from_secs(30)).await;
+    let mut conn = server.conn().await;
+    let channel = holder.lock("churn").channel().to_string();
+    let hl = holder.lock("churn");
+    in_task(async move {
+        for round in 0..5 {
+            let g = hl.lock().await.unwrap();
+            let lock = c.lock("churn");
+            let long = tokio::spawn(async move {
+                let g = lock.lock().await.unwrap();
+                let at = Instant::now();
+                g.unlock().await.unwrap();
+                at
+            });
+            // Short waiters, one after another and a few at once, on the same channel.
+            for i in 0..40 {
+                let lock = c.lock("churn");
+                let n = 1 + i % 3;
+                let mut short = Vec::new();
+                for _ in 0..n {
+                    let lock = lock.clone();
+                    short.push(tokio::spawn(async move {
+                        lock.try_lock(Duration::from_millis(3), None).await.unwrap()
+                    }));
+                }
+                for s in short {
+                    assert!(s.await.unwrap().is_none());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let t0 = Instant::now();
+            g.unlock().await.unwrap();
+            let at = tokio::time::timeout(Duration::from_secs(3), long)
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: the long waiter was not woken"))
+                .unwrap();
+            assert!(
+                at.duration_since(t0) < Duration::from_secs(1),
+                "round {round}: woken after {:?}",
+                at.duration_since(t0)
+            );
+        }
+        let gone = support::eventually(Duration::from_secs(2), || {
+            let mut c = conn.clone();
+            let ch = channel.clone();
+            async move { support::numsub(&mut c, &ch).await == 0 }
+        })
+        .await;
+        assert!(gone, "a subscription was left behind");
+        assert!(support::keys_with_pttl(&mut conn).await.is_empty());
     })
     .await;
 }

@@ -3,10 +3,47 @@
 //! Every test gets its own server on a free port in a temp dir (no persistence), so
 //! fault injection (CLIENT KILL, SCRIPT FLUSH, restart, DEBUG SLEEP) never disturbs another
 //! test. `REDIS_SERVER_BIN` selects the binary. Clients still use unique key namespaces.
+//!
+//! # Layout
+//!
+//! Every test binary has `mod support;` (this file: the server, inspection helpers, client
+//! builders). The rest is compiled only by the binaries that use it, through `#[path]`:
+//!
+//! | file | what | included by |
+//! |---|---|---|
+//! | `support/mod.rs` | [`RedisServer`], inspection and client helpers | every test binary |
+//! | `support/checker/` | history checker of the fault suite: recording (`mod.rs`), checks (`checks.rs`) | `faults`, `deployments`, the child |
+//! | `support/child.rs` | parent side of child processes (`ChildProc`) | `faults` |
+//! | `support/test_child.rs` | the child process itself: the `test-child` example target | built on demand by `child.rs` |
+//! | `support/topology/` | local Redis Cluster and Sentinel | `deployments` |
+//!
+//! # Why not `redis-test`
+//!
+//! `redis-test` (the redis-rs team's fixture, 1.0.4 read for this) starts servers, clusters
+//! and sentinels, but does not keep what these tests rely on, so it is not used:
+//!
+//! - Binaries: it reads `REDISRS_SERVER_BIN` (not `REDIS_SERVER_BIN`), asks `redis-server -v`
+//!   from `PATH` for the version even when that variable points elsewhere, runs `redis-cli`
+//!   from `PATH` for `--cluster create` and starts sentinels as `redis-server --sentinel`, so
+//!   `REDIS_CLI_BIN` / `REDIS_SENTINEL_BIN` could not keep working.
+//! - Restarts: no restart at all, neither on the same port with an empty dataset
+//!   ([`RedisServer::restart`]) nor one that loads the data dir ([`RedisServer::restart_keeping_data`]),
+//!   which the restart, RDB and AOF scenarios need; it passes no `--dir`, so a snapshot would
+//!   land in the test's working directory.
+//! - Readiness: `RedisServer::new` returns before the server answers; port races are not
+//!   retried for a single server.
+//! - Cluster: node timeout fixed at 5 s (ours 1 s, so failovers take seconds), an ACL user
+//!   added to every node, the bus port left at port + 10000 (may collide with another test's
+//!   random port), readiness judged from log lines; no kill / pause / failover by port and no
+//!   view of roles and slots.
+//! - Sentinel: always generates TLS keys with `openssl` (a 4096-bit CA key per deployment),
+//!   quorum 1 and the default 30 s down-after, so a failover would take over 30 s; no waits
+//!   for sentinels agreeing on the master, replicas or each other.
+//!
+//! What this file and `topology/` add instead is small: spawn with retries on port races,
+//! PING until ready, SIGKILL / SIGSTOP / SIGCONT by pid, restart on the same port with or
+//! without the data dir, bounded waits that panic with the last observed state.
 #![allow(dead_code)]
-
-pub mod checker;
-pub mod topology;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -23,7 +60,8 @@ pub struct RedisServer {
     url: String,
 }
 
-fn free_port() -> u16 {
+/// A free local TCP port (racy by nature: callers retry when the spawn fails).
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .expect("bind an ephemeral port")
         .local_addr()
@@ -401,4 +439,34 @@ impl RedisServer {
             .expect("run kill(1)");
         assert!(status.success(), "kill {sig} {pid} failed");
     }
+}
+
+/// Polls PUBSUB NUMSUB of `channel` until `pred` holds or `timeout` passes; returns whether it
+/// held.
+pub async fn numsub_until(
+    conn: &Conn,
+    channel: &str,
+    timeout: Duration,
+    pred: impl Fn(u64) -> bool,
+) -> bool {
+    eventually(timeout, || {
+        let mut c = conn.clone();
+        let ch = channel.to_string();
+        let pred = &pred;
+        async move { pred(numsub(&mut c, &ch).await) }
+    })
+    .await
+}
+
+/// Waits (at most 5 s) until the fair lock's queue holds `n` entries.
+pub async fn queue_reaches(lock: &lockwise::FairLock, n: usize) {
+    let ok = eventually(Duration::from_secs(5), || async {
+        lock.queue_len().await.unwrap() == n
+    })
+    .await;
+    assert!(
+        ok,
+        "queue length stayed {} (wanted {n})",
+        lock.queue_len().await.unwrap()
+    );
 }

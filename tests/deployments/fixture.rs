@@ -1,16 +1,12 @@
-//! Smoke tests of the local Redis Cluster and Sentinel fixtures (tests/support/topology.rs):
+//! Smoke tests of the local Redis Cluster and Sentinel fixtures (tests/support/topology/):
 //! the topologies come up, serve keys, fail over for real and tear down. lockwise itself is not
-//! involved yet; these prove the ground the Cluster / Sentinel tests will stand on.
-//!
-//! A missing `redis-server`, `redis-cli` or `redis-sentinel` fails these tests with an install
-//! hint (`bash scripts/with-redis.sh cargo test` installs them).
-mod support;
+//! involved; these prove the ground the Cluster / Sentinel tests stand on.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use crate::topology::{answers_ping, connect, ProcState, RedisCluster, RedisSentinel, Role};
 use redis::Commands;
-use support::topology::{answers_ping, connect, ProcState, RedisCluster, RedisSentinel, Role};
 
 fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()

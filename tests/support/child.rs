@@ -1,0 +1,238 @@
+//! Child processes for the fault tests: the parent side.
+//!
+//! A child is the `test-child` example (`tests/support/test_child.rs`), started with a role as
+//! its argument and its settings in `LOCKWISE_FP_*` variables. It streams history lines
+//! (`tests/support/checker/`) and `@`-markers on stdout and reads commands on stdin; the
+//! parent stops, continues and kills it for real.
+//!
+//! Cargo builds examples in a plain `cargo test`, but not in `cargo test --test faults`, and
+//! examples get no `CARGO_BIN_EXE_*`. So [`test_child_exe`] runs `cargo build --example
+//! test-child` once per test process, for the profile and target dir of the running test
+//! binary: a no-op when the example is fresh, a rebuild when the library changed since.
+//! A `[[bin]]` would get `CARGO_BIN_EXE_*` but would be shipped and installed with the crate,
+//! and could use neither dev-dependencies nor tokio's multi-thread runtime without a feature.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Name of the example target that runs the child roles.
+const TEST_CHILD: &str = "test-child";
+
+/// Path of the `test-child` example binary, built first if needed (once per process).
+///
+/// The running test binary lives in `<target dir>/[<triple>/]<profile dir>/deps/`; the example
+/// goes to `<same>/<profile dir>/examples/`. The build uses that profile, triple and target dir.
+pub fn test_child_exe() -> PathBuf {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(build_test_child).clone()
+}
+
+fn build_test_child() -> PathBuf {
+    let me = std::env::current_exe().expect("path of the test binary");
+    let profile_dir = me
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary outside <target>/<profile>/deps");
+    let exe = profile_dir
+        .join("examples")
+        .join(format!("{TEST_CHILD}{}", std::env::consts::EXE_SUFFIX));
+    let above = profile_dir.parent().expect("profile dir without a parent");
+    // The target dir root holds CACHEDIR.TAG; otherwise `above` is `<target dir>/<triple>`.
+    let (target_dir, triple) = if above.join("CACHEDIR.TAG").exists() {
+        (above.to_path_buf(), None)
+    } else {
+        let root = above.parent().expect("triple dir without a parent");
+        (root.to_path_buf(), above.file_name())
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "--example", TEST_CHILD])
+        .arg("--manifest-path")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir);
+    match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => {}
+        Some("release") => {
+            cmd.arg("--release");
+        }
+        Some(profile) => {
+            cmd.args(["--profile", profile]);
+        }
+        None => panic!("odd profile dir {}", profile_dir.display()),
+    }
+    if let Some(triple) = triple {
+        cmd.arg("--target").arg(triple);
+    }
+    match cmd.status() {
+        Ok(status) => assert!(status.success(), "{cmd:?} failed ({status})"),
+        // No cargo here (a test binary run by hand): use what was built before.
+        Err(e) => assert!(
+            exe.exists(),
+            "cannot run cargo ({e}) and {} does not exist: run `cargo build --example {TEST_CHILD}`",
+            exe.display()
+        ),
+    }
+    exe
+}
+
+/// A child process: the `test-child` example running one role.
+pub struct ChildProc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+    text: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ChildProc {
+    /// Starts the `test-child` example as child `role` with the server `url`, key namespace
+    /// `ns`, history label `label` and `extra` environment; stdin and stdout are piped.
+    pub fn spawn(
+        role: &str,
+        url: &str,
+        ns: &str,
+        label: &str,
+        extra: &[(&str, String)],
+    ) -> ChildProc {
+        let mut cmd = Command::new(test_child_exe());
+        cmd.arg(role)
+            .env("LOCKWISE_FP_URL", url)
+            .env("LOCKWISE_FP_NS", ns)
+            .env("LOCKWISE_FP_LABEL", label)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn child process");
+        let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take();
+        let (tx, lines) = mpsc::channel();
+        let text = Arc::new(Mutex::new(String::new()));
+        let sink = text.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let mut t = sink.lock().unwrap();
+                t.push_str(&line);
+                t.push('\n');
+                drop(t);
+                let _ = tx.send(line);
+            }
+        });
+        ChildProc {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+            text,
+            reader: Some(reader),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits (polling, without blocking the runtime) for a line starting with `prefix`.
+    pub async fn wait_line(&mut self, prefix: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(l) = self.seen.iter().find(|l| l.contains(prefix)) {
+                return l.clone();
+            }
+            match self.lines.try_recv() {
+                Ok(l) => self.seen.push(l),
+                Err(mpsc::TryRecvError::Empty) => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "child {} printed no `{prefix}` within {timeout:?}; output:\n{}",
+                        self.pid(),
+                        self.text.lock().unwrap()
+                    );
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(mpsc::TryRecvError::Disconnected) => panic!(
+                    "child {} exited without printing `{prefix}`; output:\n{}",
+                    self.pid(),
+                    self.text.lock().unwrap()
+                ),
+            }
+        }
+    }
+
+    pub fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// `kill -<sig> <pid>` (STOP, CONT).
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill -{sig} {} failed", self.pid());
+    }
+
+    /// SIGKILL and reap.
+    pub fn sigkill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Waits (at most `timeout`) for the child to exit successfully; returns all its output.
+    pub async fn finish(mut self, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "child {} did not exit within {timeout:?}; output:\n{}",
+                    self.pid(),
+                    self.text.lock().unwrap()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        self.reader.take().unwrap().join().unwrap();
+        let text = self.text.lock().unwrap().clone();
+        assert!(status.success(), "child failed ({status}); output:\n{text}");
+        text
+    }
+
+    /// All output so far (after the child was killed: everything it printed).
+    pub fn output(&mut self) -> String {
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        self.text.lock().unwrap().clone()
+    }
+}
+
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        // Never leave a stopped or running child behind a failed test.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-CONT", &self.child.id().to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

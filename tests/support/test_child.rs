@@ -1,0 +1,292 @@
+//! The child process of the fault tests (tests/faults/process.rs): the
+//! `test-child` example target, not part of the library or its examples.
+//!
+//! `test-child <role>` runs one role on a 2-worker multi-thread runtime (as the parent's
+//! tests do) with its settings in `LOCKWISE_FP_*` variables, prints its history
+//! (`tests/support/checker/`) and `@`-markers on stdout and reads commands on stdin. A
+//! panic fails the child (exit status 101), which the parent asserts on. The parent side is
+//! `tests/support/child.rs`; the tests build and find this binary through it.
+//!
+//! | role | what it does | used by |
+//! |---|---|---|
+//! | `baseline` | 2 tasks lock, increment a Redis counter non-atomically, unlock, until the target | `baseline_8_processes_x_2_tasks` |
+//! | `stalled-holder` | holds two fenced locks, waits for `go` (stopped meanwhile), writes late, unlocks | `holder_stall_sigstop_2x_lease` |
+//! | `holder` | takes an RLock or FairLock, holds it for a while, unlocks | `holder_crash_sigkill`, `fair_waiter_crash_sigkill`, `fair_killed_waiter_process_is_skipped` |
+
+#[path = "checker/mod.rs"]
+mod checker;
+#[path = "mod.rs"]
+mod support;
+
+use std::future::Future;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use checker::History;
+use lockwise::{Client, Error};
+use redis::AsyncCommands;
+
+/// Watchdog timeout and lease of every scenario: short, so faults play out in seconds.
+const WATCHDOG: Duration = Duration::from_secs(1);
+const LEASE: Duration = Duration::from_secs(1);
+
+/// Tasks per process of the baseline.
+const BASELINE_TASKS: usize = 2;
+
+fn main() {
+    let role = std::env::args()
+        .nth(1)
+        .expect("usage: test-child <baseline | stalled-holder | holder>");
+    let (url, ns, label) = (
+        env("LOCKWISE_FP_URL"),
+        env("LOCKWISE_FP_NS"),
+        env("LOCKWISE_FP_LABEL"),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(async move {
+        match role.as_str() {
+            "baseline" => baseline(url, ns, label).await,
+            "stalled-holder" => stalled_holder(url, ns, label).await,
+            "holder" => holder(url, ns, label).await,
+            other => panic!("unknown role {other}"),
+        }
+    });
+}
+
+async fn client(url: &str, ns: &str) -> Client {
+    Client::builder(url)
+        .namespace(ns)
+        .watchdog_timeout(WATCHDOG)
+        .build()
+        .await
+        .expect("build client")
+}
+
+/// Runs `body` in a spawned task (a tokio task id, like real callers) and re-raises its panic.
+async fn in_task<F, T>(body: F) -> T
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::spawn(body).await {
+        Ok(v) => v,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("test task failed: {e}"),
+    }
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("child without {name}"))
+}
+
+/// Prints a line at once (children stream their history to the parent).
+fn emit(line: &str) {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").unwrap();
+    out.flush().unwrap();
+}
+
+/// The child half of `baseline_8_processes_x_2_tasks`.
+async fn baseline(url: String, ns: String, label: String) {
+    let counter = env("LOCKWISE_FP_COUNTER");
+    let target: u64 = env("LOCKWISE_FP_TARGET").parse().unwrap();
+    let c = client(&url, &ns).await;
+    let conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let h = History::new();
+    let anomalies = Arc::new(Mutex::new(Vec::<String>::new()));
+    let increments = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for t in 0..BASELINE_TASKS {
+        let (lock, mut conn, h) = (c.lock("baseline"), conn.clone(), h.clone());
+        let (counter, anomalies, increments) =
+            (counter.clone(), anomalies.clone(), increments.clone());
+        let who = format!("{label}/t{t}");
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let id = h.invoke(&who, "baseline");
+                // Task 0 waits with lock(), task 1 with try_lock(30 s, watchdog).
+                let got = if t == 0 {
+                    lock.lock().await
+                } else {
+                    match lock.try_lock(Duration::from_secs(30), None).await {
+                        Ok(Some(g)) => Ok(g),
+                        Ok(None) => {
+                            h.fail(&id, "try_lock timed out after 30 s");
+                            anomalies.lock().unwrap().push("try_lock timed out".into());
+                            continue;
+                        }
+                        Err(e) => Err(e),
+                    }
+                };
+                let g = match got {
+                    Ok(g) => g,
+                    Err(e) => {
+                        h.unknown(&id, &e.to_string());
+                        anomalies.lock().unwrap().push(format!("lock: {e}"));
+                        continue;
+                    }
+                };
+                h.ok(&id, g.owner(), None, None);
+                // The critical section: a non-atomic increment of a shared counter.
+                let v: Option<u64> = conn.get(&counter).await.unwrap();
+                let v = v.unwrap_or(0);
+                let done = v >= target;
+                if !done {
+                    let _: () = conn.set(&counter, v + 1).await.unwrap();
+                    increments.fetch_add(1, Ordering::Relaxed);
+                }
+                if g.is_lost() {
+                    anomalies.lock().unwrap().push("guard lost".into());
+                }
+                h.release(&id);
+                if let Err(e) = g.unlock().await {
+                    h.note(&id, &format!("unlock: {e}"));
+                    anomalies.lock().unwrap().push(format!("unlock: {e}"));
+                }
+                if done {
+                    break;
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    print!("{}", h.to_text());
+    emit(&format!(
+        "@done increments={} anomalies={}",
+        increments.load(Ordering::Relaxed),
+        anomalies.lock().unwrap().join("|").replace(' ', "_")
+    ));
+}
+
+/// The child half of `holder_stall_sigstop_2x_lease`: takes a fenced lock with a 1 s lease and
+/// one with the 1 s watchdog, writes both resources, prints `@ready`, then waits for `go` on
+/// stdin (the parent stops it in between) and acts as a paused holder would on waking up:
+/// writes again with its old tokens, watches `lost()`, unlocks.
+async fn stalled_holder(url: String, ns: String, label: String) {
+    let c = client(&url, &ns).await;
+    in_task(async move {
+        let h = History::new();
+        let res_lease = c.fenced_value(format!("res-lease-{ns}"));
+        let res_wd = c.fenced_value(format!("res-wd-{ns}"));
+        let id1 = h.invoke(&label, "stall-lease");
+        let g1 = c
+            .fenced_lock("stall-lease")
+            .lock_with_lease(LEASE)
+            .await
+            .unwrap();
+        h.ok(&id1, g1.owner(), Some(g1.token()), Some(LEASE));
+        let id2 = h.invoke(&label, "stall-wd");
+        let g2 = c.fenced_lock("stall-wd").lock().await.unwrap();
+        h.ok(&id2, g2.owner(), Some(g2.token()), None);
+        for (res, token) in [(&res_lease, g1.token()), (&res_wd, g2.token())] {
+            let t = checker::now_ns();
+            res.write(token, "first").await.unwrap();
+            h.write(&label, res.key(), token, t, Some(true));
+        }
+        emit(&format!("@ready tokens={},{}", g1.token(), g2.token()));
+        // Blocks here; the parent SIGSTOPs the whole process, then SIGCONTs and says go.
+        let line = tokio::task::spawn_blocking(|| {
+            let mut l = String::new();
+            std::io::stdin().read_line(&mut l).unwrap();
+            l
+        })
+        .await
+        .unwrap();
+        assert_eq!(line.trim(), "go");
+        let woke = Instant::now();
+        // Late writes first (the holder does not know yet): the resources must refuse them.
+        let mut results = Vec::new();
+        for (name, res, token) in [
+            ("lease", &res_lease, g1.token()),
+            ("wd", &res_wd, g2.token()),
+        ] {
+            let t = checker::now_ns();
+            let r = res.write(token, "late").await;
+            h.write(&label, res.key(), token, t, Some(r.is_ok()));
+            let r = match r {
+                Ok(()) => "accepted".to_string(),
+                Err(Error::StaleToken { .. }) => "StaleToken".to_string(),
+                Err(e) => format!("error:{e}"),
+            };
+            results.push(format!("write_{name}={r}"));
+        }
+        // The watchdog must tell the holder.
+        let lost = tokio::time::timeout(Duration::from_secs(3), g2.lost().cancelled()).await;
+        results.push(match lost {
+            Ok(()) => format!("lost_wd_after_ms={}", woke.elapsed().as_millis()),
+            Err(_) => "lost_wd_after_ms=never".to_string(),
+        });
+        for (name, r) in [("lease", g1.unlock().await), ("wd", g2.unlock().await)] {
+            results.push(format!(
+                "unlock_{name}={}",
+                match r {
+                    Ok(()) => "ok".to_string(),
+                    Err(Error::NotHeld { .. }) => "NotHeld".to_string(),
+                    Err(e) => format!("error:{e}").replace(' ', "_"),
+                }
+            ));
+        }
+        print!("{}", h.to_text());
+        emit(&format!("@result {}", results.join(" ")));
+    })
+    .await;
+}
+
+/// The child half of `holder_crash_sigkill` and of `fair_waiter_crash_sigkill`: takes the lock
+/// (`LOCKWISE_FP_KIND` = `rlock` or `fair`), streaming its history line by line (it may be
+/// SIGKILLed at any moment); holds it for `LOCKWISE_FP_HOLD_MS`, then unlocks and exits.
+async fn holder(url: String, ns: String, label: String) {
+    let kind = env("LOCKWISE_FP_KIND");
+    let name = env("LOCKWISE_FP_LOCK");
+    let hold = Duration::from_millis(env("LOCKWISE_FP_HOLD_MS").parse().unwrap());
+    let c = client(&url, &ns).await;
+    in_task(async move {
+        let h = History::new();
+        let id = h.invoke(&label, &name);
+        emit(&h.line_of(&id));
+        let (owner, unlock): (String, futures_unlock::Unlock) = match kind.as_str() {
+            "rlock" => {
+                let g = c.lock(&name).lock().await.unwrap();
+                (
+                    g.owner().to_string(),
+                    Box::pin(async move { g.unlock().await }),
+                )
+            }
+            "fair" => {
+                let g = c.fair_lock(&name).lock().await.unwrap();
+                (
+                    g.owner().to_string(),
+                    Box::pin(async move { g.unlock().await }),
+                )
+            }
+            other => panic!("unknown kind {other}"),
+        };
+        h.ok(&id, &owner, None, None);
+        emit(&h.line_of(&id));
+        emit("@acquired");
+        tokio::time::sleep(hold).await;
+        h.release(&id);
+        emit(&h.line_of(&id));
+        unlock.await.unwrap();
+        emit("@released");
+    })
+    .await;
+}
+
+/// A boxed unlock future, so one child handles several guard types.
+mod futures_unlock {
+    pub type Unlock =
+        std::pin::Pin<Box<dyn std::future::Future<Output = lockwise::Result<()>> + Send>>;
+}
