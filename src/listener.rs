@@ -11,19 +11,20 @@
 //! rides on a subscription that is being dropped.
 //!
 //! When the connection drops, messages published meanwhile are lost. The handler then wakes
-//! every waiter at once (each retries its lock) and, once the connection manager has
-//! reconnected and replayed the subscriptions, wakes them all again. The replay is not taken
+//! one waiter of every channel (as the lost message would have: it retries its lock, and
+//! passes the turn on with its own unlock) and, once the connection manager has reconnected
+//! and replayed the subscriptions, does so again. The replay is not taken
 //! on trust: redis-rs ignores its replies, and the server may have refused it (an ACL change
 //! makes Redis drop the connection and refuse the whole replayed SUBSCRIBE). So every channel
 //! in use without a SUBSCRIBE confirmed since the disconnect is subscribed again, and a
-//! channel the server keeps refusing is retried in the background while its waiters look at
-//! their lock about once a second instead of sleeping until the holder's TTL.
+//! channel the server keeps refusing is retried in the background while a waiter looks at
+//! the lock about once a second instead of sleeping until the holder's TTL.
 //!
 //! On a Redis Cluster the connection is a redis-rs cluster connection and the channels are
 //! sharded (SSUBSCRIBE, Redis 7), so a message travels only within its slot's shard. redis-rs
 //! replays sharded subscriptions on the owning node after reconnects and slot-map changes.
 //! A node that loses a slot (failover, resharding) tells its subscribers with an unrequested
-//! SUNSUBSCRIBE: its waiters are woken (they retry their lock) and the channel is subscribed
+//! SUNSUBSCRIBE: a waiter is woken (it retries its lock) and the channel is subscribed
 //! again, now on the new owner. Under Sentinel the listener moves to each new master with
 //! [`Listener::follow`].
 
@@ -346,13 +347,13 @@ impl Shared {
     }
 
     /// Moves to a new connection (a new Sentinel master): messages published meanwhile may
-    /// be lost, so every waiter is woken; channels in use are subscribed on the new
-    /// connection, then everyone is woken again.
+    /// be lost, so one waiter per channel is woken; channels in use are subscribed on the new
+    /// connection, then one waiter per channel is woken again.
     async fn switch(self: &Arc<Self>, conn: SubConn) {
         self.set_conn(conn);
         self.switched.notify_waiters();
         let epoch = self.disconnects.fetch_add(1, Ordering::SeqCst) + 1;
-        self.wake_all();
+        self.wake_one_each();
         // Every channel, idle ones too: an idle channel still marked subscribed (its release
         // pending) must not let its next waiter skip subscribing on the new connection.
         let all: Vec<(String, Arc<Channel>)> = self
@@ -366,7 +367,7 @@ impl Shared {
                 this.resubscribe(&name, &channel, Some(epoch)).await
             })
             .await;
-        self.wake_all();
+        self.wake_one_each();
     }
 
     /// Makes sure the server has `channel` subscribed on the current connection while
@@ -379,9 +380,9 @@ impl Shared {
     /// The first attempt is made before this returns; if it fails, the channel is tried again
     /// in the background, with a growing pause (at most [`REPAIR_MAX_DELAY`]), for as long
     /// as waiters use it, until a later disconnect's own repair takes over. Meanwhile its
-    /// waiters cannot hear an unlock, so each failed attempt wakes them to look at their lock
-    /// themselves, instead of sleeping until the holder's TTL (a channel the server refuses
-    /// for good, e.g. by ACL, is polled this way).
+    /// waiters cannot hear an unlock, so each attempt wakes one of them to look at the lock
+    /// (and pass the turn on), instead of all sleeping until the holder's TTL: a channel the
+    /// server refuses for good, e.g. by ACL, is polled this way.
     async fn resubscribe(
         self: &Arc<Self>,
         name: &str,
@@ -427,9 +428,9 @@ impl Shared {
         }
         let result = self.subscribe_locked(channel, &mut state, name).await;
         drop(state);
-        // Either way its waiters look at their lock now: an unlock published while the
-        // channel was missing on the server reached nobody.
-        channel.notify.notify_waiters();
+        // Either way a waiter looks at the lock now: an unlock published while the channel
+        // was missing on the server reached nobody (see `Shared::wake_one_each`).
+        channel.notify.notify_one();
         match result {
             Ok(()) => {
                 if attempt > 1 {
@@ -582,7 +583,7 @@ impl Shared {
             PushKind::SUnsubscribe | PushKind::Unsubscribe => {
                 // Normally the answer to our own UNSUBSCRIBE, sent when nobody used the
                 // channel. If waiters use it, the server dropped it (a cluster node lost the
-                // slot): wake them and subscribe again, which reaches the slot's new owner.
+                // slot): wake one and subscribe again, which reaches the slot's new owner.
                 let Some(name) = channel_of(&push) else {
                     return;
                 };
@@ -591,7 +592,7 @@ impl Shared {
                 };
                 if channel.refs.load(Ordering::SeqCst) > 0 {
                     tracing::debug!(channel = name, "subscription dropped by the server");
-                    channel.notify.notify_waiters();
+                    channel.notify.notify_one();
                     let (this, name) = (self.clone(), name.to_owned());
                     self.handle
                         .spawn(async move { this.resubscribe(&name, &channel, None).await });
@@ -605,11 +606,9 @@ impl Shared {
                 }
             }
             PushKind::Disconnection => {
-                tracing::warn!(
-                    "subscription connection lost; waking all waiters and resubscribing"
-                );
+                tracing::warn!("subscription connection lost; waking waiters and resubscribing");
                 self.disconnects.fetch_add(1, Ordering::SeqCst);
-                self.wake_all();
+                self.wake_one_each();
                 if !self.resyncing.swap(true, Ordering::SeqCst) {
                     let this = self.clone();
                     self.handle.spawn(async move { this.resync().await });
@@ -619,14 +618,24 @@ impl Shared {
         }
     }
 
-    fn wake_all(&self) {
+    /// After messages may have been lost: wakes one waiter of every channel, to look at its
+    /// lock again. One is what a lost unlock message would have woken (`notify_one`): if the
+    /// lock is free it takes it, and its own unlock wakes the next waiter; if not, the
+    /// holder's unlock will publish. Waking every waiter instead sent one lock script call
+    /// per waiter, twice per reconnect: with thousands of waiters and repeated connection
+    /// kills, that burst queued ahead of every real handoff (on the client's command
+    /// connection and in Redis), and locks stayed free for 0.5-2 s while waited for, also
+    /// after the faults stopped. (A lock kind whose unlock wakes all waiters, e.g. readers,
+    /// must pass the wakeup on among them.)
+    fn wake_one_each(&self) {
         for c in self.channels.iter() {
-            c.notify.notify_waiters();
+            c.notify.notify_one();
         }
     }
 
     /// After a reconnect: wait until the manager has replayed the subscriptions (any command
-    /// completes only after that), then wake everyone again and drop idle channels.
+    /// completes only after that), then wake one waiter per channel again, repair what the
+    /// replay missed, and drop idle channels.
     async fn resync(self: Arc<Self>) {
         let mut seen;
         loop {
@@ -657,14 +666,14 @@ impl Shared {
             }
         }
         tracing::warn!("subscription connection restored; resubscribing");
-        self.wake_all();
+        self.wake_one_each();
         // redis-rs replayed the subscriptions it had on record, but ignores the replies: the
         // server may have refused them (NOPERM after an ACL change; one refused channel fails
         // the whole replayed SUBSCRIBE), and a subscription made on a connection that was
         // replaced right after is not on record in time. The waiters of such a channel would
         // hear no unlock and sleep until their holders' TTL. So every channel in use that
         // was not confirmed since this disconnect is subscribed again (one command per
-        // channel in use; SUBSCRIBE is idempotent), and its waiters are woken.
+        // channel in use; SUBSCRIBE is idempotent), and one of its waiters is woken.
         let stale: Vec<(String, Arc<Channel>)> = self
             .channels
             .iter()

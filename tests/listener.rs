@@ -116,3 +116,98 @@ async fn refused_resubscription_after_reconnect_still_wakes_waiters() {
     })
     .await;
 }
+
+/// Lock script calls (EVALSHA + EVAL) so far.
+async fn script_calls(conn: &mut Conn) -> u64 {
+    support::script_calls(conn).await
+}
+
+/// The subscription connection of a client with 300 waiters on one lock is killed: the
+/// client cannot know whether an unlock message was lost, so its waiters must look at the
+/// lock again, but one look per channel is all a lost message would have caused (an unlock
+/// wakes one waiter). Waking every waiter, on the disconnect and again after the
+/// reconnect, sent 2 script calls per waiter per reconnect: under repeated kills with many
+/// waiters, the burst queued ahead of every real handoff, and after the faults stopped
+/// locks stayed free for 0.5-2 s while waited for. After the fix a kill costs a few calls,
+/// and a handoff right after the reconnect is prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscription_loss_wakes_one_waiter_per_lock_not_every_waiter() {
+    const WAITERS: usize = 300;
+    let server = RedisServer::start();
+    let ns = support::unique_ns("lst-herd");
+    let holder = support::client(&server, &ns, Duration::from_secs(30)).await;
+    let waiter = support::client(&server, &ns, Duration::from_secs(30)).await;
+    let mut conn = server.conn().await;
+    in_task(async move {
+        let lock = holder.lock("herd");
+        let channel = lock.channel().to_string();
+        let guard = lock.lock_with_lease(LEASE).await.expect("hold");
+        let tasks: Vec<_> = (0..WAITERS)
+            .map(|_| {
+                let l = waiter.lock("herd");
+                tokio::spawn(async move {
+                    let g = l
+                        .try_lock(Duration::from_secs(20), None)
+                        .await
+                        .expect("waiter try_lock")
+                        .expect("waiter acquired");
+                    let at = Instant::now();
+                    g.unlock().await.expect("waiter unlock");
+                    at
+                })
+            })
+            .collect();
+        assert!(
+            numsub_at_least(&conn, &channel, 1).await,
+            "waiters never subscribed"
+        );
+        // Every waiter made its attempts and sleeps: the count stands still.
+        let mut before = script_calls(&mut conn).await;
+        loop {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let now = script_calls(&mut conn).await;
+            if now == before {
+                break;
+            }
+            before = now;
+        }
+
+        let killed: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(killed >= 1, "no subscription connection killed");
+        assert!(
+            numsub_at_least(&conn, &channel, 1).await,
+            "no resubscription"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let retries = script_calls(&mut conn).await - before;
+
+        let unlocked = Instant::now();
+        guard.unlock().await.expect("unlock");
+        let mut first = None;
+        for t in tasks {
+            let at = t.await.unwrap();
+            first = Some(first.map_or(at, |f: Instant| f.min(at)));
+        }
+        let handoff = first.unwrap().duration_since(unlocked);
+        println!(
+            "one subscription loss with {WAITERS} waiters: {retries} lock script calls; \
+             first handoff after the reconnect {handoff:?}"
+        );
+        assert!(
+            retries <= 10,
+            "one subscription loss made {retries} lock script calls for {WAITERS} waiters of \
+             one lock (every waiter woken, instead of one per channel)"
+        );
+        assert!(
+            handoff < Duration::from_millis(500),
+            "handoff took {handoff:?}"
+        );
+    })
+    .await;
+}
