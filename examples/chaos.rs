@@ -431,9 +431,12 @@ struct WorkerProc {
 
 impl Drop for WorkerProc {
     fn drop(&mut self) {
-        // A stopped process ignores SIGKILL until continued on some systems: resume first.
-        let _ = signal(self.child.id(), Sig::Cont);
-        let _ = self.child.kill();
+        // Only a child not reaped yet: a reaped one's pid may belong to another process now.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            // Resume a stopped worker first, so it can die and be reaped at once.
+            let _ = signal(self.child.id(), Sig::Cont);
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }
