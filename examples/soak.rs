@@ -2,11 +2,18 @@
 //!
 //! 10,000 tasks (4 `Client`s) contend for 100 locks (90 `RLock`s, 10 `FairLock`s) for N seconds
 //! (default 30) while the subscription connections are killed every 200 ms
-//! (`CLIENT KILL TYPE pubsub`) and the script cache is flushed every second (`SCRIPT FLUSH`).
-//! Every hold interval is recorded per lock on this host's monotonic clock; at the end the
-//! program checks that no two holds of one lock overlapped, that no task got stuck, that no
-//! call failed, that no key was ever seen without a TTL and that no key or subscription is left
-//! once everything is released. It prints the figures and exits non-zero on any violation.
+//! (`CLIENT KILL TYPE pubsub`) and the script cache is flushed every second (`SCRIPT FLUSH`),
+//! except in the last `--quiet` seconds (default 6). Every hold interval is recorded per lock
+//! on this host's monotonic clock; at the end the program checks that no two holds of one lock
+//! overlapped, that no task got stuck, that no call failed, that no key was ever seen without
+//! a TTL and that no key or subscription is left once everything is released.
+//!
+//! The quiet phase checks recovery: with 100 tasks per lock there is always a waiter, so the
+//! time from a hold's end to the next hold's start is how long a free lock stayed untaken.
+//! It must stay below `--quiet-bound-ms` (2 s, far above what a loaded 2-core CI machine
+//! needs, below a lost wakeup that waits for the holder's 5 s TTL, and below the 0.5-2 s and
+//! the outright collapse that waking every waiter after each subscription loss caused here).
+//! It prints the figures and exits non-zero on any violation.
 //!
 //! Without `REDIS_URL` it starts its own redis-server; with it, it uses a fresh namespace there
 //! (and still injects the faults: do not point it at a server others use).
@@ -29,6 +36,9 @@ struct Args {
     locks: usize,
     clients: usize,
     faults: bool,
+    /// The last seconds run without faults; their handoffs are measured.
+    quiet: f64,
+    quiet_bound: Duration,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -38,6 +48,8 @@ fn parse_args() -> Result<Args, BoxError> {
         locks: 100,
         clients: 4,
         faults: true,
+        quiet: 6.0,
+        quiet_bound: Duration::from_secs(2),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -48,10 +60,12 @@ fn parse_args() -> Result<Args, BoxError> {
             "--locks" => args.locks = value()?.parse()?,
             "--clients" => args.clients = value()?.parse()?,
             "--no-faults" => args.faults = false,
+            "--quiet" => args.quiet = value()?.parse()?,
+            "--quiet-bound-ms" => args.quiet_bound = Duration::from_millis(value()?.parse()?),
             "-h" | "--help" => {
                 println!(
                     "usage: soak [--seconds N (30)] [--tasks N (10000)] [--locks N (100)] \
-                     [--clients N (4)] [--no-faults]"
+                     [--clients N (4)] [--no-faults] [--quiet SECONDS (6)] [--quiet-bound-ms N (2000)]"
                 );
                 std::process::exit(0);
             }
@@ -60,6 +74,9 @@ fn parse_args() -> Result<Args, BoxError> {
     }
     if args.locks == 0 || args.tasks == 0 || args.clients == 0 {
         return Err("--tasks, --locks and --clients must be positive".into());
+    }
+    if args.quiet < 2.0 || args.quiet >= args.seconds {
+        return Err("--quiet must be at least 2 and below --seconds".into());
     }
     Ok(args)
 }
@@ -144,7 +161,11 @@ async fn run(args: Args, url: String) -> Result<usize, BoxError> {
     let until = t0 + Duration::from_secs_f64(args.seconds);
 
     // Faults 5 (subscription loss) and 6 (script cache loss), and a TTL sampler.
-    let fault_until = if args.faults { until } else { t0 };
+    let fault_until = if args.faults {
+        until - Duration::from_secs_f64(args.quiet)
+    } else {
+        t0
+    };
     let kills = spawn_every(
         admin.clone(),
         fault_until,
@@ -324,6 +345,29 @@ async fn run(args: Args, url: String) -> Result<usize, BoxError> {
         }
     }
 
+    // The quiet phase: every lock has waiters all the time (tasks / locks of them), so the
+    // time from one hold's end to the next hold's start is how long a released lock stayed
+    // free while waited for. Measured on the RLocks from a second after the faults stopped
+    // (calls in flight at the last fault have had their response timeout) to shortly before
+    // the end (when tasks stop coming back). Fair locks are left out: a fair waiter whose
+    // call failed during the faults keeps its place until its waiter lease runs out (5 s
+    // here), by design.
+    let (q0, q1) = (
+        fault_until + Duration::from_secs(1),
+        until - Duration::from_millis(500),
+    );
+    let mut handoffs: Vec<(Duration, usize, Instant)> = Vec::new();
+    for (ix, h) in holds.iter().enumerate().filter(|(ix, _)| !is_fair(*ix)) {
+        let h = h.lock().unwrap(); // sorted by start above
+        for w in h.windows(2) {
+            if w[0].1 >= q0 && w[0].1 <= q1 {
+                handoffs.push((w[1].0.saturating_duration_since(w[0].1), ix, w[0].1));
+            }
+        }
+    }
+    handoffs.sort();
+    let slow: Vec<_> = handoffs.iter().filter(|h| h.0 > args.quiet_bound).collect();
+
     let acquisitions = stats.acquisitions.load(Ordering::Relaxed);
     let errors = stats.errors.lock().unwrap().clone();
     let error_count: u64 = errors.values().sum();
@@ -343,6 +387,29 @@ async fn run(args: Args, url: String) -> Result<usize, BoxError> {
         stats.timeouts.load(Ordering::Relaxed),
         stats.max_wait_us.load(Ordering::Relaxed) as f64 / 1e6
     );
+    let pct = |p: f64| {
+        handoffs
+            .get(((handoffs.len().max(1) - 1) as f64 * p) as usize)
+            .map_or(0.0, |h| h.0.as_secs_f64() * 1e3)
+    };
+    println!(
+        "quiet handoffs    {} on RLocks in the last {} s (from 1 s after the faults): free for \
+         p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (bound {:?})",
+        handoffs.len(),
+        args.quiet,
+        pct(0.5),
+        pct(0.99),
+        pct(1.0),
+        args.quiet_bound
+    );
+    for h in slow.iter().rev().take(5) {
+        println!(
+            "  soak-{}: free for {:.1} ms from +{:.3} s while waited for",
+            h.1,
+            h.0.as_secs_f64() * 1e3,
+            (h.2 - t0).as_secs_f64()
+        );
+    }
     println!("violations        {}", violations.len());
     println!("leaked keys       {}", leaked.len());
     println!("keys without TTL  {}", no_ttl.len());
@@ -369,6 +436,18 @@ async fn run(args: Args, url: String) -> Result<usize, BoxError> {
     }
     let mut failures = violations.len() + leaked.len() + no_ttl.len() + channels.len() + stuck;
     failures += error_count as usize;
+    if !slow.is_empty() {
+        println!(
+            "{} handoffs in the quiet phase left a lock free for more than {:?}",
+            slow.len(),
+            args.quiet_bound
+        );
+        failures += slow.len();
+    }
+    if handoffs.is_empty() {
+        println!("no handoff measured in the quiet phase");
+        failures += 1;
+    }
     if acquisitions == 0 {
         println!("no acquisitions at all");
         failures += 1;

@@ -15,10 +15,15 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// `REDIS_URL` if set, otherwise a fresh server (returned so it lives as long as needed).
 pub fn url_or_start() -> Result<(String, Option<TempRedis>), BoxError> {
+    url_or_start_with(&[])
+}
+
+/// [`url_or_start`], passing `extra` arguments to a server it starts.
+pub fn url_or_start_with(extra: &[&str]) -> Result<(String, Option<TempRedis>), BoxError> {
     match std::env::var("REDIS_URL") {
         Ok(url) if !url.is_empty() => Ok((url, None)),
         _ => {
-            let server = TempRedis::start()?;
+            let server = TempRedis::start_with(extra)?;
             Ok((server.url(), Some(server)))
         }
     }
@@ -37,6 +42,12 @@ pub struct TempRedis {
 
 impl TempRedis {
     pub fn start() -> Result<TempRedis, BoxError> {
+        TempRedis::start_with(&[])
+    }
+
+    /// [`TempRedis::start`] with extra `redis-server` arguments (e.g.
+    /// `--enable-debug-command local`).
+    pub fn start_with(extra: &[&str]) -> Result<TempRedis, BoxError> {
         let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
         let mut last_err = String::new();
         // A free port can be taken between probing and binding: retry a few times.
@@ -53,6 +64,7 @@ impl TempRedis {
                 .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
                 .arg("--dir")
                 .arg(&dir)
+                .args(extra)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -79,6 +91,11 @@ impl TempRedis {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The server's process id (to SIGSTOP / SIGCONT it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     fn wait_ready(&mut self, timeout: Duration) -> Result<(), BoxError> {

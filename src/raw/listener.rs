@@ -11,14 +11,20 @@
 //! rides on a subscription that is being dropped.
 //!
 //! When the connection drops, messages published meanwhile are lost. The handler then wakes
-//! every waiter at once (each retries its lock) and, once the connection manager has
-//! reconnected and replayed the subscriptions, wakes them all again.
+//! one waiter of every channel (as the lost message would have: it retries its lock, and
+//! passes the turn on with its own unlock) and, once the connection manager has reconnected
+//! and replayed the subscriptions, does so again. The replay is not taken
+//! on trust: redis-rs ignores its replies, and the server may have refused it (an ACL change
+//! makes Redis drop the connection and refuse the whole replayed SUBSCRIBE). So every channel
+//! in use without a SUBSCRIBE confirmed since the disconnect is subscribed again, and a
+//! channel the server keeps refusing is retried in the background while a waiter looks at
+//! the lock about once a second instead of sleeping until the holder's TTL.
 //!
 //! On a Redis Cluster the connection is a redis-rs cluster connection and the channels are
 //! sharded (SSUBSCRIBE, Redis 7), so a message travels only within its slot's shard. redis-rs
 //! replays sharded subscriptions on the owning node after reconnects and slot-map changes.
 //! A node that loses a slot (failover, resharding) tells its subscribers with an unrequested
-//! SUNSUBSCRIBE: its waiters are woken (they retry their lock) and the channel is subscribed
+//! SUNSUBSCRIBE: a waiter is woken (it retries its lock) and the channel is subscribed
 //! again, now on the new owner. Under Sentinel the listener moves to each new master with
 //! [`Listener::follow`].
 
@@ -82,6 +88,11 @@ struct Channel {
     /// Waiters holding a [`Subscription`]; changed only inside the DashMap shard lock.
     refs: AtomicUsize,
     state: Mutex<SubState>,
+    /// 1 + the disconnect count ([`Shared::disconnects`]) read before the last SUBSCRIBE of
+    /// this channel that the server confirmed; 0 if none. A confirmation from before the
+    /// latest disconnect says nothing about the current connection: the reconnect's replay
+    /// of it may have been refused (see [`Shared::resync`]).
+    confirmed: AtomicUsize,
 }
 
 impl Channel {
@@ -90,9 +101,22 @@ impl Channel {
             notify: Notify::new(),
             refs: AtomicUsize::new(0),
             state: Mutex::new(state),
+            confirmed: AtomicUsize::new(0),
         })
     }
+
+    /// Whether the server confirmed a SUBSCRIBE of this channel sent after disconnect number
+    /// `epoch`, i.e. on the connection that is current if no disconnect came since. (A
+    /// SUBSCRIBE that read the count after a disconnect was counted went out on the new
+    /// connection: the manager swaps connections before it reports the disconnect.)
+    fn subscribed_since(&self, epoch: usize) -> bool {
+        self.confirmed.load(Ordering::SeqCst) > epoch
+    }
 }
+
+/// Longest pause between two attempts to subscribe a channel again that waiters use; also
+/// how often those waiters look at their lock themselves while it cannot be subscribed.
+const REPAIR_MAX_DELAY: Duration = Duration::from_secs(1);
 
 /// One waiter's share of a channel subscription; dropping it releases the share.
 pub(crate) struct Subscription {
@@ -188,12 +212,21 @@ impl Listener {
             channel: entry,
         };
         let mut state = sub.channel.state.lock().await;
-        if *state != SubState::Subscribed {
-            let mut result = self.shared.subscribe_locked(&mut state, channel).await;
+        // A subscription confirmed before the latest disconnect is not trusted: the replay
+        // after the reconnect may have been refused. The resync repairs it for the waiters
+        // already there; a new waiter that comes first subscribes itself.
+        let epoch = self.shared.disconnects.load(Ordering::SeqCst);
+        if *state != SubState::Subscribed || !sub.channel.subscribed_since(epoch) {
+            let shared = &self.shared;
+            let mut result = shared
+                .subscribe_locked(&sub.channel, &mut state, channel)
+                .await;
             if matches!(&result, Err(e) if e.is_io_error() || e.is_connection_dropped()) {
                 // The connection manager reconnects in the background after an I/O error;
                 // SUBSCRIBE is idempotent, so one more try rides on the new connection.
-                result = self.shared.subscribe_locked(&mut state, channel).await;
+                result = shared
+                    .subscribe_locked(&sub.channel, &mut state, channel)
+                    .await;
             }
             result?;
         }
@@ -314,13 +347,13 @@ impl Shared {
     }
 
     /// Moves to a new connection (a new Sentinel master): messages published meanwhile may
-    /// be lost, so every waiter is woken; channels in use are subscribed on the new
-    /// connection, then everyone is woken again.
+    /// be lost, so one waiter per channel is woken; channels in use are subscribed on the new
+    /// connection, then one waiter per channel is woken again.
     async fn switch(self: &Arc<Self>, conn: SubConn) {
         self.set_conn(conn);
         self.switched.notify_waiters();
-        self.disconnects.fetch_add(1, Ordering::SeqCst);
-        self.wake_all();
+        let epoch = self.disconnects.fetch_add(1, Ordering::SeqCst) + 1;
+        self.wake_one_each();
         // Every channel, idle ones too: an idle channel still marked subscribed (its release
         // pending) must not let its next waiter skip subscribing on the new connection.
         let all: Vec<(String, Arc<Channel>)> = self
@@ -331,48 +364,110 @@ impl Shared {
         let this = &self;
         futures::stream::iter(all)
             .for_each_concurrent(16, |(name, channel)| async move {
-                this.resubscribe(&name, &channel).await
+                this.resubscribe(&name, &channel, Some(epoch)).await
             })
             .await;
-        self.wake_all();
+        self.wake_one_each();
     }
 
-    /// After the server dropped `channel` (or the connection was replaced): subscribes it
-    /// again if waiters use it; otherwise marks it unknown, so the next waiter subscribes
-    /// instead of trusting a subscription the server no longer has.
-    async fn resubscribe(&self, name: &str, channel: &Arc<Channel>) {
-        let mut delay = Duration::from_millis(50);
-        for attempt in 1..=3 {
-            let mut state = channel.state.lock().await;
-            if channel.refs.load(Ordering::SeqCst) == 0 {
-                if *state == SubState::Subscribed {
-                    *state = SubState::Unknown;
+    /// Makes sure the server has `channel` subscribed on the current connection while
+    /// waiters use it: after the server dropped it (`epoch: None`), or after disconnect number
+    /// `epoch` (a reconnect whose replay the server may have refused, a connection switch),
+    /// where a SUBSCRIBE confirmed since counts as done. An idle channel is only marked
+    /// unknown, so its next waiter subscribes instead of trusting a subscription the server
+    /// may not have.
+    ///
+    /// The first attempt is made before this returns; if it fails, the channel is tried again
+    /// in the background, with a growing pause (at most [`REPAIR_MAX_DELAY`]), for as long
+    /// as waiters use it, until a later disconnect's own repair takes over. Meanwhile its
+    /// waiters cannot hear an unlock, so each attempt wakes one of them to look at the lock
+    /// (and pass the turn on), instead of all sleeping until the holder's TTL: a channel the
+    /// server refuses for good, e.g. by ACL, is polled this way.
+    async fn resubscribe(
+        self: &Arc<Self>,
+        name: &str,
+        channel: &Arc<Channel>,
+        epoch: Option<usize>,
+    ) {
+        if self.resubscribe_once(name, channel, epoch, 1).await {
+            return;
+        }
+        let (this, name, channel) = (self.clone(), name.to_owned(), channel.clone());
+        self.handle.spawn(async move {
+            let mut delay = Duration::from_millis(50);
+            for attempt in 2.. {
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(REPAIR_MAX_DELAY);
+                if epoch.is_some_and(|e| this.disconnects.load(Ordering::SeqCst) > e) {
+                    return; // a later disconnect: its resync repairs the channel
                 }
-                return; // its release unsubscribes, or the next waiter subscribes
-            }
-            match self.subscribe_locked(&mut state, name).await {
-                Ok(()) => {
-                    drop(state);
-                    channel.notify.notify_waiters();
+                if this.resubscribe_once(&name, &channel, epoch, attempt).await {
                     return;
                 }
-                // Meanwhile its waiters still wake at their holders' TTL, and the next new
-                // waiter subscribes.
-                Err(e) => tracing::warn!(channel = name, attempt, error = %e, "resubscribe failed"),
             }
-            drop(state);
-            tokio::time::sleep(delay).await;
-            delay *= 4;
+        });
+    }
+
+    /// One attempt of [`Shared::resubscribe`]; `true` when nothing is left to do.
+    async fn resubscribe_once(
+        &self,
+        name: &str,
+        channel: &Arc<Channel>,
+        epoch: Option<usize>,
+        attempt: u32,
+    ) -> bool {
+        let mut state = channel.state.lock().await;
+        if channel.refs.load(Ordering::SeqCst) == 0 {
+            if *state == SubState::Subscribed {
+                *state = SubState::Unknown;
+            }
+            return true; // its release unsubscribes, or the next waiter subscribes
+        }
+        if *state == SubState::Subscribed && epoch.is_some_and(|e| channel.subscribed_since(e)) {
+            return true; // a new waiter or another repair subscribed it since
+        }
+        let result = self.subscribe_locked(channel, &mut state, name).await;
+        drop(state);
+        // Either way a waiter looks at the lock now: an unlock published while the channel
+        // was missing on the server reached nobody (see `Shared::wake_one_each`).
+        channel.notify.notify_one();
+        match result {
+            Ok(()) => {
+                if attempt > 1 {
+                    tracing::warn!(channel = name, attempt, "channel subscribed again");
+                }
+                true
+            }
+            Err(e) => {
+                if attempt == 1 {
+                    tracing::warn!(
+                        channel = name,
+                        error = %e,
+                        "subscribing the channel again failed; retrying, its waiters poll meanwhile"
+                    );
+                } else {
+                    tracing::debug!(channel = name, attempt, error = %e, "resubscribe failed");
+                }
+                false
+            }
         }
     }
 
     /// SUBSCRIBE `name` on the current connection; `state` is the channel's, locked by the
     /// caller: unknown while the command is out, subscribed once confirmed.
-    async fn subscribe_locked(&self, state: &mut SubState, name: &str) -> RedisResult<()> {
+    async fn subscribe_locked(
+        &self,
+        channel: &Channel,
+        state: &mut SubState,
+        name: &str,
+    ) -> RedisResult<()> {
+        // Read before sending: see `Channel::subscribed_since`.
+        let epoch = self.disconnects.load(Ordering::SeqCst);
         *state = SubState::Unknown;
         let result = self.bounded(self.conn().subscribe(name)).await;
         tracing::trace!(channel = name, ok = result.is_ok(), "subscribe");
         result?;
+        channel.confirmed.store(epoch + 1, Ordering::SeqCst);
         *state = SubState::Subscribed;
         Ok(())
     }
@@ -488,7 +583,7 @@ impl Shared {
             PushKind::SUnsubscribe | PushKind::Unsubscribe => {
                 // Normally the answer to our own UNSUBSCRIBE, sent when nobody used the
                 // channel. If waiters use it, the server dropped it (a cluster node lost the
-                // slot): wake them and subscribe again, which reaches the slot's new owner.
+                // slot): wake one and subscribe again, which reaches the slot's new owner.
                 let Some(name) = channel_of(&push) else {
                     return;
                 };
@@ -497,10 +592,10 @@ impl Shared {
                 };
                 if channel.refs.load(Ordering::SeqCst) > 0 {
                     tracing::debug!(channel = name, "subscription dropped by the server");
-                    channel.notify.notify_waiters();
+                    channel.notify.notify_one();
                     let (this, name) = (self.clone(), name.to_owned());
                     self.handle
-                        .spawn(async move { this.resubscribe(&name, &channel).await });
+                        .spawn(async move { this.resubscribe(&name, &channel, None).await });
                 } else if let Ok(mut state) = channel.state.try_lock() {
                     // Idle and nobody changing it: the next waiter must subscribe anew. (If
                     // its lock is held, that is our own UNSUBSCRIBE or a subscribe under way,
@@ -511,11 +606,9 @@ impl Shared {
                 }
             }
             PushKind::Disconnection => {
-                tracing::warn!(
-                    "subscription connection lost; waking all waiters and resubscribing"
-                );
+                tracing::warn!("subscription connection lost; waking waiters and resubscribing");
                 self.disconnects.fetch_add(1, Ordering::SeqCst);
-                self.wake_all();
+                self.wake_one_each();
                 if !self.resyncing.swap(true, Ordering::SeqCst) {
                     let this = self.clone();
                     self.handle.spawn(async move { this.resync().await });
@@ -525,17 +618,28 @@ impl Shared {
         }
     }
 
-    fn wake_all(&self) {
+    /// After messages may have been lost: wakes one waiter of every channel, to look at its
+    /// lock again. One is what a lost unlock message would have woken (`notify_one`): if the
+    /// lock is free it takes it, and its own unlock wakes the next waiter; if not, the
+    /// holder's unlock will publish. Waking every waiter instead sent one lock script call
+    /// per waiter, twice per reconnect: with thousands of waiters and repeated connection
+    /// kills, that burst queued ahead of every real handoff (on the client's command
+    /// connection and in Redis), and locks stayed free for 0.5-2 s while waited for, also
+    /// after the faults stopped. (A lock kind whose unlock wakes all waiters, e.g. readers,
+    /// must pass the wakeup on among them.)
+    fn wake_one_each(&self) {
         for c in self.channels.iter() {
-            c.notify.notify_waiters();
+            c.notify.notify_one();
         }
     }
 
     /// After a reconnect: wait until the manager has replayed the subscriptions (any command
-    /// completes only after that), then wake everyone again and drop idle channels.
+    /// completes only after that), then wake one waiter per channel again, repair what the
+    /// replay missed, and drop idle channels.
     async fn resync(self: Arc<Self>) {
+        let mut seen;
         loop {
-            let seen = self.disconnects.load(Ordering::SeqCst);
+            seen = self.disconnects.load(Ordering::SeqCst);
             let mut delay = Duration::from_millis(10);
             loop {
                 // Bounded: a connection waiting out its reconnect backoff (or replaced by a
@@ -561,8 +665,28 @@ impl Shared {
                 return;
             }
         }
-        tracing::warn!("subscription connection restored; resubscribed");
-        self.wake_all();
+        tracing::warn!("subscription connection restored; resubscribing");
+        self.wake_one_each();
+        // redis-rs replayed the subscriptions it had on record, but ignores the replies: the
+        // server may have refused them (NOPERM after an ACL change; one refused channel fails
+        // the whole replayed SUBSCRIBE), and a subscription made on a connection that was
+        // replaced right after is not on record in time. The waiters of such a channel would
+        // hear no unlock and sleep until their holders' TTL. So every channel in use that
+        // was not confirmed since this disconnect is subscribed again (one command per
+        // channel in use; SUBSCRIBE is idempotent), and one of its waiters is woken.
+        let stale: Vec<(String, Arc<Channel>)> = self
+            .channels
+            .iter()
+            .filter(|c| c.refs.load(Ordering::SeqCst) > 0 && !c.subscribed_since(seen))
+            .map(|c| (c.key().clone(), c.value().clone()))
+            .collect();
+        // One attempt each before going on; a failed channel is retried in the background.
+        let this = &self;
+        futures::stream::iter(stale)
+            .for_each_concurrent(32, |(name, channel)| async move {
+                this.resubscribe(&name, &channel, Some(seen)).await
+            })
+            .await;
         // Channels released lately may have been replayed by the reconnect: give each an
         // entry (so a new waiter serializes behind us) and unsubscribe it if still idle.
         let recent: Vec<String> = {
@@ -581,7 +705,6 @@ impl Shared {
             .map(|c| (c.key().clone(), c.value().clone()))
             .collect();
         // Retried (a later disconnect may cut some of these off), a few at a time.
-        let this = &self;
         futures::stream::iter(idle)
             .for_each_concurrent(16, |(name, channel)| async move {
                 this.release_channel(&name, &channel, true).await
