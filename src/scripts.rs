@@ -187,8 +187,6 @@ scripts! {
     FAIR_LEAVE = "fair_queue.lua" + "fair_leave.lua";
     /// `lua/fair_force_unlock.lua`, after the shared `lua/fair_queue.lua`
     FAIR_FORCE_UNLOCK = "fair_queue.lua" + "fair_force_unlock.lua";
-    /// `lua/redlock_release.lua`: `lua/unlock.lua` that may release several holds at once.
-    REDLOCK_RELEASE = "redlock_release.lua";
 }
 
 #[cfg(test)]

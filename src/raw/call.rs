@@ -192,51 +192,6 @@ pub(crate) async fn ticketed_call<K: Kind>(
     }
 }
 
-/// Wraps an acquire script call so it never leaks a hold (see "Cancellation" above).
-///
-/// `granted` tells from a reply whether the call took a hold. `expected` is the owner's hold
-/// count if it did (holds known locally + 1), used when the outcome is unknown.
-pub(crate) fn guarded_call<K: Kind, R: Send + 'static>(
-    kind: &K,
-    owner: Arc<str>,
-    expected: u32,
-    call: BoxFuture<'static, redis::RedisResult<R>>,
-    granted: fn(&R) -> bool,
-) -> impl Future<Output = redis::RedisResult<R>> + Send + 'static {
-    let handle = kind.core().handle.clone();
-    let (undo_kind, undo_owner) = (kind.clone(), owner.clone());
-    let inflight = Inflight::new(handle.clone(), call, move |reply| {
-        async move {
-            let expected = match &reply {
-                // The abandoned call took a hold: release one. Holds of one owner are
-                // interchangeable and the owner may have re-entered meanwhile, so the count
-                // is not checked.
-                Ok(r) if granted(r) => 0,
-                Ok(_) => return, // not acquired: nothing to undo
-                // Unknown outcome: release only if the count shows the call's hold.
-                Err(_) => expected,
-            };
-            undo(&undo_kind, undo_owner, expected).await;
-        }
-        .boxed()
-    });
-    let kind = kind.clone();
-    async move {
-        let reply = inflight.await;
-        if let Err(e) = &reply {
-            if e.code().is_none() {
-                // No error reply from the server: the script may have run. Undo its hold if so,
-                // before returning: the caller's next attempt must reach Redis after the undo,
-                // or a re-entry would change the count the undo expects. If the caller stops
-                // waiting, the undo finishes in the background.
-                let cleanup = async move { undo(&kind, owner, expected).await }.boxed();
-                Inflight::new(handle, cleanup, |_| async {}.boxed()).await;
-            }
-        }
-        reply
-    }
-}
-
 /// An acquire script's reply (`[1, holds, ..]` granted, `[0, ..]` not), after replica sync.
 pub(crate) struct Synced {
     pub(crate) reply: Vec<i64>,
@@ -272,7 +227,7 @@ impl Synced {
 /// Runs an acquire `script` for `owner`. With the client's replica sync on, `WAIT` rides
 /// behind it on the same connection; a hold granted (`reply[1]` = hold count) but
 /// acknowledged by too few replicas is released again right here, inside the call, so the
-/// cancellation guard of [`guarded_call`] also covers the release. If that release fails,
+/// cancellation guard of [`ticketed_call`] also covers the release. If that release fails,
 /// the hold expires with its TTL (it is not watched).
 pub(crate) async fn run_acquire<K: Kind>(
     kind: &K,
@@ -327,20 +282,4 @@ pub(crate) async fn run_acquire<K: Kind>(
         unsynced: Some(acked),
         unreleased,
     })
-}
-
-/// Releases the hold an abandoned acquire took, if `expected` matches.
-async fn undo<K: Kind>(kind: &K, owner: Arc<str>, expected: u32) {
-    match kind.release(owner, expected).await {
-        Ok(n) if n >= 0 => {
-            tracing::debug!(lock = %kind.name(), "released the hold of an abandoned acquire")
-        }
-        Ok(_) => {}
-        // Not a lost lock, and frequent while a node is down (Redlock): debug, not warn.
-        Err(e) => tracing::debug!(
-            lock = %kind.name(),
-            error = %e,
-            "could not release the hold of an abandoned acquire; it expires with its TTL"
-        ),
-    }
 }

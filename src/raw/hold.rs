@@ -54,6 +54,16 @@ impl<K: Kind> Hold<K> {
         }
     }
 
+    /// A handle that follows this hold from another task; `None` once released.
+    pub(crate) fn follow(&self) -> Option<HoldRef<K>> {
+        self.state.as_ref().map(|s| HoldRef {
+            kind: s.kind.clone(),
+            hold_key: s.hold_key.clone(),
+            epoch: s.epoch,
+            lost: s.lost.clone(),
+        })
+    }
+
     /// Releases this hold: stops its renewals first, then runs the unlock script once. An
     /// unknown outcome (reply lost) is settled in the background (see "Settling"): the
     /// error is returned, and the hold is released or expires, never left behind. Finishes
@@ -138,6 +148,38 @@ impl<K: Kind> Hold<K> {
         self.state
             .as_ref()
             .map_or_else(CancellationToken::new, |s| s.lost.clone())
+    }
+}
+
+/// What a task other than the guard needs to follow one hold: whether it is lost, and a way
+/// to report it gone (Redlock's extension task, which renews the holds of its guard by
+/// quorum rather than through the watchdog).
+#[derive(Clone)]
+pub(crate) struct HoldRef<K: Kind> {
+    kind: K,
+    hold_key: HoldKey,
+    epoch: u64,
+    lost: CancellationToken,
+}
+
+impl<K: Kind> HoldRef<K> {
+    /// The owner field of the hold.
+    pub(crate) fn owner(&self) -> &std::sync::Arc<str> {
+        &self.hold_key.1
+    }
+
+    /// Cancelled when the hold is known to be lost.
+    pub(crate) fn lost(&self) -> &CancellationToken {
+        &self.lost
+    }
+
+    /// Reports that the server no longer has this hold (a renewal found it gone): it and
+    /// every guard of its run are lost.
+    pub(crate) fn gone(&self, why: &str) {
+        self.kind
+            .core()
+            .watchdog
+            .forgotten(&self.hold_key, Some(self.epoch), why);
     }
 }
 

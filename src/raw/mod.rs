@@ -22,12 +22,10 @@
 //!
 //! A script call whose future is dropped may still run on the server. Each acquire attempt is
 //! therefore wrapped in [`Inflight`]: if it is dropped before its reply arrived, the rest of
-//! the call is finished in the background and, if it took a hold, that hold is released at
-//! once. When the reply is lost for another reason (response timeout, connection drop), the
-//! outcome is unknown; the attempt then sends a conditional release that only undoes the hold
-//! the attempt would have added (expected hold count = holds known locally + 1), so a hold
-//! the caller did not take is never released. Both go out on the same multiplexed
-//! connection, after the attempt, so Redis runs them after it.
+//! the call is finished in the background, and a hold it took is released by a settlement
+//! (below) at once. When the reply is lost for another reason (response timeout, connection
+//! drop), the outcome is unknown: the settlement reads what the server counts and releases
+//! only holds that no guard owns, so a hold the caller did not take is never released.
 //!
 //! # Settling: the server's count always comes back to the guards'
 //!
@@ -75,10 +73,10 @@ pub(crate) mod wait;
 pub(crate) mod watchdog;
 
 pub(crate) use self::core::Core;
-pub(crate) use call::{guarded_call, run_acquire, Inflight, Kind, Ticket};
+pub(crate) use call::{run_acquire, Kind, Ticket};
 pub(crate) use handle::{
     attempt, guard_accessors, inspect_methods, plain_reply, take, Base, HashKind, Reply,
 };
-pub(crate) use hold::Hold;
+pub(crate) use hold::{Hold, HoldRef};
 pub(crate) use registry::HoldKey;
 pub(crate) use wait::{current_owner, deadline_after, never_timed_out, pttl_from, Attempt};

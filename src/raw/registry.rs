@@ -374,6 +374,18 @@ impl Watchdog {
         }
     }
 
+    /// The server showed that this owner holds nothing on `key` right now (another owner
+    /// holds it, or a renewal found it gone): the guards of `epoch` (of the current run when
+    /// `None`) are lost. Their releases still go out and find nothing; a later grant starts
+    /// a new run.
+    pub(crate) fn forgotten(&self, key: &HoldKey, epoch: Option<u64>, why: &str) {
+        if let Some(mut h) = self.registry.get_mut(key) {
+            if h.holds > 0 && epoch.is_none_or(|e| e == h.epoch) {
+                h.mark_lost(why, key);
+            }
+        }
+    }
+
     /// Whether a settlement runs for `key`.
     pub(crate) fn is_settling(&self, key: &HoldKey) -> bool {
         self.registry.get(key).is_some_and(|h| h.settling)

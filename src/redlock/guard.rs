@@ -1,21 +1,25 @@
 //! [`RedLockGuard`]: one hold on a majority of the nodes, the task that extends it by
 //! quorum (or watches its lease run out), and its release.
+//!
+//! Each node's share of the hold is an engine [`Hold`] in that node client's hold registry:
+//! the registry decides, per node, whether a grant re-entered the owner's earlier holds
+//! there or started afresh (the earlier guards are then lost on that node), counts every call
+//! in flight and settles unknown outcomes. This file adds only the quorum on top: a guard is
+//! held while at least a quorum of its node holds are, within its validity.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dashmap::mapref::entry::Entry;
 use futures::future::join_all;
-use futures::FutureExt;
+use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::node::node_timeout_error;
+use super::node::{node_timeout_error, NodeLock};
 use super::round::{drift, quorum};
-use super::run::{lose, Registered};
 use super::RedLock;
 use crate::error::{Error, Result};
-use crate::raw::Inflight;
+use crate::raw::{Hold, HoldRef};
 
 /// State shared by a guard and its extension task.
 struct Shared {
@@ -29,6 +33,13 @@ struct Shared {
 impl Shared {
     fn valid_until(&self) -> Instant {
         *self.valid_until.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lose(&self, name: &str, why: &str) {
+        if !self.lost.is_cancelled() {
+            tracing::warn!(lock = %name, kind = "redlock", reason = why, "lock lost");
+            self.lost.cancel();
+        }
     }
 }
 
@@ -47,20 +58,12 @@ impl Shared {
 /// its TTL.
 #[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
 pub struct RedLockGuard {
-    state: Option<GuardState>,
-}
-
-struct GuardState {
     lock: RedLock,
     owner: Arc<str>,
     lease: Option<Duration>,
-    /// Nodes that granted this hold.
-    granted: Vec<bool>,
+    /// Per node, this guard's hold there (`None`: not granted).
+    holds: Vec<Option<Hold<NodeLock>>>,
     shared: Arc<Shared>,
-    /// The local hold run this guard belongs to (see [`HoldRun`](super::run::HoldRun)), and
-    /// its id there.
-    epoch: u64,
-    id: u64,
 }
 
 impl RedLockGuard {
@@ -69,89 +72,92 @@ impl RedLockGuard {
         owner: Arc<str>,
         lease: Option<Duration>,
         ttl: Duration,
-        granted: Vec<bool>,
+        holds: Vec<Option<Hold<NodeLock>>>,
         round_start: Instant,
-        member: Registered,
     ) -> RedLockGuard {
         let shared = Arc::new(Shared {
             valid_until: Mutex::new(round_start + ttl - drift(ttl)),
-            lost: member.lost,
+            lost: CancellationToken::new(),
             stop: CancellationToken::new(),
         });
-        let state = GuardState {
+        let keeper = Keeper {
+            lock: lock.clone(),
+            nodes: holds
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| Some((i, h.as_ref()?.follow()?)))
+                .collect(),
+            shared: shared.clone(),
+        };
+        let task = keep(keeper, ttl, lease.is_none(), round_start);
+        lock.inner.nodes[0].core.handle.spawn(task);
+        RedLockGuard {
             lock,
             owner,
             lease,
-            granted,
+            holds,
             shared,
-            epoch: member.epoch,
-            id: member.id,
-        };
-        let task = keep(state.keeper(), ttl, lease.is_none(), round_start);
-        state.lock.inner.nodes[0].core.handle.spawn(task);
-        RedLockGuard { state: Some(state) }
+        }
     }
 
-    /// Releases this hold on every node where it is known to exist (granted, and not found
-    /// gone since); the last hold frees the lock.
+    /// How many of this guard's node holds are not known to be lost.
+    fn live_nodes(&self) -> usize {
+        self.holds
+            .iter()
+            .flatten()
+            .filter(|h| !h.lost().is_cancelled())
+            .count()
+    }
+
+    /// Releases this hold on every node that granted it; the last hold of the lock frees it.
     ///
     /// Not retried on failure (a retried unlock could release a hold that is no longer this
-    /// guard's); unreachable nodes let the hold expire with its TTL.
+    /// guard's); a release whose reply was lost is settled in the background, and
+    /// unreachable nodes let the hold expire with its TTL.
     ///
     /// # Errors
     /// [`Error::NotHeld`] when fewer than a majority of the nodes still held it (expired,
     /// restarted nodes, taken over), or when the guard was already [lost](Self::is_lost) and
     /// no majority confirmed the release: the holds still found were released, but the lock
-    /// was not safely held any more. Also [`Error::NotHeld`], with nothing sent, when the
-    /// same owner has taken the lock afresh since this guard's holds expired on a majority:
-    /// the holds left on the nodes are the new guard's. [`Error::Redis`] (the first failure)
-    /// when node errors leave it unknown whether a majority held it.
+    /// was not safely held any more. Nothing is sent to a node where the same owner took the
+    /// lock afresh since this guard's hold there expired: the hold there is the new guard's.
+    /// [`Error::Redis`] (the first failure) when node errors leave it unknown whether a
+    /// majority held it.
     ///
     /// # Cancel safety
     /// Once called, the releases happen: dropping the future lets them finish in the
     /// background.
     pub async fn unlock(mut self) -> Result<()> {
-        let Some(state) = self.state.take() else {
-            return Ok(());
-        };
-        let name = state.lock.inner.name.clone();
-        let was_lost = state.shared.lost.is_cancelled();
-        let Some(calls) = state.release() else {
-            // Our holds expired and this owner took the lock afresh: what the nodes hold now
-            // is the new guard's.
-            return Err(Error::NotHeld {
-                name: name.to_string(),
-            });
-        };
+        self.shared.stop.cancel();
+        let was_lost = self.is_lost();
+        let n = self.lock.inner.nodes.len();
         // Each node gets the node timeout; a release still running then finishes in the
         // background (a hung or reconnecting node must not stall the unlock).
-        let timeout = state.lock.inner.set.options.node_timeout;
-        let replies = join_all(calls.into_iter().map(|(node, call)| async move {
-            match tokio::time::timeout(timeout, call).await {
-                Ok(reply) => (node, reply.map_err(Error::from)),
-                Err(_) => (node, Err(node_timeout_error(timeout))),
-            }
-        }))
-        .await;
-        let n = state.lock.inner.nodes.len();
-        let (mut released, mut errors, mut gone) = (0, Vec::new(), Vec::new());
-        for (node, reply) in replies {
+        let timeout = self.lock.inner.set.options.node_timeout;
+        let releases =
+            std::mem::take(&mut self.holds)
+                .into_iter()
+                .flatten()
+                .map(|mut hold| async move {
+                    match tokio::time::timeout(timeout, hold.unlock()).await {
+                        Ok(reply) => reply,
+                        Err(_) => Err(node_timeout_error(timeout)),
+                    }
+                });
+        let (mut released, mut errors) = (0, Vec::new());
+        for reply in join_all(releases).await {
             match reply {
-                Ok(r) if r >= 0 => released += 1,
-                Ok(-1) => gone.push(node),
-                Ok(other) => errors.push(Error::UnexpectedReply(format!(
-                    "unlock script answered {other}"
-                ))),
+                Ok(()) => released += 1,
+                Err(e) if e.is_not_held() => {}
                 Err(e) => errors.push(e),
             }
         }
-        // The other guards of the run held nothing there either.
-        state.lock.inner.gone(&state.owner, state.epoch, &gone);
+        let name = &self.lock.inner.name;
         tracing::debug!(lock = %name, released, failed = errors.len(), of = n, "redlock released");
         if released >= quorum(n) {
             Ok(())
         } else if !was_lost && released + errors.len() >= quorum(n) {
-            Err(errors.remove(0))
+            Err(errors.swap_remove(0))
         } else {
             Err(Error::NotHeld {
                 name: name.to_string(),
@@ -161,24 +167,22 @@ impl RedLockGuard {
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        self.state.as_ref().map_or("", |s| &s.lock.inner.name)
+        &self.lock.inner.name
     }
 
     /// The owner field of this hold on every node: `<set id>:<task id>`.
     pub fn owner(&self) -> &str {
-        self.state.as_ref().map_or("", |s| &s.owner)
+        &self.owner
     }
 
     /// The lease this hold was taken with; `None` when its task extends it.
     pub fn lease(&self) -> Option<Duration> {
-        self.state.as_ref().and_then(|s| s.lease)
+        self.lease
     }
 
     /// How many nodes granted this hold when it was acquired (at least the quorum).
     pub fn acquired_nodes(&self) -> usize {
-        self.state
-            .as_ref()
-            .map_or(0, |s| s.granted.iter().filter(|g| **g).count())
+        self.holds.iter().flatten().count()
     }
 
     /// How long the lock is still safely held: from the start of the last round a majority
@@ -186,99 +190,44 @@ impl RedLockGuard {
     /// time since; zero once it ran out or the guard is [lost](Self::is_lost). Never more
     /// than the TTL.
     pub fn validity(&self) -> Duration {
-        match &self.state {
-            Some(s) if !s.shared.lost.is_cancelled() => s
-                .shared
-                .valid_until()
-                .saturating_duration_since(Instant::now()),
-            _ => Duration::ZERO,
+        let n = self.lock.inner.nodes.len();
+        if self.shared.lost.is_cancelled() || self.live_nodes() < quorum(n) {
+            return Duration::ZERO;
         }
+        self.shared
+            .valid_until()
+            .saturating_duration_since(Instant::now())
     }
 
     /// Whether the lock is known to be lost: no extension reached a majority within the
     /// validity; or this hold is known to exist on fewer than a majority of the nodes (an
-    /// extension, a re-entry of the same owner or an unlock of another of its guards found
-    /// it gone elsewhere); or the same owner took the lock afresh after this hold expired on
-    /// a majority; or (lease holds too) the validity ran out.
+    /// extension, a re-entry of the same owner or a round that found another owner there
+    /// showed it gone elsewhere); or (lease holds too) the validity ran out.
     pub fn is_lost(&self) -> bool {
-        self.state
-            .as_ref()
-            .is_none_or(|s| s.shared.lost.is_cancelled())
-            || self.validity().is_zero()
+        self.validity().is_zero()
     }
 
     /// A token cancelled when the lock is known to be lost (see [`is_lost`](Self::is_lost));
     /// also for lease holds, when their validity runs out. Select on `lost().cancelled()` to
     /// stop work that must not continue without the lock.
     pub fn lost(&self) -> CancellationToken {
-        self.state
-            .as_ref()
-            .map_or_else(CancellationToken::new, |s| s.shared.lost.clone())
-    }
-}
-
-/// A release call on one node, with the node (index, generation) it releases on.
-type NodeRelease = ((usize, u32), Inflight<redis::RedisResult<i64>>);
-
-impl GuardState {
-    /// Stops the extension task, leaves the hold run and starts the releases on the nodes
-    /// where the run knows this guard's hold (each finishes in the background if its future
-    /// is dropped). `None` for a stale guard (its run ended, see
-    /// [`HoldRun`](super::run::HoldRun)): nothing may be released in its name.
-    fn release(&self) -> Option<Vec<NodeRelease>> {
-        self.shared.stop.cancel();
-        let inner = &self.lock.inner;
-        let releases = match inner.set.holds.entry(inner.hold_id(&self.owner)) {
-            Entry::Occupied(mut e) if e.get().epoch == self.epoch => {
-                let releases = e.get_mut().leave(self.id);
-                if e.get().guards.is_empty() {
-                    e.remove();
-                }
-                releases?
-            }
-            _ => return None,
-        };
-        let calls = releases
-            .into_iter()
-            .map(|(i, generation, holds)| {
-                let node = &inner.nodes[i];
-                let call = node.release(self.owner.clone(), inner.set.id_str.clone(), 0, holds);
-                let call = Inflight::new(node.core.handle.clone(), call, |_| async {}.boxed());
-                ((i, generation), call)
-            })
-            .collect();
-        Some(calls)
-    }
-
-    /// What the extension task needs of this guard.
-    fn keeper(&self) -> Keeper {
-        Keeper {
-            lock: self.lock.clone(),
-            owner: self.owner.clone(),
-            shared: self.shared.clone(),
-            epoch: self.epoch,
-            id: self.id,
+        if self.is_lost() {
+            self.shared.lose(
+                &self.lock.inner.name,
+                "its validity ran out or fewer than a majority of the nodes hold it",
+            );
         }
+        self.shared.lost.clone()
     }
-}
-
-/// The extension task's view of its guard.
-struct Keeper {
-    lock: RedLock,
-    owner: Arc<str>,
-    shared: Arc<Shared>,
-    epoch: u64,
-    id: u64,
 }
 
 impl Drop for RedLockGuard {
     fn drop(&mut self) {
-        let Some(state) = self.state.take() else {
-            return;
-        };
-        tracing::debug!(lock = %state.lock.inner.name, "redlock guard dropped; releasing in the background");
-        // Dropping the unawaited calls hands them to the runtime.
-        drop(state.release());
+        self.shared.stop.cancel();
+        if !self.holds.is_empty() {
+            tracing::debug!(lock = %self.lock.inner.name, "redlock guard dropped; releasing in the background");
+        }
+        // Dropping each node's hold hands its release to the runtime.
     }
 }
 
@@ -295,26 +244,49 @@ impl std::fmt::Debug for RedLockGuard {
     }
 }
 
+/// The extension task's view of its guard: the node holds it follows (index, hold).
+struct Keeper {
+    lock: RedLock,
+    nodes: Vec<(usize, HoldRef<NodeLock>)>,
+    shared: Arc<Shared>,
+}
+
+/// Resolves once fewer than `needed` of `holds` are left that are not lost.
+async fn fewer_than(holds: Vec<CancellationToken>, needed: usize) {
+    let mut live = holds.len();
+    let mut lost: FuturesUnordered<_> = holds.into_iter().map(|t| t.cancelled_owned()).collect();
+    while live >= needed {
+        if lost.next().await.is_none() {
+            return;
+        }
+        live -= 1;
+    }
+}
+
 /// The guard's task: extends the lock by quorum every `ttl / 3` (watchdog holds), and marks
-/// it lost when its validity runs out unconfirmed. Ends when the guard is released or lost.
+/// it lost when its validity runs out unconfirmed or fewer than a quorum of its node holds
+/// are left. Ends when the guard is released or lost.
 ///
-/// Each extension goes to the nodes where the guard's hold run knows its hold, and counts
-/// only confirmations from nodes it still holds afterwards; a node answering "gone" is gone
-/// for the whole run, whose guards are lost once fewer than a quorum of nodes are left.
+/// Each extension goes to the nodes where the guard's hold is not known lost, and counts only
+/// confirmations from nodes it still holds afterwards; a node answering "gone" is reported to
+/// that node's registry, which marks lost every guard of the owner there.
 async fn keep(keeper: Keeper, ttl: Duration, extend: bool, acquired_at: Instant) {
     let Keeper {
         lock,
-        owner,
+        nodes,
         shared,
-        epoch,
-        id,
     } = keeper;
     let inner = &lock.inner;
-    let n = inner.nodes.len();
+    let needed = quorum(inner.nodes.len());
     let ttl_ms = ttl.as_millis() as u64;
     let period = (ttl / 3).max(Duration::from_millis(1));
     let retry = (period / 4).clamp(Duration::from_millis(1), Duration::from_millis(500));
     let timeout = inner.set.options.node_timeout;
+    let quorum_gone = fewer_than(
+        nodes.iter().map(|(_, h)| h.lost().clone()).collect(),
+        needed,
+    );
+    tokio::pin!(quorum_gone);
     let mut next = acquired_at + period;
     loop {
         let valid_until = shared.valid_until();
@@ -326,12 +298,15 @@ async fn keep(keeper: Keeper, ttl: Duration, extend: bool, acquired_at: Instant)
         tokio::select! {
             _ = shared.stop.cancelled() => return,
             _ = shared.lost.cancelled() => return,
+            _ = &mut quorum_gone => {
+                shared.lose(&inner.name, "its hold is known on fewer than a majority of the nodes");
+                return;
+            }
             _ = tokio::time::sleep_until(wake) => {}
         }
         if Instant::now() >= valid_until {
             if extend {
-                lose(
-                    &shared.lost,
+                shared.lose(
                     &inner.name,
                     "no extension reached a majority within the validity",
                 );
@@ -342,43 +317,36 @@ async fn keep(keeper: Keeper, ttl: Duration, extend: bool, acquired_at: Instant)
             return;
         }
         // One extension round on every node this guard still holds, at once.
-        let Some(targets) = inner.held(&owner, epoch, id) else {
-            return; // released, or the run ended (which marked this guard lost)
-        };
+        let targets: Vec<_> = nodes
+            .iter()
+            .filter(|(_, h)| !h.lost().is_cancelled())
+            .collect();
         let round_start = Instant::now();
-        let answers = join_all(targets.iter().map(|&(i, _)| {
-            tokio::time::timeout(timeout, inner.nodes[i].renew(owner.clone(), ttl_ms))
+        let answers = join_all(targets.iter().map(|(i, h)| {
+            tokio::time::timeout(timeout, inner.nodes[*i].renew(h.owner().clone(), ttl_ms))
         }))
         .await;
         if shared.stop.is_cancelled() {
             return; // released meanwhile: whatever the answers say is moot
         }
-        let gone: Vec<(usize, u32)> = targets
-            .iter()
-            .zip(&answers)
-            .filter(|(_, a)| matches!(a, Ok(Ok(false))))
-            .map(|(t, _)| *t)
-            .collect();
-        inner.gone(&owner, epoch, &gone);
-        if shared.lost.is_cancelled() {
-            return; // fewer than a quorum of the nodes hold it
+        let mut confirmed = 0;
+        for ((_, hold), answer) in targets.iter().zip(&answers) {
+            match answer {
+                Ok(Ok(false)) => hold.gone("an extension found it gone on this node"),
+                // A node hold found lost meanwhile (a re-entry found it reset): its
+                // confirmation is not this guard's.
+                Ok(Ok(true)) if !hold.lost().is_cancelled() => confirmed += 1,
+                _ => {}
+            }
         }
-        // A node may have changed generation meanwhile (a re-entry found it reset): its
-        // confirmation is not this guard's.
-        let still = inner.held(&owner, epoch, id).unwrap_or_default();
-        let confirmed = targets
-            .iter()
-            .zip(&answers)
-            .filter(|(t, a)| matches!(a, Ok(Ok(true))) && still.contains(t))
-            .count();
         let new_valid = round_start + ttl - drift(ttl);
-        if confirmed >= quorum(n) && Instant::now() < new_valid {
+        if confirmed >= needed && Instant::now() < new_valid {
             let mut v = shared.valid_until.lock().unwrap_or_else(|e| e.into_inner());
             *v = (*v).max(new_valid);
             next = round_start + period;
-            tracing::trace!(lock = %inner.name, confirmed, of = n, "redlock extended");
+            tracing::trace!(lock = %inner.name, confirmed, of = inner.nodes.len(), "redlock extended");
         } else {
-            tracing::debug!(lock = %inner.name, confirmed, gone = gone.len(), of = n, "redlock extension without quorum; retrying");
+            tracing::debug!(lock = %inner.name, confirmed, of = inner.nodes.len(), "redlock extension without quorum; retrying");
             next = Instant::now() + retry;
         }
     }

@@ -31,25 +31,28 @@
 //! or the hold is known to exist on fewer than a majority, the guard is *lost*: its validity
 //! is zero from then on.
 //!
-//! # Re-entry and hold runs
+//! # Re-entry
 //!
 //! A node keeps one hold count per owner, so there the holds of two guards of one task look
 //! alike: after a hold expired on some nodes, a count of 1 may be a new hold and a count of 2
-//! an old one plus a re-entry. The set keeps, per (lock, owner), the *hold run*: its live
-//! guards, the count each node should show, and per node a generation (see
-//! [`HoldRun`](run::HoldRun)). A re-entry joins the run only if a quorum of the nodes show
-//! that it re-entered the run's holds; otherwise it is a fresh hold, and the old run's guards
-//! are lost and send nothing any more. A guard counts, extends and releases only the nodes
-//! where its run's hold is known to exist, and is lost once fewer than a quorum are left.
+//! an old one plus a re-entry. Each node's share of a guard is therefore an engine hold in
+//! that node client's hold registry, as for every other kind (see [`raw`](crate::raw)): per
+//! node, a grant whose count shows that the owner's earlier holds there are gone starts a new
+//! run on that node, and the earlier guards are lost *on that node*; calls in flight are
+//! counted, and a count that the guards do not explain (a lost reply, a release behind their
+//! back) is settled away rather than adopted. A guard is held while a quorum of its node
+//! holds are not lost, within its validity: a re-entry that found the earlier holds gone on
+//! a majority leaves the earlier guards lost, and their unlock sends nothing to the nodes
+//! where the new run's holds are.
 //!
 //! # Layout
 //!
 //! - this file: the [`RedLock`] handle and its public methods.
 //! - [`options`]: [`RedLockOptions`] with their defaults, and the [`RedLockSet`].
-//! - [`node`]: one node's calls (acquire, renew, release) and what a node answered.
+//! - [`node`]: one node's calls (acquire, renew, release) and what a node answered; a node
+//!   is a kind of the engine, so its holds live in the node client's hold registry.
 //! - [`round`]: the acquire rounds across the nodes, with the quorum, validity and drift
 //!   arithmetic and the randomized retry.
-//! - [`run`]: the hold-run bookkeeping of the set.
 //! - [`guard`]: [`RedLockGuard`], its extension task and its unlock.
 
 use std::sync::Arc;
@@ -64,14 +67,13 @@ mod guard;
 mod node;
 mod options;
 mod round;
-mod run;
 
 pub use guard::RedLockGuard;
 pub use options::{
     RedLockOptions, RedLockSet, DEFAULT_NODE_TIMEOUT, DEFAULT_REDLOCK_TTL, DEFAULT_RETRY_DELAY,
 };
 
-use node::Node;
+use node::NodeLock;
 use options::SetInner;
 
 /// A lock over the nodes of a [`RedLockSet`], acquired with the [Redlock] algorithm:
@@ -123,7 +125,7 @@ pub struct RedLock {
 struct LockInner {
     set: Arc<SetInner>,
     name: Arc<str>,
-    nodes: Vec<Node>,
+    nodes: Vec<NodeLock>,
     /// The argument a lock method must reject, if any.
     invalid: Option<(&'static str, String)>,
 }
@@ -166,10 +168,12 @@ impl RedLock {
                 .map(|c| {
                     let core = c.core().clone();
                     let keys = Keys::new(&core.namespace, name);
-                    Node {
+                    NodeLock {
                         key: keys.key(Role::Redlock).into(),
                         channel: keys.key(Role::RedlockChannel).into(),
                         core,
+                        set_id: set.id_str.clone(),
+                        name: name.into(),
                     }
                 })
                 .collect()

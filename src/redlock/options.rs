@@ -1,15 +1,12 @@
 //! [`RedLockOptions`] with their defaults, and the [`RedLockSet`]: the nodes a Redlock runs
-//! on, the owner id its locks share, and its registry of hold runs.
+//! on and the owner id its locks share.
 
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use uuid::Uuid;
 
 use super::round::quorum;
-use super::run::HoldRun;
 use super::RedLock;
 use crate::client::Client;
 
@@ -96,11 +93,6 @@ pub(super) struct SetInner {
     pub(super) id: Uuid,
     pub(super) id_str: Arc<str>,
     pub(super) options: RedLockOptions,
-    /// (lock name, owner) -> the guards alive in this process and what the nodes hold for
-    /// them.
-    pub(super) holds: DashMap<(Arc<str>, Arc<str>), HoldRun>,
-    pub(super) next_epoch: AtomicU64,
-    pub(super) next_guard: AtomicU64,
 }
 
 impl RedLockSet {
@@ -120,9 +112,6 @@ impl RedLockSet {
                 id,
                 id_str: id.to_string().into(),
                 options,
-                holds: DashMap::new(),
-                next_epoch: AtomicU64::new(1),
-                next_guard: AtomicU64::new(1),
             }),
         }
     }

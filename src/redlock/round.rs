@@ -11,7 +11,7 @@ use super::node::NodeReply;
 use super::{RedLock, RedLockGuard};
 use crate::error::{Error, Result};
 use crate::keys::check_millis;
-use crate::raw::current_owner;
+use crate::raw::{current_owner, Hold};
 
 /// The drift allowance of the Redlock algorithm: 1% of the TTL plus 2 ms.
 pub(super) fn drift(ttl: Duration) -> Duration {
@@ -50,36 +50,51 @@ impl RedLock {
             ));
         }
         let owner = current_owner(&set.id_str);
-        let hold_id = self.inner.hold_id(&owner);
         let n = self.inner.nodes.len();
+        let timeout = set.options.node_timeout;
         let started = Instant::now();
         let mut rounds = 0u32;
         loop {
             rounds += 1;
-            // Per node, the hold count a hold of this round would make there.
-            let expected: Vec<u32> = match set.holds.get(&hold_id) {
-                Some(run) => run.nodes.iter().map(|node| node.count + 1).collect(),
-                None => vec![1; n],
-            };
             let round_start = Instant::now();
             let replies = join_all(
                 self.inner
                     .nodes
                     .iter()
-                    .zip(expected)
-                    .map(|(node, expected)| self.node_acquire(node, &owner, ttl_ms, expected)),
+                    .map(|node| node.acquire(&owner, ttl_ms, timeout)),
             )
             .await;
             let elapsed = round_start.elapsed();
-            let granted: Vec<bool> = replies
+            let acquired = replies
                 .iter()
-                .map(|r| matches!(r, NodeReply::Granted(_)))
-                .collect();
-            let acquired = granted.iter().filter(|g| **g).count();
+                .filter(|r| matches!(r, NodeReply::Granted(..)))
+                .count();
             let validity = ttl.checked_sub(elapsed + drift(ttl)).unwrap_or_default();
+            // No .await from here until the holds are registered: each granted node's hold
+            // gets its place in that node's registry (a failed round's are dropped at once,
+            // which releases them), and a node held by another owner has none of ours.
+            let mut holds = Vec::with_capacity(n);
+            let mut errors = Vec::new();
+            for (node, reply) in self.inner.nodes.iter().zip(replies) {
+                holds.push(match reply {
+                    NodeReply::Granted(ticket, count) => {
+                        Some(Hold::register(ticket, count, Some(ttl)))
+                    }
+                    NodeReply::Held => {
+                        node.core.watchdog.forgotten(
+                            &node.hold_key(&owner),
+                            None,
+                            "another owner holds it on this node",
+                        );
+                        None
+                    }
+                    NodeReply::Failed(e) => {
+                        errors.push(e);
+                        None
+                    }
+                });
+            }
             if acquired >= quorum(n) && !validity.is_zero() {
-                // No .await from here until the guard owns the holds.
-                let member = self.register(hold_id, &replies);
                 tracing::debug!(
                     lock = %self.inner.name,
                     kind = "redlock",
@@ -95,35 +110,14 @@ impl RedLock {
                     owner,
                     lease,
                     ttl,
-                    granted,
+                    holds,
                     round_start,
-                    member,
                 )));
             }
-            // What the round saw of the nodes may tell the owner's earlier guards that their
-            // holds are gone.
-            if let Some(mut run) = set.holds.get_mut(&hold_id) {
-                run.observe(&replies);
-                run.check(&self.inner.name);
-            }
-            // Failed round: give back what it took (late or lost replies undo themselves).
-            for (node, _) in self.inner.nodes.iter().zip(&granted).filter(|(_, g)| **g) {
-                let (name, release) = (
-                    self.inner.name.clone(),
-                    node.release(owner.clone(), set.id_str.clone(), 0, 1),
-                );
-                node.core.handle.spawn(async move {
-                    if let Err(e) = release.await {
-                        tracing::debug!(lock = %name, error = %e, "release after a failed round failed; the hold expires with its TTL");
-                    }
-                });
-            }
-            let mut errors = replies.into_iter().filter_map(|r| match r {
-                NodeReply::Failed(e) => Some(e),
-                _ => None,
-            });
-            let first_error = errors.next();
-            let failed = first_error.is_some() as usize + errors.count();
+            // Failed round: give back what it took (dropping a hold releases it; late or
+            // lost replies are settled by their node).
+            drop(holds);
+            let failed = errors.len();
             tracing::debug!(
                 lock = %self.inner.name,
                 granted = acquired,
@@ -132,10 +126,9 @@ impl RedLock {
                 elapsed_ms = elapsed.as_millis() as u64,
                 "redlock round failed"
             );
-            match first_error {
+            if failed > n - quorum(n) {
                 // No majority was possible: a failure of the deployment, not contention.
-                Some(e) if failed > n - quorum(n) => return Err(e),
-                _ => {}
+                return Err(errors.swap_remove(0));
             }
             // Randomized retry, bounded by the caller's wait and the retry count.
             let mut delay = jitter(set.options.retry_delay);
