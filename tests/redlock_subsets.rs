@@ -43,15 +43,30 @@ fn per_node(mask: u32, inside: i64, outside: i64) -> Vec<i64> {
         .collect()
 }
 
-/// Checks `HGETALL key` on every node: exactly `{owner: counts[i]}`, or no key for 0.
-async fn assert_nodes(conns: &mut [Conn], key: &str, owner: &str, counts: &[i64], ctx: &str) {
-    for (i, c) in conns.iter_mut().enumerate() {
-        let got: BTreeMap<String, i64> =
-            redis::cmd("HGETALL").arg(key).query_async(c).await.unwrap();
-        let want: BTreeMap<String, i64> = match counts[i] {
+/// `HGETALL key` on every node.
+async fn read_nodes(conns: &mut [Conn], key: &str) -> Vec<BTreeMap<String, i64>> {
+    let mut nodes = Vec::new();
+    for c in conns.iter_mut() {
+        nodes.push(redis::cmd("HGETALL").arg(key).query_async(c).await.unwrap());
+    }
+    nodes
+}
+
+/// Per node, exactly `{owner: counts[i]}`, or no key for 0.
+fn expected_nodes(owner: &str, counts: &[i64]) -> Vec<BTreeMap<String, i64>> {
+    counts
+        .iter()
+        .map(|&n| match n {
             0 => BTreeMap::new(),
             n => BTreeMap::from([(owner.to_string(), n)]),
-        };
+        })
+        .collect()
+}
+
+/// Checks `HGETALL key` on every node: exactly `{owner: counts[i]}`, or no key for 0.
+async fn assert_nodes(conns: &mut [Conn], key: &str, owner: &str, counts: &[i64], ctx: &str) {
+    let want = expected_nodes(owner, counts);
+    for (i, (got, want)) in read_nodes(conns, key).await.iter().zip(&want).enumerate() {
         assert_eq!(got, want, "{ctx}: node {i}");
     }
 }
@@ -64,21 +79,9 @@ async fn assert_nodes_settled(
     counts: &[i64],
     ctx: &str,
 ) {
-    let want: Vec<BTreeMap<String, i64>> = counts
-        .iter()
-        .map(|&n| match n {
-            0 => BTreeMap::new(),
-            n => BTreeMap::from([(owner.to_string(), n)]),
-        })
-        .collect();
+    let want = expected_nodes(owner, counts);
     for _ in 0..200 {
-        let mut got = Vec::new();
-        for c in conns.iter_mut() {
-            let node: BTreeMap<String, i64> =
-                redis::cmd("HGETALL").arg(key).query_async(c).await.unwrap();
-            got.push(node);
-        }
-        if got == want {
+        if read_nodes(conns, key).await == want {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;

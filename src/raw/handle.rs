@@ -165,44 +165,58 @@ where
     Ok(Some((hold, extra)))
 }
 
-/// The accessors every guard that wraps a [`Hold`] in a field `hold` shares, with their docs.
+/// The accessors every guard shares: `name`, `owner`, `lease`, `is_lost`, `validity` and
+/// `lost`, each forwarded to the guard's field `hold` (an engine [`Hold`], or a kind's own
+/// hold type with the same methods). The first form has the docs of a hold on one lock; a
+/// kind whose hold means something else (Redlock: a quorum of nodes) passes its own docs for
+/// `owner`, `lease`, `is_lost` and `validity`.
 macro_rules! guard_accessors {
     ($guard:ident) => {
+        $crate::raw::guard_accessors!(
+            $guard,
+            owner: "The owner field of this hold: `<client id>:<task id>`.",
+            lease: "The lease this hold was taken with; `None` when the watchdog renews it.",
+            is_lost: "Whether the lock must be treated as lost: the watchdog found it gone \
+                (expired, force-unlocked, server restarted without persistence) or stopped \
+                (client dropped), or its [`validity`](Self::validity) ran out. Computed at \
+                the call, so a holder resumed from a long pause sees `true` at once, before \
+                any renewal could run.",
+            validity: "How long the lock is still known to be held: the TTL that the last \
+                acquire or renewal gave the key, measured from the moment that call was \
+                *sent* (the server ran it later, so the key lives at least that long), less \
+                a safety margin for clock drift and scheduling (1 % of that TTL + 2 ms, at \
+                least 100 ms or a tenth of a shorter TTL). Zero once lost. For a lease hold \
+                this counts down to the end of the lease; for a watchdog hold each renewal \
+                moves it forward.\n\n\
+                Check it before an action that must not happen without the lock, and use \
+                fencing tokens where the resource can check them: a pause after the check \
+                is not covered."
+        );
+    };
+    ($guard:ident, owner: $owner:literal, lease: $lease:literal, is_lost: $is_lost:literal,
+     validity: $validity:literal) => {
         impl $guard {
             /// The lock's name.
             pub fn name(&self) -> &str {
                 self.hold.name()
             }
 
-            /// The owner field of this hold: `<client id>:<task id>`.
+            #[doc = $owner]
             pub fn owner(&self) -> &str {
                 self.hold.owner()
             }
 
-            /// The lease this hold was taken with; `None` when the watchdog renews it.
+            #[doc = $lease]
             pub fn lease(&self) -> Option<std::time::Duration> {
                 self.hold.lease()
             }
 
-            /// Whether the lock must be treated as lost: the watchdog found it gone (expired,
-            /// force-unlocked, server restarted without persistence) or stopped (client
-            /// dropped), or its [`validity`](Self::validity) ran out. Computed at the call,
-            /// so a holder resumed from a long pause sees `true` at once, before any renewal
-            /// could run.
+            #[doc = $is_lost]
             pub fn is_lost(&self) -> bool {
                 self.hold.is_lost()
             }
 
-            /// How long the lock is still known to be held: the TTL that the last acquire or
-            /// renewal gave the key, measured from the moment that call was *sent* (the server
-            /// ran it later, so the key lives at least that long), less a safety margin for
-            /// clock drift and scheduling (1 % of that TTL + 2 ms, at least 100 ms or a tenth
-            /// of a shorter TTL). Zero once lost. For a lease hold this counts down to the end
-            /// of the lease; for a watchdog hold each renewal moves it forward.
-            ///
-            /// Check it before an action that must not happen without the lock, and use
-            /// fencing tokens where the resource can check them: a pause after the check is
-            /// not covered.
+            #[doc = $validity]
             pub fn validity(&self) -> std::time::Duration {
                 self.hold.validity()
             }

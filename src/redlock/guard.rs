@@ -58,6 +58,11 @@ impl Shared {
 /// its TTL.
 #[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
 pub struct RedLockGuard {
+    hold: QuorumHold,
+}
+
+/// A guard's hold on a quorum of the nodes: what the shared guard accessors read.
+struct QuorumHold {
     lock: RedLock,
     owner: Arc<str>,
     lease: Option<Duration>,
@@ -65,6 +70,20 @@ pub struct RedLockGuard {
     holds: Vec<Option<Hold<NodeLock>>>,
     shared: Arc<Shared>,
 }
+
+crate::raw::guard_accessors!(
+    RedLockGuard,
+    owner: "The owner field of this hold on every node: `<set id>:<task id>`.",
+    lease: "The lease this hold was taken with; `None` when its task extends it.",
+    is_lost: "Whether the lock is known to be lost: no extension reached a majority within \
+        the validity; or this hold is known to exist on fewer than a majority of the nodes \
+        (an extension, a re-entry of the same owner or a round that found another owner \
+        there showed it gone elsewhere); or (lease holds too) the validity ran out.",
+    validity: "How long the lock is still safely held: from the start of the last round a \
+        majority confirmed (the acquire or an extension), the TTL minus the drift \
+        allowance, minus the time since; zero once it ran out or the guard is \
+        [lost](Self::is_lost). Never more than the TTL."
+);
 
 impl RedLockGuard {
     pub(super) fn new(
@@ -92,21 +111,19 @@ impl RedLockGuard {
         let task = keep(keeper, ttl, lease.is_none(), round_start);
         lock.inner.nodes[0].core.handle.spawn(task);
         RedLockGuard {
-            lock,
-            owner,
-            lease,
-            holds,
-            shared,
+            hold: QuorumHold {
+                lock,
+                owner,
+                lease,
+                holds,
+                shared,
+            },
         }
     }
 
-    /// How many of this guard's node holds are not known to be lost.
-    fn live_nodes(&self) -> usize {
-        self.holds
-            .iter()
-            .flatten()
-            .filter(|h| !h.lost().is_cancelled())
-            .count()
+    /// How many nodes granted this hold when it was acquired (at least the quorum).
+    pub fn acquired_nodes(&self) -> usize {
+        self.hold.holds.iter().flatten().count()
     }
 
     /// Releases this hold on every node that granted it; the last hold of the lock frees it.
@@ -128,22 +145,21 @@ impl RedLockGuard {
     /// Once called, the releases happen: dropping the future lets them finish in the
     /// background.
     pub async fn unlock(mut self) -> Result<()> {
-        self.shared.stop.cancel();
-        let was_lost = self.is_lost();
-        let n = self.lock.inner.nodes.len();
+        self.hold.shared.stop.cancel();
+        let was_lost = self.hold.is_lost();
+        let n = self.hold.lock.inner.nodes.len();
         // Each node gets the node timeout; a release still running then finishes in the
         // background (a hung or reconnecting node must not stall the unlock).
-        let timeout = self.lock.inner.set.options.node_timeout;
-        let releases =
-            std::mem::take(&mut self.holds)
-                .into_iter()
-                .flatten()
-                .map(|mut hold| async move {
-                    match tokio::time::timeout(timeout, hold.unlock()).await {
-                        Ok(reply) => reply,
-                        Err(_) => Err(node_timeout_error(timeout)),
-                    }
-                });
+        let timeout = self.hold.lock.inner.set.options.node_timeout;
+        let releases = std::mem::take(&mut self.hold.holds)
+            .into_iter()
+            .flatten()
+            .map(|mut hold| async move {
+                match tokio::time::timeout(timeout, hold.unlock()).await {
+                    Ok(reply) => reply,
+                    Err(_) => Err(node_timeout_error(timeout)),
+                }
+            });
         let (mut released, mut errors) = (0, Vec::new());
         for reply in join_all(releases).await {
             match reply {
@@ -152,7 +168,7 @@ impl RedLockGuard {
                 Err(e) => errors.push(e),
             }
         }
-        let name = &self.lock.inner.name;
+        let name = &self.hold.lock.inner.name;
         tracing::debug!(lock = %name, released, failed = errors.len(), of = n, "redlock released");
         if released >= quorum(n) {
             Ok(())
@@ -164,32 +180,32 @@ impl RedLockGuard {
             })
         }
     }
+}
 
-    /// The lock's name.
-    pub fn name(&self) -> &str {
+impl QuorumHold {
+    /// How many of this guard's node holds are not known to be lost.
+    fn live_nodes(&self) -> usize {
+        self.holds
+            .iter()
+            .flatten()
+            .filter(|h| !h.lost().is_cancelled())
+            .count()
+    }
+
+    pub(super) fn name(&self) -> &str {
         &self.lock.inner.name
     }
 
-    /// The owner field of this hold on every node: `<set id>:<task id>`.
-    pub fn owner(&self) -> &str {
+    pub(super) fn owner(&self) -> &str {
         &self.owner
     }
 
-    /// The lease this hold was taken with; `None` when its task extends it.
-    pub fn lease(&self) -> Option<Duration> {
+    pub(super) fn lease(&self) -> Option<Duration> {
         self.lease
     }
 
-    /// How many nodes granted this hold when it was acquired (at least the quorum).
-    pub fn acquired_nodes(&self) -> usize {
-        self.holds.iter().flatten().count()
-    }
-
-    /// How long the lock is still safely held: from the start of the last round a majority
-    /// confirmed (the acquire or an extension), the TTL minus the drift allowance, minus the
-    /// time since; zero once it ran out or the guard is [lost](Self::is_lost). Never more
-    /// than the TTL.
-    pub fn validity(&self) -> Duration {
+    /// See [`RedLockGuard::validity`].
+    pub(super) fn validity(&self) -> Duration {
         let n = self.lock.inner.nodes.len();
         if self.shared.lost.is_cancelled() || self.live_nodes() < quorum(n) {
             return Duration::ZERO;
@@ -199,18 +215,13 @@ impl RedLockGuard {
             .saturating_duration_since(Instant::now())
     }
 
-    /// Whether the lock is known to be lost: no extension reached a majority within the
-    /// validity; or this hold is known to exist on fewer than a majority of the nodes (an
-    /// extension, a re-entry of the same owner or a round that found another owner there
-    /// showed it gone elsewhere); or (lease holds too) the validity ran out.
-    pub fn is_lost(&self) -> bool {
+    /// See [`RedLockGuard::is_lost`].
+    pub(super) fn is_lost(&self) -> bool {
         self.validity().is_zero()
     }
 
-    /// A token cancelled when the lock is known to be lost (see [`is_lost`](Self::is_lost));
-    /// also for lease holds, when their validity runs out. Select on `lost().cancelled()` to
-    /// stop work that must not continue without the lock.
-    pub fn lost(&self) -> CancellationToken {
+    /// See [`RedLockGuard::lost`]; cancels the token first if the lock is lost by now.
+    pub(super) fn lost(&self) -> CancellationToken {
         if self.is_lost() {
             self.shared.lose(
                 &self.lock.inner.name,
@@ -221,7 +232,7 @@ impl RedLockGuard {
     }
 }
 
-impl Drop for RedLockGuard {
+impl Drop for QuorumHold {
     fn drop(&mut self) {
         self.shared.stop.cancel();
         if !self.holds.is_empty() {
