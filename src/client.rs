@@ -13,7 +13,7 @@ use crate::deploy::{self, Connected, Deployment, MasterAuth, Settings, Subscribe
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_namespace};
 use crate::raw::listener::Listener;
-use crate::raw::watchdog::Watchdog;
+use crate::raw::registry::Watchdog;
 use crate::raw::Core;
 use crate::reentrant::RLock;
 use crate::scripts::ReplicaSync;

@@ -10,6 +10,7 @@ use std::task::{Context, Poll};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
+use super::kind::Kind;
 use super::registry::{Begin, HoldKey, Outcome, Sent};
 use super::settle::{finish, outcome_unknown};
 use super::Core;
@@ -65,18 +66,6 @@ impl<R: Send + 'static> Drop for Inflight<R> {
             self.handle.spawn(async move { undo(call.await).await });
         }
     }
-}
-
-/// What a lock kind provides so the shared guard and clean-up logic can release its holds.
-pub(crate) trait Kind: Clone + Send + Sync + 'static {
-    /// The client the lock belongs to.
-    fn core(&self) -> &Arc<Core>;
-    /// The lock's name, for errors and logs.
-    fn name(&self) -> &str;
-    /// Runs the kind's unlock script for one hold of `owner`. `expected` is the hold count
-    /// the owner must have for the release to happen (0: any). Replies as `lua/unlock.lua`:
-    /// -1 not held, -2 count differs, 0 released the last hold, n > 0 holds left.
-    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>>;
 }
 
 /// Whether an acquire reply took a hold.

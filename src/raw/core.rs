@@ -5,7 +5,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::listener::Listener;
-use super::watchdog::Watchdog;
+use super::registry::Watchdog;
 use crate::deploy::Commands;
 use crate::scripts::ReplicaSync;
 

@@ -13,8 +13,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::call::{ticketed_call, Kind, Synced, Ticket};
+use super::call::{ticketed_call, Synced, Ticket};
 use super::hold::Hold;
+use super::kind::Kind;
 use super::registry::HoldKey;
 use super::wait::{acquire, current_owner, pttl_from, Attempt};
 use super::{inspect, Core};

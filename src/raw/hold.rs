@@ -5,7 +5,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use super::call::{Inflight, Kind, Ticket};
+use super::call::{Inflight, Ticket};
+use super::kind::Kind;
 use super::registry::{HoldKey, Release};
 use super::settle::{send_release, spawn_settle};
 use crate::error::{Error, Result};

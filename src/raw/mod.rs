@@ -49,6 +49,7 @@
 //!
 //! - [`core`]: the per-client state every kind works through (connection, listener, watchdog).
 //! - [`wait`]: the wait loop above and its deadline helpers.
+//! - [`kind`]: what a lock kind gives the engine (its client, name and release script).
 //! - [`call`]: acquire calls that never leak a hold (cancellation, tickets, replica sync).
 //! - [`registry`]: the local hold registry: guards, calls in flight, doubts, loss deadlines.
 //! - [`settle`]: settlements that bring the server's count back to the guards'.
@@ -66,6 +67,7 @@ mod core;
 pub(crate) mod handle;
 pub(crate) mod hold;
 pub(crate) mod inspect;
+mod kind;
 pub(crate) mod listener;
 pub(crate) mod registry;
 mod settle;
@@ -73,10 +75,11 @@ pub(crate) mod wait;
 pub(crate) mod watchdog;
 
 pub(crate) use self::core::Core;
-pub(crate) use call::{run_acquire, Kind, Ticket};
+pub(crate) use call::{run_acquire, Ticket};
 pub(crate) use handle::{
     attempt, guard_accessors, inspect_methods, plain_reply, take, Base, HashKind, Reply,
 };
 pub(crate) use hold::{Hold, HoldRef};
+pub(crate) use kind::Kind;
 pub(crate) use registry::HoldKey;
 pub(crate) use wait::{current_owner, deadline_after, never_timed_out, pttl_from, Attempt};

@@ -6,16 +6,15 @@
 //! whether a granted reply joins the owner's current run of holds or starts a new one, and
 //! when a settlement must run (see "Settling" in [`raw`](super)).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
-use tokio::sync::Notify;
+use dashmap::DashMap;
+use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-use super::watchdog::{safe_until, Cmd, Watchdog};
 
 /// (lock key, owner field): one local hold entry.
 pub(crate) type HoldKey = (Arc<str>, Arc<str>);
@@ -159,6 +158,36 @@ pub(crate) enum Outcome {
     /// An abandoned acquire, sent as described, took a hold no guard owns; right after it
     /// the server counted this many holds of the owner.
     Abandoned(Sent, u32),
+}
+
+pub(super) enum Cmd {
+    Watch(HoldKey, u64),
+    Unwatch(u64),
+}
+
+/// The client's hold registry, and the handle to its watchdog task (started by
+/// [`Watchdog::start`] in [`watchdog`](super::watchdog)).
+pub(crate) struct Watchdog {
+    pub(super) registry: Arc<DashMap<HoldKey, Hold>>,
+    pub(super) tx: mpsc::UnboundedSender<Cmd>,
+    pub(super) shutdown: CancellationToken,
+    pub(super) next_gen: AtomicU64,
+    pub(super) timeout: Duration,
+}
+
+/// Safety margin of the loss deadline: clock-rate differences between client and server (as
+/// Redlock's drift: 1 % of the TTL + 2 ms), but at least 100 ms (capped at a tenth of the
+/// TTL) for scheduling delays: on a loaded 2-core machine the watchdog task and the holder's
+/// own task ran up to ~40 ms late, and a holder told 4 ms after the lock expired during a
+/// cluster failover overlapped the next owner (tests/deployments.rs).
+fn drift(timeout: Duration) -> Duration {
+    let clock = timeout / 100 + Duration::from_millis(2);
+    clock.max((timeout / 10).min(Duration::from_millis(100)))
+}
+
+/// The moment a key whose TTL was set to `ttl` by a call sent at `sent` surely still lives.
+pub(super) fn safe_until(sent: Instant, ttl: Duration) -> Instant {
+    sent + ttl.saturating_sub(drift(ttl))
 }
 
 impl Watchdog {
@@ -395,5 +424,19 @@ impl Watchdog {
     #[allow(dead_code)]
     pub(crate) fn watched(&self) -> usize {
         self.registry.iter().filter(|h| h.watch_refs > 0).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loss_margin_covers_clock_drift_and_scheduling() {
+        let ms = Duration::from_millis;
+        assert_eq!(drift(Duration::from_secs(30)), ms(302)); // 1 % + 2 ms
+        assert_eq!(drift(Duration::from_secs(3)), ms(100)); // scheduling floor
+        assert_eq!(drift(Duration::from_secs(1)), ms(100));
+        assert_eq!(drift(ms(100)), ms(10)); // a tenth of a tiny TTL
     }
 }

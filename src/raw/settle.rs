@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 
-use super::call::Kind;
+use super::kind::Kind;
 use super::registry::{HoldKey, Outcome};
 use super::Core;
 use crate::error::{Error, Result};

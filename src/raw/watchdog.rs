@@ -33,7 +33,7 @@ use tokio_util::time::{delay_queue, DelayQueue};
 
 use redis::cluster_routing::Slot;
 
-use super::registry::{Hold, HoldKey};
+use super::registry::{safe_until, Cmd, Hold, HoldKey, Watchdog};
 use crate::deploy::Commands;
 use crate::scripts::RENEW;
 
@@ -51,20 +51,6 @@ const MAX_INFLIGHT: usize = 8;
 /// nodes; redis-rs pipelines concurrent calls to one node on its connection, so more of
 /// them in flight cost no more round trips.
 const MAX_INFLIGHT_CLUSTER: usize = 64;
-
-pub(super) enum Cmd {
-    Watch(HoldKey, u64),
-    Unwatch(u64),
-}
-
-/// Handle to the client's watchdog task and its registry.
-pub(crate) struct Watchdog {
-    pub(super) registry: Arc<DashMap<HoldKey, Hold>>,
-    pub(super) tx: mpsc::UnboundedSender<Cmd>,
-    pub(super) shutdown: CancellationToken,
-    pub(super) next_gen: AtomicU64,
-    pub(super) timeout: Duration,
-}
 
 impl Watchdog {
     /// Starts the task. It runs until [`Watchdog::shutdown`] (the last `Client` dropped).
@@ -130,16 +116,6 @@ struct Task {
 
 /// A finished renew call: its batch, when it was sent, and the reply.
 type Renewal = (Vec<(HoldKey, u64)>, Instant, redis::RedisResult<Vec<i64>>);
-
-/// Safety margin of the loss deadline: clock-rate differences between client and server (as
-/// Redlock's drift: 1 % of the TTL + 2 ms), but at least 100 ms (capped at a tenth of the
-/// TTL) for scheduling delays: on a loaded 2-core machine the watchdog task and the holder's
-/// own task ran up to ~40 ms late, and a holder told 4 ms after the lock expired during a
-/// cluster failover overlapped the next owner (tests/deployments.rs).
-fn drift(timeout: Duration) -> Duration {
-    let clock = timeout / 100 + Duration::from_millis(2);
-    clock.max((timeout / 10).min(Duration::from_millis(100)))
-}
 
 impl Task {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Cmd>, shutdown: CancellationToken) {
@@ -377,11 +353,6 @@ impl Task {
     }
 }
 
-/// The moment a key whose TTL was set to `ttl` by a call sent at `sent` surely still lives.
-pub(super) fn safe_until(sent: Instant, ttl: Duration) -> Instant {
-    sent + ttl.saturating_sub(drift(ttl))
-}
-
 /// `when` rounded up to a multiple of `grid` after `epoch`: renewals happen at most one grid
 /// step late, which the TTL (three periods) absorbs, and locks due in one step share their
 /// script calls.
@@ -412,15 +383,6 @@ async fn renew(mut conn: Commands, ttl: Duration, batch: Vec<(HoldKey, u64)>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn loss_margin_covers_clock_drift_and_scheduling() {
-        let ms = Duration::from_millis;
-        assert_eq!(drift(Duration::from_secs(30)), ms(302)); // 1 % + 2 ms
-        assert_eq!(drift(Duration::from_secs(3)), ms(100)); // scheduling floor
-        assert_eq!(drift(Duration::from_secs(1)), ms(100));
-        assert_eq!(drift(ms(100)), ms(10)); // a tenth of a tiny TTL
-    }
 
     #[test]
     fn deadlines_round_up_to_the_grid() {
