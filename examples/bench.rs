@@ -13,8 +13,8 @@
 //! 5. waiter scale: 10,000 waiters on 10,000 locks held by another Client.
 //! 6. fair handoff: workload 3 on a FairLock; lock-script calls per handoff.
 
-#[path = "common/temp_redis.rs"]
-mod temp_redis;
+#[path = "../tests/support/server.rs"]
+mod server;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 use futures::stream::{self, StreamExt};
 use lockwise::redis::{self, aio::ConnectionManager};
 use serde_json::{json, Value as Json};
-use temp_redis::BoxError;
+
+/// The example's error type.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const CONCURRENCY: usize = 64;
 
@@ -69,7 +71,7 @@ fn main() -> Result<(), BoxError> {
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .init();
     }
-    let (url, _server) = temp_redis::url_or_start()?;
+    let (url, _server) = server::url_or_start(&[])?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -87,8 +87,8 @@
 mod chaos_worker;
 #[path = "common/clock.rs"]
 mod clock;
-#[path = "common/temp_redis.rs"]
-mod temp_redis;
+#[path = "../tests/support/server.rs"]
+mod server;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
@@ -104,7 +104,9 @@ use tokio::sync::mpsc;
 
 use chaos_worker::{WorkerArgs, LEASES};
 use clock::{ms, now_ns, ns, signal, Sig};
-use temp_redis::BoxError;
+
+/// The example's error type.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 struct Args {
     seconds: f64,
@@ -213,9 +215,9 @@ fn main() -> Result<(), BoxError> {
     }
     let args = parse_args(&argv)?;
     // DEBUG is off by default since Redis 7; older servers reject the option but allow DEBUG.
-    let (url, server) = temp_redis::url_or_start_with(&["--enable-debug-command", "local"])
-        .or_else(|_| temp_redis::url_or_start())?;
-    let server_pid = server.as_ref().map(|s| s.pid());
+    let (url, server) = server::url_or_start(&["--enable-debug-command", "local"])
+        .or_else(|_| server::url_or_start(&[]))?;
+    let server_pid = server.as_ref().and_then(|s| s.pid());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -25,9 +25,11 @@ use std::time::{Duration, Instant};
 
 use lockwise::redis::{self, AsyncCommands};
 
-#[path = "common/temp_redis.rs"]
-mod temp_redis;
-use temp_redis::{BoxError, TempRedis};
+#[path = "../tests/support/server.rs"]
+mod server;
+
+/// The example's error type.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const INITIAL_STOCK: i64 = 100;
 const INSTANCES: [&str; 2] = ["A", "B"];
@@ -103,14 +105,7 @@ struct RunResult {
 fn parent_main() -> Result<ExitCode, BoxError> {
     // Keep the server (if we started one) alive until the end of this function;
     // its Drop kills it, also on every error path.
-    let (_server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.is_empty() => (None, url),
-        _ => {
-            let server = TempRedis::start()?;
-            let url = server.url();
-            (Some(server), url)
-        }
-    };
+    let (url, _server) = server::url_or_start(&[])?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

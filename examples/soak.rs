@@ -18,8 +18,8 @@
 //! Without `REDIS_URL` it starts its own redis-server; with it, it uses a fresh namespace there
 //! (and still injects the faults: do not point it at a server others use).
 
-#[path = "common/temp_redis.rs"]
-mod temp_redis;
+#[path = "../tests/support/server.rs"]
+mod server;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,7 +28,9 @@ use std::time::{Duration, Instant};
 
 use lockwise::redis::{self, aio::MultiplexedConnection};
 use lockwise::Client;
-use temp_redis::BoxError;
+
+/// The example's error type.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 struct Args {
     seconds: f64,
@@ -88,7 +90,7 @@ fn main() -> Result<(), BoxError> {
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .init();
     }
-    let (url, server) = temp_redis::url_or_start()?;
+    let (url, server) = server::url_or_start(&[])?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

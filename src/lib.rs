@@ -21,7 +21,7 @@
 //     handle.rs       what hash kinds share: name and keys, the acquire prologue,
 //                     inspection and guard accessors
 //     watchdog.rs     the renewal task: timer wheel, batched renew calls
-//     listener.rs     the one subscription connection; wakeups per channel
+//     listener/       the one subscription connection; wakeups per channel
 //     inspect.rs      read-only queries
 //   reentrant.rs      RLock                 fair.rs     FairLock (FIFO queue)
 //   fenced.rs         FencedLock (tokens)   fenced_value.rs  FencedValue

@@ -36,7 +36,7 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
 
 use crate::clock::{now_ns, ns};
-use crate::temp_redis::BoxError;
+use crate::BoxError;
 
 /// The two leases lease holds use: one shorter and one longer than the SIGSTOP of a worker.
 pub const LEASES: [Duration; 2] = [Duration::from_millis(400), Duration::from_secs(3)];

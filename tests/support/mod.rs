@@ -6,12 +6,14 @@
 //!
 //! # Layout
 //!
-//! Every test binary has `mod support;` (this file: the server, inspection helpers, client
-//! builders). The rest is compiled only by the binaries that use it, through `#[path]`:
+//! Every test binary has `mod support;` (this file: inspection helpers, client builders, and
+//! the server from `server.rs`). The rest is compiled only by the binaries that use it,
+//! through `#[path]`:
 //!
 //! | file | what | included by |
 //! |---|---|---|
-//! | `support/mod.rs` | [`RedisServer`], inspection and client helpers | every test binary |
+//! | `support/mod.rs` | inspection and client helpers | every test binary |
+//! | `support/server.rs` | [`RedisServer`]: the throwaway server launcher | every test binary (through `mod.rs`), the examples `bench`, `chaos`, `inventory`, `soak` |
 //! | `support/checker/` | history checker of the fault suite: recording (`mod.rs`), checks (`checks.rs`) | `faults`, `deployments`, the child |
 //! | `support/child.rs` | parent side of child processes (`ChildProc`) | `faults` |
 //! | `support/test_child.rs` | the child process itself: the `test-child` example target | built on demand by `child.rs` |
@@ -40,167 +42,18 @@
 //!   quorum 1 and the default 30 s down-after, so a failover would take over 30 s; no waits
 //!   for sentinels agreeing on the master, replicas or each other.
 //!
-//! What this file and `topology/` add instead is small: spawn with retries on port races,
+//! What `server.rs` and `topology/` add instead is small: spawn with retries on port races,
 //! PING until ready, SIGKILL / SIGSTOP / SIGCONT by pid, restart on the same port with or
 //! without the data dir, bounded waits that panic with the last observed state.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+pub mod server;
+
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 
-/// A redis-server process owned by one test; killed on drop.
-pub struct RedisServer {
-    port: u16,
-    child: Option<Child>,
-    dir: tempfile::TempDir,
-    url: String,
-}
-
-/// A free local TCP port (racy by nature: callers retry when the spawn fails).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind an ephemeral port")
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Path of the redis-server binary (`REDIS_SERVER_BIN` or `redis-server` on PATH).
-pub fn redis_server_bin() -> String {
-    std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_string())
-}
-
-impl RedisServer {
-    /// Start a fresh redis-server on a free port in a temp dir and wait until it answers.
-    pub fn start() -> Self {
-        Self::start_with(&[])
-    }
-
-    /// Like [`RedisServer::start`], with extra `redis-server` arguments.
-    pub fn start_with(extra: &[&str]) -> Self {
-        for _ in 0..20 {
-            let port = free_port();
-            let mut server = RedisServer {
-                port,
-                child: None,
-                dir: tempfile::tempdir().expect("temp dir"),
-                url: format!("redis://127.0.0.1:{port}/"),
-            };
-            if server.spawn(extra) {
-                return server;
-            }
-        }
-        panic!("could not start redis-server (is it installed? set REDIS_SERVER_BIN)");
-    }
-
-    fn spawn(&mut self, extra: &[&str]) -> bool {
-        let port = self.port.to_string();
-        let dir: PathBuf = self.dir.path().to_path_buf();
-        let mut cmd = Command::new(redis_server_bin());
-        cmd.args([
-            "--port",
-            &port,
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .args(["--daemonize", "no", "--enable-debug-command", "local"])
-        .arg("--dir")
-        .arg(&dir)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-        let child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => panic!("cannot run {}: {e}", redis_server_bin()),
-        };
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                let _ = status;
-                self.child = None;
-                return false; // port taken or bad args: try another port
-            }
-            if let Ok(client) = redis::Client::open(self.url.as_str()) {
-                if let Ok(mut c) = client.get_connection() {
-                    if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                        return true;
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        self.kill();
-        false
-    }
-
-    /// `redis://127.0.0.1:<port>/`
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// The TCP port the server listens on.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// OS process id of the server (for SIGSTOP / SIGCONT / SIGKILL).
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(|c| c.id())
-    }
-
-    /// Kill the server process (SIGKILL) and reap it.
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// Kill and start again on the same port with an empty dataset (restart without persistence).
-    pub fn restart(&mut self) {
-        self.kill();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.spawn(&[]) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("redis-server did not restart on port {}", self.port);
-    }
-
-    /// A plain async connection for the test's own inspection and fault injection.
-    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.url.as_str())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .expect("connect to test redis")
-    }
-
-    /// A plain blocking connection.
-    pub fn sync_conn(&self) -> redis::Connection {
-        redis::Client::open(self.url.as_str())
-            .unwrap()
-            .get_connection()
-            .expect("connect to test redis")
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
+pub use server::RedisServer;
 
 /// A unique key namespace so tests sharing one server (REDIS_URL) never collide.
 pub fn unique_ns(test: &str) -> String {
@@ -397,48 +250,6 @@ pub fn redlock_options(ttl: Duration) -> lockwise::RedLockOptions {
         .ttl(ttl)
         .node_timeout(NODE_TIMEOUT)
         .retry_delay(Duration::from_millis(60))
-}
-
-impl RedisServer {
-    /// The server's data directory (where `dump.rdb` and `appendonlydir/` live).
-    pub fn dir(&self) -> &std::path::Path {
-        self.dir.path()
-    }
-
-    /// Start the server again after [`RedisServer::kill`], on the same port and in the same
-    /// dir, with `extra` arguments: unlike [`RedisServer::restart`] it loads whatever the dir
-    /// holds (an RDB snapshot, an AOF), as a real restart does.
-    pub fn start_again_with(&mut self, extra: &[&str]) {
-        assert!(
-            self.child.is_none(),
-            "start_again_with: the server still runs"
-        );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.spawn(extra) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("redis-server did not restart on port {}", self.port);
-    }
-
-    /// SIGKILL, then [`RedisServer::start_again_with`]: a crash and a restart that keeps the
-    /// data dir.
-    pub fn restart_keeping_data(&mut self, extra: &[&str]) {
-        self.kill();
-        self.start_again_with(extra);
-    }
-
-    /// Send a signal through kill(1), e.g. `"-STOP"` / `"-CONT"`.
-    pub fn signal(&self, sig: &str) {
-        let pid = self.pid().expect("signal: the server is not running");
-        let status = Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .expect("run kill(1)");
-        assert!(status.success(), "kill {sig} {pid} failed");
-    }
 }
 
 /// Polls PUBSUB NUMSUB of `channel` until `pred` holds or `timeout` passes; returns whether it

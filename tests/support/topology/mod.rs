@@ -31,7 +31,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{free_port, redis_server_bin};
+use crate::support::server::{free_port, redis_server_bin};
 
 /// Number of hash slots in a Redis Cluster.
 pub const SLOTS: u16 = 16384;
