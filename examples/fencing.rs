@@ -12,12 +12,13 @@
 //!
 //! Exits non-zero if the stale write was accepted.
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error};
+
+#[path = "../tests/support/server.rs"]
+mod server;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -40,8 +41,8 @@ async fn run() -> Result<bool, BoxError> {
     let (_server, url) = match std::env::var("REDIS_URL") {
         Ok(url) if !url.is_empty() => (None, url),
         _ => {
-            let server = TempRedis::start()?;
-            let url = server.url();
+            let server = server::RedisServer::try_start_with(&[], false)?;
+            let url = server.url().to_string();
             (Some(server), url)
         }
     };
@@ -126,72 +127,5 @@ async fn run() -> Result<bool, BoxError> {
     } else {
         println!("FAILED: the stale write got through");
         Ok(false)
-    }
-}
-
-/// A throwaway redis-server on a free port without persistence; killed on drop.
-struct TempRedis {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl TempRedis {
-    fn start() -> Result<TempRedis, BoxError> {
-        let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
-        for attempt in 0..10 {
-            let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-            let dir = std::env::temp_dir().join(format!(
-                "lockwise-fencing-{}-{attempt}",
-                uuid::Uuid::new_v4().simple()
-            ));
-            std::fs::create_dir_all(&dir)?;
-            let child = Command::new(&bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| format!("cannot run {bin:?} ({e}); install it or set REDIS_URL"))?;
-            let mut server = TempRedis { child, port, dir };
-            if server.ready()? {
-                return Ok(server);
-            }
-        }
-        Err("redis-server did not start".into())
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn ready(&mut self) -> Result<bool, BoxError> {
-        let client = lockwise::redis::Client::open(self.url().as_str())?;
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if self.child.try_wait()?.is_some() {
-                return Ok(false); // port taken: try another
-            }
-            if let Ok(mut conn) = client.get_connection() {
-                if lockwise::redis::cmd("PING")
-                    .query::<String>(&mut conn)
-                    .is_ok()
-                {
-                    return Ok(true);
-                }
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(false)
-    }
-}
-
-impl Drop for TempRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

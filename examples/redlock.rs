@@ -8,11 +8,13 @@
 //!
 //! Exits non-zero if a step does not behave as described.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, RedLockOptions, RedLockSet};
+
+#[path = "../tests/support/server.rs"]
+mod server;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -30,11 +32,11 @@ async fn main() -> ExitCode {
 async fn run() -> Result<(), BoxError> {
     let mut servers = Vec::new();
     for _ in 0..5 {
-        servers.push(Server::start()?);
+        servers.push(server::RedisServer::try_start_with(&[], false)?);
     }
     let mut clients = Vec::new();
     for s in &servers {
-        clients.push(Client::connect(&s.url()).await?);
+        clients.push(Client::connect(s.url()).await?);
     }
     let set = RedLockSet::with_options(
         &clients,
@@ -74,58 +76,4 @@ async fn run() -> Result<(), BoxError> {
         Ok(None) => return Err("expected an error, got a timeout".into()),
     }
     Ok(())
-}
-
-/// A redis-server on a free port, no persistence; killed on drop.
-struct Server {
-    child: Option<Child>,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    fn start() -> Result<Server, BoxError> {
-        let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
-        let dir = tempfile::tempdir()?;
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let child = Command::new(&bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot run {bin:?}: {e} (set REDIS_SERVER_BIN)"))?;
-        let server = Server {
-            child: Some(child),
-            port,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Ok(server);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Err(format!("redis-server on port {port} did not start").into())
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
