@@ -46,8 +46,8 @@ use tokio::time::Instant;
 use crate::error::Result;
 use crate::keys::Role;
 use crate::raw::{
-    self, current_owner, guard_accessors, inspect_methods, Attempt, Base, Core, HashKind, Hold,
-    HoldKey, Ticket,
+    self, guard_accessors, inspect_methods, owner_methods, Attempt, Base, Core, HashKind, Hold,
+    HoldKey, Owner, Ticket,
 };
 use crate::scripts::{FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_LOCK, FAIR_UNLOCK};
 
@@ -117,6 +117,19 @@ impl FairLock {
                 channel_prefix: base.keys.key(Role::FairChannel),
                 waiter_lease,
                 base,
+            }),
+        }
+    }
+
+    fn with_owner_mode(&self, owner: Owner) -> FairLock {
+        let inner = &self.inner;
+        FairLock {
+            inner: Arc::new(Inner {
+                base: inner.base.with_owner(owner),
+                queue: inner.queue.clone(),
+                timeouts: inner.timeouts.clone(),
+                channel_prefix: inner.channel_prefix.clone(),
+                waiter_lease: inner.waiter_lease,
             }),
         }
     }
@@ -216,7 +229,7 @@ impl FairLock {
         lease: Option<Duration>,
     ) -> Result<Option<FairLockGuard>> {
         self.inner.base.check()?;
-        let owner = current_owner(&self.inner.base.core.id_str);
+        let owner = self.inner.base.owner_field();
         // The queue entry is per call, not per owner: a late leave of an abandoned call of
         // this task must not remove the entry of its next call.
         let waiter: Arc<str> =
@@ -232,6 +245,7 @@ impl FairLock {
         };
         let granted = raw::take(
             self,
+            owner,
             &channel,
             deadline,
             lease,
@@ -408,6 +422,7 @@ impl FairLock {
 }
 
 inspect_methods!(FairLock);
+owner_methods!(FairLock);
 
 impl std::fmt::Debug for FairLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

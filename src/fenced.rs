@@ -33,7 +33,8 @@ use tokio::time::Instant;
 use crate::error::Result;
 use crate::keys::Role;
 use crate::raw::{
-    self, guard_accessors, inspect_methods, pttl_from, Base, Core, HashKind, Hold, Reply,
+    self, guard_accessors, inspect_methods, owner_methods, pttl_from, Base, Core, HashKind, Hold,
+    Owner, Reply,
 };
 use crate::reentrant::RLock;
 use crate::scripts::FENCED_LOCK;
@@ -92,6 +93,16 @@ impl FencedLock {
                 key: rlock.key().into(),
                 fence: rlock.base().keys.key(Role::Fence),
                 rlock,
+            }),
+        }
+    }
+
+    fn with_owner_mode(&self, owner: Owner) -> FencedLock {
+        FencedLock {
+            inner: Arc::new(Inner {
+                rlock: self.inner.rlock.with_owner_mode(owner),
+                key: self.inner.key.clone(),
+                fence: self.inner.fence.clone(),
             }),
         }
     }
@@ -171,6 +182,7 @@ impl FencedLock {
         let rlock = &self.inner.rlock;
         let granted = raw::take(
             rlock,
+            self.base().owner_field(),
             rlock.channel(),
             deadline,
             lease,
@@ -208,6 +220,7 @@ impl FencedLock {
 }
 
 inspect_methods!(FencedLock);
+owner_methods!(FencedLock);
 
 /// `[1, holds, token]` granted, `[0, pttl]` held.
 fn fenced_reply(reply: &[i64]) -> Option<Reply<u64>> {

@@ -13,9 +13,12 @@
 //                     `Commands`, the one command connection type
 //   raw/              the engine
 //     core.rs         per-client state: connection, listener, watchdog, settings
-//     wait.rs         the wait loop: try, subscribe, re-check, sleep until woken or the TTL
+//     wait.rs         the wait loop: try, subscribe, re-check, sleep until woken or the TTL;
+//                     owners (task, per hold, named)
 //     call.rs         acquire calls that never leak a hold; tickets; replica sync
-//     registry.rs     local holds per (lock, owner), calls in flight, loss deadlines
+//     kind.rs         what a lock kind gives the engine (client, name, release script)
+//     registry.rs     local holds per (lock, owner), calls in flight, loss deadlines;
+//                     the `Watchdog` handle that owns them
 //     settle.rs       settlements: the server's hold count back to the live guards
 //     hold.rs         one granted hold, as every guard wraps it
 //     handle.rs       what hash kinds share: name and keys, the acquire prologue,
@@ -26,7 +29,7 @@
 //   reentrant.rs      RLock                 fair.rs     FairLock (FIFO queue)
 //   fenced.rs         FencedLock (tokens)   fenced_value.rs  FencedValue
 //   multi.rs          MultiLock (all or nothing over several RLocks)
-//   redlock/          RedLock over independent masters: options, node, round, run, guard
+//   redlock/          RedLock over independent masters: options, node, round, guard
 //   keys.rs           every key and channel name (`Role`), argument checks
 //   scripts.rs        every Lua script (lua/*.lua), the runner, the header test
 //   error.rs          the one error enum

@@ -9,7 +9,9 @@ use tokio::time::Instant;
 
 use crate::error::Result;
 use crate::keys::Role;
-use crate::raw::{self, guard_accessors, inspect_methods, Base, Core, HashKind, Hold};
+use crate::raw::{
+    self, guard_accessors, inspect_methods, owner_methods, Base, Core, HashKind, Hold, Owner,
+};
 use crate::scripts::{FORCE_UNLOCK, LOCK, UNLOCK};
 
 /// A reentrant distributed lock, like Redisson's `RLock`: a Redis hash whose one field
@@ -40,6 +42,12 @@ impl RLock {
     pub(crate) fn new(core: Arc<Core>, name: &str) -> RLock {
         RLock {
             base: Arc::new(Base::new(core, name, Role::Lock)),
+        }
+    }
+
+    pub(crate) fn with_owner_mode(&self, owner: Owner) -> RLock {
+        RLock {
+            base: Arc::new(self.base.with_owner(owner)),
         }
     }
 
@@ -114,6 +122,7 @@ impl RLock {
     ) -> Result<Option<RLockGuard>> {
         let granted = raw::take(
             self,
+            self.base.owner_field(),
             self.channel(),
             deadline,
             lease,
@@ -182,6 +191,7 @@ impl RLock {
 }
 
 inspect_methods!(RLock);
+owner_methods!(RLock);
 
 impl std::fmt::Debug for RLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

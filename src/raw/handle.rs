@@ -17,7 +17,7 @@ use super::call::{ticketed_call, Synced, Ticket};
 use super::hold::Hold;
 use super::kind::Kind;
 use super::registry::HoldKey;
-use super::wait::{acquire, current_owner, pttl_from, Attempt};
+use super::wait::{acquire, pttl_from, Attempt, Owner};
 use super::{inspect, Core};
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys, Role};
@@ -31,7 +31,9 @@ pub(crate) struct Base {
     pub(crate) keys: Keys,
     /// The key of the hash that counts holds, shared with the hold registry entries.
     pub(crate) key: Arc<str>,
-    invalid: Option<String>,
+    /// Whose holds this handle's acquires take.
+    pub(crate) owner: Owner,
+    invalid: Option<(&'static str, String)>,
 }
 
 impl Base {
@@ -39,8 +41,8 @@ impl Base {
     /// ([`Role::Lock`] for the reentrant layout).
     pub(crate) fn new(core: Arc<Core>, name: &str, hash: Role) -> Base {
         let invalid = check_name(name).err().map(|e| match e {
-            Error::InvalidArgument { reason, .. } => reason,
-            other => other.to_string(),
+            Error::InvalidArgument { reason, .. } => ("name", reason),
+            other => ("name", other.to_string()),
         });
         let name = if invalid.is_some() { "" } else { name };
         let keys = Keys::new(&core.namespace, name);
@@ -49,14 +51,37 @@ impl Base {
             name: name.to_string(),
             keys,
             core,
+            owner: Owner::Task,
             invalid,
         }
     }
 
-    /// [`Error::InvalidArgument`] if the name was rejected.
+    /// The same lock, with acquires owned by `owner`. A rejected owner id is kept as its
+    /// reason and reported by every method, as a rejected name is.
+    pub(crate) fn with_owner(&self, owner: Owner) -> Base {
+        let invalid = self.invalid.clone().or_else(|| match &owner {
+            Owner::Named(id) => check_owner_id(id).err(),
+            _ => None,
+        });
+        Base {
+            core: self.core.clone(),
+            name: self.name.clone(),
+            keys: self.keys.clone(),
+            key: self.key.clone(),
+            owner,
+            invalid,
+        }
+    }
+
+    /// The owner field of the next acquire (see [`Owner`]).
+    pub(crate) fn owner_field(&self) -> Arc<str> {
+        self.owner.field(&self.core.id_str)
+    }
+
+    /// [`Error::InvalidArgument`] if the name or owner id was rejected.
     pub(crate) fn check(&self) -> Result<()> {
         match &self.invalid {
-            Some(reason) => Err(Error::invalid("name", reason.clone())),
+            Some((argument, reason)) => Err(Error::invalid(argument, reason.clone())),
             None => Ok(()),
         }
     }
@@ -66,9 +91,14 @@ impl Base {
         inspect::is_locked(&self.core, &self.key).await
     }
 
+    /// The holds of this handle's owner: the calling task's, or the named owner's; 0 on a
+    /// non-reentrant handle, whose holds belong to their guards alone.
     pub(crate) async fn hold_count(&self) -> Result<u32> {
         self.check()?;
-        inspect::hold_count(&self.core, &self.key).await
+        if self.owner == Owner::PerHold {
+            return Ok(0);
+        }
+        inspect::owner_holds(&self.core, &self.key, &self.owner_field()).await
     }
 
     pub(crate) async fn remaining_ttl(&self) -> Result<Option<Duration>> {
@@ -127,11 +157,12 @@ pub(crate) fn attempt<K: Kind, T: Send + 'static>(
     }
 }
 
-/// The acquire behind every kind's `lock`, `lock_with_lease` and `try_lock`: checks the
-/// name and lease, waits on `channel` until `attempt(hold key, lease ms)` acquires or
+/// The acquire behind every kind's `lock`, `lock_with_lease` and `try_lock` for `owner`
+/// (from [`Base::owner_field`]): checks the name and lease, waits on `channel` until `attempt(hold key, lease ms)` acquires or
 /// `deadline` passes (`Ok(None)`), and registers the hold before anything else can happen.
 pub(crate) async fn take<K, T, F, Fut>(
     kind: &K,
+    owner: Arc<str>,
     channel: &str,
     deadline: Option<Instant>,
     lease: Option<Duration>,
@@ -149,7 +180,7 @@ where
         Some(lease) => check_millis("lease", lease)?,
         None => base.core.watchdog_ms,
     };
-    let hold_key: HoldKey = (base.key.clone(), current_owner(&base.core.id_str));
+    let hold_key: HoldKey = (base.key.clone(), owner);
     let started = Instant::now();
     let granted = acquire(&base.core, channel, deadline, || {
         attempt(&hold_key, lease_ms)
@@ -232,6 +263,52 @@ macro_rules! guard_accessors {
     };
 }
 
+/// The ownership choices every hash-based handle offers (see "Ownership" in the crate docs);
+/// it needs a method `with_owner_mode(&self, Owner) -> Self` that returns the same lock with
+/// acquires owned by the given [`Owner`](crate::raw::Owner).
+macro_rules! owner_methods {
+    ($handle:ident) => {
+        impl $handle {
+            /// The same lock, **not reentrant**: every acquire through the returned handle
+            /// takes a hold of its own (owner `<client id>:h<n>`), so a second acquire waits
+            /// for the first guard, in the same task too, instead of re-entering it.
+            ///
+            /// Use it when a guard may leave the task that took it (moved into
+            /// `tokio::spawn`, kept in shared state) or outlive it: with the default,
+            /// task-owned handle, that task (for example the one task that serves every
+            /// request of an HTTP/1.1 keep-alive connection) would re-enter the lock while
+            /// the guard is still in use elsewhere, and tokio may give a new task the id of
+            /// an ended one. Code that nests `lock()` calls in one task deadlocks with it.
+            ///
+            /// On such a handle [`hold_count`](Self::hold_count) and
+            /// [`is_held_by_current_task`](Self::is_held_by_current_task) report no holds:
+            /// a hold belongs to its guard, not to a task.
+            pub fn non_reentrant(&self) -> Self {
+                self.with_owner_mode($crate::raw::Owner::PerHold)
+            }
+
+            /// The same lock, owned by `owner` (the field `<client id>:owner:<owner>`)
+            /// instead of the calling task: every task that acquires through a handle with
+            /// this owner re-enters the same holds, as one task re-enters its own
+            /// (Redisson's `lock(threadId)`). For re-entry across tasks on purpose; the
+            /// caller then decides which work belongs to one owner.
+            ///
+            /// An owner id must be non-empty, at most 256 bytes, without control
+            /// characters; otherwise every method of the returned handle reports
+            /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+            pub fn with_owner(&self, owner: impl AsRef<str>) -> Self {
+                self.with_owner_mode($crate::raw::Owner::Named(owner.as_ref().into()))
+            }
+
+            /// Whether acquires through this handle may re-enter an earlier hold: `false`
+            /// only for a [`non_reentrant`](Self::non_reentrant) handle.
+            pub fn is_reentrant(&self) -> bool {
+                self.base().owner != $crate::raw::Owner::PerHold
+            }
+        }
+    };
+}
+
 /// The read-only queries every hash-based handle shares; it needs a `base()` method (from
 /// [`HashKind`] or its own) that returns the lock's [`Base`].
 macro_rules! inspect_methods {
@@ -287,4 +364,24 @@ macro_rules! inspect_methods {
     };
 }
 
-pub(crate) use {guard_accessors, inspect_methods};
+pub(crate) use {guard_accessors, inspect_methods, owner_methods};
+
+/// Most bytes of a named owner id.
+const MAX_OWNER_LEN: usize = 256;
+
+/// A named owner id: not empty, at most [`MAX_OWNER_LEN`] bytes, no control characters.
+fn check_owner_id(id: &str) -> std::result::Result<(), (&'static str, String)> {
+    let reason = if id.is_empty() {
+        "an owner id must not be empty".to_string()
+    } else if id.len() > MAX_OWNER_LEN {
+        format!(
+            "an owner id may have at most {MAX_OWNER_LEN} bytes, got {}",
+            id.len()
+        )
+    } else if id.chars().any(char::is_control) {
+        "an owner id must not contain control characters".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(("owner", reason))
+}

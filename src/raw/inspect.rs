@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use super::settle::owner_holds;
-use super::wait::current_owner;
+pub(crate) use super::settle::owner_holds;
 use super::Core;
 use crate::error::Result;
 
@@ -14,11 +13,6 @@ pub(crate) async fn is_locked(core: &Core, key: &str) -> Result<bool> {
         .query_async(&mut core.conn.clone())
         .await?;
     Ok(n == 1)
-}
-
-/// The calling task's hold count in a lock hash (0 if none).
-pub(crate) async fn hold_count(core: &Core, key: &str) -> Result<u32> {
-    owner_holds(core, key, &current_owner(&core.id_str)).await
 }
 
 /// Time until a lock hash expires: `None` when it does not exist, `Duration::MAX` when it

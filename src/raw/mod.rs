@@ -70,16 +70,17 @@ pub(crate) mod inspect;
 mod kind;
 pub(crate) mod listener;
 pub(crate) mod registry;
-mod settle;
+pub(crate) mod settle;
 pub(crate) mod wait;
 pub(crate) mod watchdog;
 
 pub(crate) use self::core::Core;
 pub(crate) use call::{run_acquire, Ticket};
 pub(crate) use handle::{
-    attempt, guard_accessors, inspect_methods, plain_reply, take, Base, HashKind, Reply,
+    attempt, guard_accessors, inspect_methods, owner_methods, plain_reply, take, Base, HashKind,
+    Reply,
 };
 pub(crate) use hold::{Hold, HoldRef};
 pub(crate) use kind::Kind;
 pub(crate) use registry::HoldKey;
-pub(crate) use wait::{current_owner, deadline_after, never_timed_out, pttl_from, Attempt};
+pub(crate) use wait::{current_owner, deadline_after, never_timed_out, pttl_from, Attempt, Owner};

@@ -87,7 +87,7 @@ async fn settle<K: Kind>(kind: K, key: HoldKey) {
 const SETTLE_BACKOFF: Duration = Duration::from_millis(20);
 
 /// The hold count of `owner` in a lock hash (0 if none).
-pub(super) async fn owner_holds(core: &Core, key: &str, owner: &str) -> Result<u32> {
+pub(crate) async fn owner_holds(core: &Core, key: &str, owner: &str) -> Result<u32> {
     let n: Option<u32> = redis::cmd("HGET")
         .arg(key)
         .arg(owner)

@@ -118,6 +118,35 @@ pub(crate) fn pttl_from(ms: i64) -> Option<Duration> {
     u64::try_from(ms).ok().map(Duration::from_millis)
 }
 
+/// Whose holds a handle's acquires take (see "Ownership" in the crate docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// The calling task: `<client id>:<task id>`. Reentrant per task.
+    Task,
+    /// A fresh owner for every acquire, `<client id>:h<n>`: never reentrant; a guard may
+    /// outlive or leave its task without letting that task (or a later task with a reused
+    /// id) into the critical section.
+    PerHold,
+    /// An owner the caller names, `<client id>:owner:<id>`: every task that uses it
+    /// re-enters the same holds.
+    Named(Arc<str>),
+}
+
+impl Owner {
+    /// The owner field for the next acquire.
+    pub(crate) fn field(&self, client_id: &str) -> Arc<str> {
+        match self {
+            Owner::Task => current_owner(client_id),
+            Owner::PerHold => {
+                use std::sync::atomic::{AtomicU64, Ordering};
+                static NEXT: AtomicU64 = AtomicU64::new(1);
+                format!("{client_id}:h{}", NEXT.fetch_add(1, Ordering::Relaxed)).into()
+            }
+            Owner::Named(id) => format!("{client_id}:owner:{id}").into(),
+        }
+    }
+}
+
 /// The owner field for the calling task: `<client id>:<tokio task id>`, or a per-thread id
 /// outside a task (e.g. under `block_on`).
 pub(crate) fn current_owner(client_id: &str) -> Arc<str> {

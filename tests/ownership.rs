@@ -1,0 +1,322 @@
+//! Who owns a hold: the calling task (default, reentrant), each guard alone
+//! (`non_reentrant()`), or an owner the caller names (`with_owner(id)`).
+//!
+//! The trap this guards against is real in web services: hyper (under axum) serves every
+//! request of one HTTP/1.1 keep-alive connection in one task, so a task-owned lock taken by
+//! one request and handed to a spawned job is re-entered by the next request on that
+//! connection. The first test runs that scenario through a real axum server and a real
+//! keep-alive client connection, and checks the recorded hold intervals.
+
+mod support;
+
+#[path = "support/checker/mod.rs"]
+mod checker;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{RawQuery, State};
+use axum::routing::get;
+use axum::Router;
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use lockwise::{Client, RLockGuard};
+use support::{Conn, RedisServer};
+
+use checker::{assert_clean, History};
+
+const JOB: Duration = Duration::from_millis(300);
+
+#[derive(Clone)]
+struct App {
+    client: Client,
+    hist: History,
+    jobs: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+/// The handler: takes `job`, hands the guard to a spawned job and answers at once with the
+/// id of the task that served the request.
+async fn start_job(State(app): State<App>, RawQuery(query): RawQuery) -> String {
+    let lock = app.client.lock("job");
+    let reentrant = query.as_deref() == Some("reentrant=true");
+    let lock = if reentrant {
+        lock
+    } else {
+        lock.non_reentrant()
+    };
+    let id = app.hist.invoke("handler", "job");
+    let guard = lock.lock().await.expect("lock");
+    app.hist.ok(&id, guard.owner(), None, None);
+    let hist = app.hist.clone();
+    let job = tokio::spawn(async move {
+        tokio::time::sleep(JOB).await;
+        hist.release(&id);
+        guard.unlock().await.expect("unlock");
+    });
+    app.jobs.lock().unwrap().push(job);
+    format!("{}", tokio::task::id())
+}
+
+/// Serves `start_job` and sends two requests over one keep-alive connection; returns the
+/// recorded history and the ids of the tasks that served the two requests.
+async fn two_requests_on_one_connection(reentrant: bool) -> (History, Vec<String>) {
+    let server = RedisServer::start();
+    let ns = support::unique_ns(&format!("ownership-keepalive-{reentrant}"));
+    let client = support::client(&server, &ns, Duration::from_secs(5)).await;
+    let app = App {
+        client,
+        hist: History::new(),
+        jobs: Arc::default(),
+    };
+    let router = Router::new()
+        .route("/job", get(start_job))
+        .with_state(app.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut served_by = Vec::new();
+    for _ in 0..2 {
+        let req = hyper::Request::get(format!("/job?reentrant={reentrant}"))
+            .header("host", "localhost")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let resp = tokio::time::timeout(JOB * 10, sender.send_request(req))
+            .await
+            .expect("the request is answered")
+            .unwrap();
+        assert!(resp.status().is_success());
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        served_by.push(String::from_utf8(body.to_vec()).unwrap());
+    }
+    let jobs: Vec<_> = std::mem::take(&mut *app.jobs.lock().unwrap());
+    for job in jobs {
+        job.await.unwrap();
+    }
+    let mut conn = server.conn().await;
+    assert_no_keys(&mut conn, &ns).await;
+    (app.hist, served_by)
+}
+
+async fn assert_no_keys(conn: &mut Conn, ns: &str) {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{ns}:*"))
+        .query_async(conn)
+        .await
+        .unwrap();
+    assert!(keys.is_empty(), "keys left behind: {keys:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_requests_wait_for_the_job_of_a_non_reentrant_lock() {
+    let (hist, served_by) = two_requests_on_one_connection(false).await;
+    // The scenario is real: one task served both requests.
+    assert_eq!(served_by[0], served_by[1], "one connection, one task");
+    assert_eq!(hist.ok_count(), 2);
+    assert_clean(&hist.check_overlaps());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_requests_reenter_a_task_owned_lock() {
+    // The trap, shown: with the default (task-owned) handle the second request re-enters
+    // the hold the first request's job still uses. This is why `non_reentrant()` exists.
+    let (hist, served_by) = two_requests_on_one_connection(true).await;
+    assert_eq!(served_by[0], served_by[1], "one connection, one task");
+    assert_eq!(hist.ok_count(), 2);
+    // The checker accepts overlapping holds of one owner (re-entry); here both holds have
+    // the handler task's owner, and the second began while the first job still ran.
+    let acq = hist.acquisitions();
+    assert_eq!(
+        acq[0].owner, acq[1].owner,
+        "one owner: the connection's task"
+    );
+    assert!(
+        acq[1].acquired.unwrap() < acq[0].released.unwrap(),
+        "the connection's next request re-entered while the first job held the lock"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guard_that_outlives_its_task_excludes_every_later_task() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("ownership-outlives");
+    let client = support::client(&server, &ns, Duration::from_secs(5)).await;
+    let lock = client.lock("state").non_reentrant();
+    let hist = History::new();
+    let kept: Arc<Mutex<Option<RLockGuard>>> = Arc::default();
+
+    // A task takes the lock, leaves its guard in shared state, and ends.
+    let (l, h, k) = (lock.clone(), hist.clone(), kept.clone());
+    tokio::spawn(async move {
+        let id = h.invoke("keeper", "state");
+        let guard = l.lock().await.unwrap();
+        h.ok(&id, guard.owner(), None, None);
+        *k.lock().unwrap() = Some(guard);
+        // Remember the id for the release record.
+        h.note(&id, "kept");
+    })
+    .await
+    .unwrap();
+    let kept_id = hist.acquisitions()[0].id.clone();
+
+    // Many short tasks later (tokio may give them the ended task's id): none gets in.
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let (l, h) = (lock.clone(), hist.clone());
+        tasks.push(tokio::spawn(async move {
+            let id = h.invoke(&format!("later-{i}"), "state");
+            match l.try_lock(Duration::from_millis(20), None).await.unwrap() {
+                Some(g) => {
+                    h.ok(&id, g.owner(), None, None);
+                    h.release(&id);
+                    g.unlock().await.unwrap();
+                }
+                None => h.fail(&id, "timed out"),
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(hist.ok_count(), 1, "only the kept guard holds the lock");
+
+    let guard = kept.lock().unwrap().take().unwrap();
+    hist.release(&checker::AcqId(kept_id));
+    guard.unlock().await.unwrap();
+    let g = lock.try_lock(Duration::ZERO, None).await.unwrap();
+    assert!(g.is_some(), "free once the kept guard is released");
+    g.unwrap().unlock().await.unwrap();
+    assert_clean(&hist.check_overlaps());
+    assert_no_keys(&mut server.conn().await, &ns).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reentrant_handles_never_reenter_in_one_task() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("ownership-non-reentrant");
+    let client = support::client(&server, &ns, Duration::from_secs(5)).await;
+    let mut conn = server.conn().await;
+
+    let lock = client.lock("a").non_reentrant();
+    assert!(!lock.is_reentrant() && client.lock("a").is_reentrant());
+    let first = lock.lock().await.unwrap();
+    assert!(first.owner().starts_with(&format!("{}:h", client.id())));
+    assert!(lock
+        .try_lock(Duration::from_millis(100), None)
+        .await
+        .unwrap()
+        .is_none());
+    // The task-owned handle of the same lock waits too: the hold is the guard's.
+    assert!(client
+        .lock("a")
+        .try_lock(Duration::ZERO, None)
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(lock.hold_count().await.unwrap(), 0);
+    assert!(lock.is_locked().await.unwrap());
+    first.unlock().await.unwrap();
+    let second = lock.lock().await.unwrap();
+    second.unlock().await.unwrap();
+
+    let fair = client.fair_lock("f").non_reentrant();
+    let g = fair.lock().await.unwrap();
+    assert!(fair
+        .try_lock(Duration::from_millis(100), None)
+        .await
+        .unwrap()
+        .is_none());
+    g.unlock().await.unwrap();
+
+    let fenced = client.fenced_lock("t").non_reentrant();
+    let g = fenced.lock().await.unwrap();
+    assert!(fenced
+        .try_lock(Duration::from_millis(100), None)
+        .await
+        .unwrap()
+        .is_none());
+    let token = g.token();
+    g.unlock().await.unwrap();
+    let g = fenced.lock().await.unwrap();
+    assert!(
+        g.token() > token,
+        "every hold of a non-reentrant handle is a new token"
+    );
+    g.unlock().await.unwrap();
+
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{ns}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(keys.iter().all(|k| k.contains(":fence:")), "{keys:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_owner_reenters_across_tasks_and_excludes_others() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("ownership-named");
+    let client = support::client(&server, &ns, Duration::from_secs(5)).await;
+    let lock = client.lock("batch");
+    let named = lock.with_owner("batch-7");
+
+    let first = tokio::spawn({
+        let named = named.clone();
+        async move { named.lock().await.unwrap() }
+    })
+    .await
+    .unwrap();
+    assert!(first.owner().ends_with(":owner:batch-7"));
+    // Another task with the same owner re-enters the same hold.
+    let second = tokio::spawn({
+        let named = named.clone();
+        async move { named.try_lock(Duration::ZERO, None).await.unwrap() }
+    })
+    .await
+    .unwrap()
+    .expect("the same named owner re-enters");
+    assert_eq!(second.owner(), first.owner());
+    assert_eq!(named.hold_count().await.unwrap(), 2);
+    // Other owners wait: the calling task, and another name.
+    assert!(lock.try_lock(Duration::ZERO, None).await.unwrap().is_none());
+    let other = lock.with_owner("batch-8");
+    assert!(other
+        .try_lock(Duration::ZERO, None)
+        .await
+        .unwrap()
+        .is_none());
+    second.unlock().await.unwrap();
+    assert!(named.is_held_by_current_task().await.unwrap());
+    first.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+
+    // Bad owner ids: a typed error from every method, nothing written.
+    for bad in [String::new(), "x".repeat(257), "a\nb".to_string()] {
+        let handle = lock.with_owner(&bad);
+        let err = handle.lock().await.expect_err("rejected");
+        assert!(
+            matches!(
+                err,
+                lockwise::Error::InvalidArgument {
+                    argument: "owner",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(handle.hold_count().await.is_err());
+        let err = client
+            .fair_lock("f")
+            .with_owner(&bad)
+            .try_lock(Duration::ZERO, None)
+            .await;
+        assert!(err.is_err());
+    }
+    assert_no_keys(&mut server.conn().await, &ns).await;
+}
