@@ -1,8 +1,9 @@
 -- fair_leave.lua: a waiter that timed out or was cancelled leaves the fair lock's queue.
 --
 -- KEYS[1]  lock hash
--- KEYS[2]  queue: list of waiter ids ("<owner>:<n>"), oldest first
--- KEYS[3]  deadlines: sorted set, waiter id -> deadline in server ms
+-- KEYS[2]  unlock channel (not used here; the key layout is the same for every fair script)
+-- KEYS[3]  queue: list of waiter ids ("<owner>:<n>"), oldest first
+-- KEYS[4]  deadlines: sorted set, waiter id -> deadline in server ms
 -- ARGV[1]  waiter id of the leaving waiter
 -- ARGV[2]  per-waiter channel prefix: waiter w listens on ARGV[2] .. ':' .. w
 -- ARGV[3]  publish command: 'spublish' on a cluster with sharded pub/sub, else 'publish'
@@ -12,8 +13,9 @@
 -- stalls. The queue keys get the TTL "latest deadline + 1 s", or are deleted when empty.
 --
 -- Returns  1 the waiter was queued and left; 0 it was not queued
--- (queue, deadlines, now, purge_expired, live_head, tidy: lua/fair_queue.lua, prepended)
+-- (queue, deadlines, now, clock, purge_expired, live_head, tidy: lua/fair_queue.lua, prepended)
 local lock = KEYS[1]
+clock()
 
 local old_head = redis.call('lindex', queue, 0)
 purge_expired()

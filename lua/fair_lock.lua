@@ -1,9 +1,10 @@
 -- fair_lock.lua: take or re-enter a fair (FIFO) lock, or queue up behind the waiters ahead
 -- (one attempt, never blocks).
 --
--- KEYS[1]  lock hash: field "<client uuid>:<task id>" -> hold count
--- KEYS[2]  queue: list of waiter ids, oldest first
--- KEYS[3]  deadlines: sorted set, waiter id -> deadline in server ms (redis TIME)
+-- KEYS[1]  lock hash, shared by every kind of this name: field "<owner>" -> hold count
+-- KEYS[2]  unlock channel (not used here; the key layout is the same for every fair script)
+-- KEYS[3]  queue: list of waiter ids, oldest first
+-- KEYS[4]  deadlines: sorted set, waiter id -> deadline in server ms (redis TIME)
 -- ARGV[1]  lease in milliseconds (integer >= 1): TTL of a new lock; on re-entry the TTL is
 --          raised to at least this value, never lowered
 -- ARGV[2]  owner field "<client uuid>:<task id>"
@@ -24,9 +25,10 @@
 --         {0, wait}   not acquired; wait = ms after which retrying is useful: for the head,
 --                     the lock's pttl; for others, until the earliest queue deadline (when
 --                     a stale waiter ahead could be purged); -1 = unknown
--- (queue, deadlines, now, purge_expired, live_head, tidy: lua/fair_queue.lua, prepended)
+-- (queue, deadlines, now, clock, purge_expired, live_head, tidy: lua/fair_queue.lua, prepended)
 local lock = KEYS[1]
 local owner, waiter = ARGV[2], ARGV[3]
+clock()
 
 -- Purge stale waiters, and a head without a deadline (never written by lockwise).
 local purged = purge_expired()

@@ -1,20 +1,31 @@
--- fair_queue.lua: the queue helpers shared by every fair-lock script. Not a script of its own:
--- src/fair.rs prepends it to each fair_*.lua at build time, so each still runs as one EVAL.
+-- fair_queue.lua: the fair-queue helpers shared by the fair-lock scripts and by the release
+-- scripts of every kind (a lock of one name is one hash for every kind, so any release may
+-- have to wake a fair waiter). Not a script of its own: src/scripts.rs prepends it to
+-- fair_lock.lua, fair_leave.lua, unlock.lua and force_unlock.lua, so each still runs as one
+-- EVAL.
 --
--- KEYS[2]  queue: list of waiter ids ("<owner>:<n>"), oldest first
--- KEYS[3]  deadlines: sorted set, waiter id -> deadline in server ms (redis TIME)
+-- KEYS[3]  queue: list of waiter ids ("<owner>:<n>"), oldest first
+-- KEYS[4]  deadlines: sorted set, waiter id -> deadline in server ms (redis TIME)
 -- ARGV     none of its own
 --
 -- Defines (as locals of the script it is prepended to):
---   queue, deadlines, now   the two keys and the server time in ms
+--   queue, deadlines        the two keys
+--   now, clock()            the server time in ms, read by clock() (call it before the others)
+--   wake_fair(lock, pub, prefix)
+--                           when the queue exists: purges stale waiters and, if `lock` is
+--                           free, wakes the head on `prefix .. ':' .. head` with `pub`
 --   purge_expired()         drops waiters past their deadline; Returns how many
 --   live_head()             drops heads without a deadline (never written by lockwise);
 --                           Returns the head (or false) and how many were dropped
 --   tidy()                  deletes both keys when the queue is empty, else sets their TTL to
 --                           "latest deadline + 1 s"; Returns the head (or false)
-local queue, deadlines = KEYS[2], KEYS[3]
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local queue, deadlines = KEYS[3], KEYS[4]
+local now = 0
+
+local function clock()
+    local t = redis.call('time')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 
 local function purge_expired()
     local n = 0
@@ -52,3 +63,15 @@ local function tidy()
     return redis.call('lindex', queue, 0)
 end
 
+local function wake_fair(lock, pub, prefix)
+    if redis.call('exists', queue) == 0 then
+        return
+    end
+    clock()
+    purge_expired()
+    live_head()
+    local head = tidy()
+    if head and redis.call('exists', lock) == 0 then
+        redis.call(pub, prefix .. ':' .. head, 'wake')
+    end
+end

@@ -1,32 +1,46 @@
--- unlock.lua: release one hold of a reentrant lock; the last hold deletes the lock and
--- publishes a wakeup on its channel.
+-- unlock.lua: release one hold of a lock of any kind (RLock, FencedLock, FairLock, MultiLock
+-- members, a RedLock node); the last hold deletes the lock, publishes a wakeup on its channel
+-- and, when a fair queue exists for the name, wakes the head of that queue.
 --
--- KEYS[1]  lock hash
+-- KEYS[1]  lock hash, shared by every kind of this name
 -- KEYS[2]  unlock channel (same hash tag as KEYS[1])
--- ARGV[1]  owner field "<client uuid>:<task id>"
+-- KEYS[3]  fair queue (see lua/fair_queue.lua); usually absent
+-- KEYS[4]  fair queue deadlines
+-- ARGV[1]  owner field
 -- ARGV[2]  message to publish: the releasing client's id (lets that client skip its own
 --          echo: it already woke its local waiters)
--- ARGV[3]  expected hold count before the release, or 0 for "any". Used to undo an acquire
---          whose reply was lost (timeout, cancelled future): release only if that acquire
---          really added its hold, never a hold the caller did not take.
+-- ARGV[3]  expected hold count before the release, or 0 for "any". Used to settle an
+--          acquire or release whose reply was lost: release only while the count is the
+--          one the caller read, never a hold the caller did not count.
 -- ARGV[4]  publish command: 'spublish' on a cluster with sharded pub/sub, else 'publish'
+-- ARGV[5]  per-waiter channel prefix of the fair queue: waiter w listens on ARGV[5] .. ':' .. w
+--
+-- A fair waiter is woken with the payload 'wake' (never a client's id, so a head in the
+-- releasing client hears it too). When the owner holds nothing (-1) and the lock is free, a
+-- stuck queue head is woken as well. Without a fair queue this costs one EXISTS.
 --
 -- Returns  n > 0  released one hold, n holds remain (TTL unchanged)
---          0      released the last hold: lock deleted, wakeup published
+--          0      released the last hold: lock deleted, waiters woken
 --          -1     not held by this owner (expired, force-unlocked, or never taken)
 --          -2     hold count differs from ARGV[3]: nothing done
-local holds = redis.call('hget', KEYS[1], ARGV[1])
+-- (queue, deadlines, clock, wake_fair: lua/fair_queue.lua, prepended)
+local lock = KEYS[1]
+local pub = ARGV[4] == 'spublish' and 'spublish' or 'publish'
+
+local holds = redis.call('hget', lock, ARGV[1])
 if not holds then
+    wake_fair(lock, pub, ARGV[5])
     return -1
 end
 local expected = tonumber(ARGV[3])
 if expected > 0 and tonumber(holds) ~= expected then
     return -2
 end
-holds = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+holds = redis.call('hincrby', lock, ARGV[1], -1)
 if holds > 0 then
     return holds
 end
-redis.call('del', KEYS[1])
-redis.call(ARGV[4] == 'spublish' and 'spublish' or 'publish', KEYS[2], ARGV[2])
+redis.call('del', lock)
+redis.call(pub, KEYS[2], ARGV[2])
+wake_fair(lock, pub, ARGV[5])
 return 0

@@ -4,8 +4,9 @@
 //!
 //! Three keys per lock, all under the lock's Cluster hash tag:
 //!
-//! * `<ns>:fairlock:{name}`: the lock hash, exactly like [`RLock`](crate::RLock)'s (owner
-//!   field -> hold count), so the watchdog's batched renewal works unchanged;
+//! * `<ns>:lock:{name}`: the lock hash, the same key as the [`RLock`](crate::RLock) (and
+//!   every other kind) of the name, so kinds of one name exclude each other and the
+//!   watchdog's batched renewal works unchanged;
 //! * `<ns>:fairqueue:{name}`: a list of waiter ids, oldest first;
 //! * `<ns>:fairtimeouts:{name}`: a sorted set, waiter id -> deadline (server clock, ms).
 //!
@@ -13,8 +14,11 @@
 //! never removes the next call of the same task). Each waiter listens on its own channel
 //! `<ns>:fairchannel:{name}:<waiter id>`. The lock script
 //! (`lua/fair_lock.lua`) takes the lock only when it is free and the queue is empty or headed
-//! by the caller; otherwise it appends the caller (or refreshes its deadline). An unlock wakes
-//! only the head, on its channel: one wakeup and one lock attempt per handoff, no herd.
+//! by the caller; otherwise it appends the caller (or refreshes its deadline). An unlock (of
+//! any kind of this name: they all run `lua/unlock.lua`) wakes the head, on its channel: one
+//! wakeup and one fair lock attempt per handoff, no herd. It also publishes on the lock's
+//! channel, for waiters of the other kinds: those do not queue, so fairness holds among
+//! `FairLock` waiters, and a plain `lock()` of the same name may take a free lock first.
 //!
 //! Every script that touches the queue first purges waiters whose deadline has passed, and
 //! sets the queue keys' TTL to "latest deadline + 1 s" (or deletes them when the queue is
@@ -49,7 +53,7 @@ use crate::raw::{
     self, guard_accessors, inspect_methods, owner_methods, Attempt, Base, Core, HashKind, Hold,
     HoldKey, Owner, Ticket,
 };
-use crate::scripts::{FAIR_FORCE_UNLOCK, FAIR_LEAVE, FAIR_LOCK, FAIR_UNLOCK};
+use crate::scripts::{FAIR_LEAVE, FAIR_LOCK};
 
 /// Upper bound of the waiter lease (see the module docs).
 const MAX_WAITER_LEASE: Duration = Duration::from_secs(5);
@@ -95,12 +99,9 @@ pub struct FairLock {
 }
 
 struct Inner {
-    /// Name, keys and the lock hash (`fairlock` role), shared by the hold entries.
+    /// Name, keys and the lock hash (the `lock` role, as every kind), shared by the hold
+    /// entries.
     base: Base,
-    queue: String,
-    timeouts: String,
-    /// Waiter `w` listens on `<channel_prefix>:<w>`.
-    channel_prefix: String,
     waiter_lease: Duration,
 }
 
@@ -109,15 +110,9 @@ impl FairLock {
         let waiter_lease = core
             .watchdog_timeout
             .clamp(MIN_WAITER_LEASE, MAX_WAITER_LEASE.max(MIN_WAITER_LEASE));
-        let base = Base::new(core, name, Role::FairLock);
+        let base = Base::new(core, name, Role::Lock);
         FairLock {
-            inner: Arc::new(Inner {
-                queue: base.keys.key(Role::FairQueue),
-                timeouts: base.keys.key(Role::FairTimeouts),
-                channel_prefix: base.keys.key(Role::FairChannel),
-                waiter_lease,
-                base,
-            }),
+            inner: Arc::new(Inner { waiter_lease, base }),
         }
     }
 
@@ -126,9 +121,6 @@ impl FairLock {
         FairLock {
             inner: Arc::new(Inner {
                 base: inner.base.with_owner(owner),
-                queue: inner.queue.clone(),
-                timeouts: inner.timeouts.clone(),
-                channel_prefix: inner.channel_prefix.clone(),
                 waiter_lease: inner.waiter_lease,
             }),
         }
@@ -139,20 +131,21 @@ impl FairLock {
         &self.inner.base.name
     }
 
-    /// The Redis key of the lock hash (`<namespace>:fairlock:{<name>}`).
+    /// The Redis key of the lock hash (`<namespace>:lock:{<name>}`, shared with every kind
+    /// of the name).
     pub fn key(&self) -> &str {
         &self.inner.base.key
     }
 
     /// The Redis key of the waiters' queue, a list (`<namespace>:fairqueue:{<name>}`).
     pub fn queue_key(&self) -> &str {
-        &self.inner.queue
+        &self.inner.base.keys.queue
     }
 
     /// The Redis key of the waiters' deadlines, a sorted set scored by server time in ms
     /// (`<namespace>:fairtimeouts:{<name>}`).
     pub fn timeouts_key(&self) -> &str {
-        &self.inner.timeouts
+        &self.inner.base.keys.deadlines
     }
 
     /// How long a waiter's queue entry lives without a refresh: `min(watchdog_timeout, 5 s)`,
@@ -161,12 +154,8 @@ impl FairLock {
         self.inner.waiter_lease
     }
 
-    fn keys(&self) -> [&str; 3] {
-        [
-            &self.inner.base.key,
-            &self.inner.queue,
-            &self.inner.timeouts,
-        ]
+    fn keys(&self) -> [&str; 4] {
+        self.inner.base.keys.script_keys()
     }
 
     /// Acquires the lock after every waiter queued before this call, waiting as long as it
@@ -234,7 +223,7 @@ impl FairLock {
         // this task must not remove the entry of its next call.
         let waiter: Arc<str> =
             format!("{owner}:{}", NEXT_WAITER.fetch_add(1, Ordering::Relaxed)).into();
-        let channel = format!("{}:{waiter}", self.inner.channel_prefix);
+        let channel = format!("{}:{waiter}", self.inner.base.keys.fair_channel);
         // A deadline already reached: one attempt that does not join the queue.
         let single = deadline.is_some_and(|d| d <= Instant::now());
         let mut queued = Queued {
@@ -314,7 +303,7 @@ impl FairLock {
                     &&*owner,
                     &&*waiter,
                     &budget_ms,
-                    &lock.inner.channel_prefix.as_str(),
+                    &lock.inner.base.keys.fair_channel.as_str(),
                     &lock.inner.base.core.publish,
                 ],
             )
@@ -349,31 +338,12 @@ impl FairLock {
                 &self.keys(),
                 &[
                     &waiter,
-                    &self.inner.channel_prefix.as_str(),
+                    &self.inner.base.keys.fair_channel.as_str(),
                     &self.inner.base.core.publish,
                 ],
             )
             .await?;
         Ok(left == 1)
-    }
-
-    /// Runs the unlock script: `expected` 0 releases any one hold of `owner`.
-    async fn release_hold(&self, owner: &str, expected: u32) -> Result<i64> {
-        let mut conn = self.inner.base.core.conn.clone();
-        // The wakeup goes to the head's own channel with a payload that is no client's id, so
-        // the listener delivers it even when the head lives in this client: no local notify.
-        Ok(FAIR_UNLOCK
-            .run(
-                &mut conn,
-                &self.keys(),
-                &[
-                    &owner,
-                    &expected,
-                    &self.inner.channel_prefix.as_str(),
-                    &self.inner.base.core.publish,
-                ],
-            )
-            .await?)
     }
 
     /// Deletes the lock whoever holds it and wakes the head of the queue; the queue is kept.
@@ -387,21 +357,7 @@ impl FairLock {
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock.
     pub async fn force_unlock(&self) -> Result<bool> {
-        self.inner.base.check()?;
-        let deleted: i64 = FAIR_FORCE_UNLOCK
-            .run(
-                &mut self.inner.base.core.conn.clone(),
-                &self.keys(),
-                &[
-                    &self.inner.channel_prefix.as_str(),
-                    &self.inner.base.core.publish,
-                ],
-            )
-            .await?;
-        if deleted == 1 {
-            tracing::debug!(lock = %self.inner.base.name, "fair lock force-unlocked");
-        }
-        Ok(deleted == 1)
+        self.inner.base.force_unlock().await
     }
 
     /// How many waiters are queued (LLEN of the queue), including crashed waiters whose
@@ -415,7 +371,7 @@ impl FairLock {
     pub async fn queue_len(&self) -> Result<usize> {
         self.inner.base.check()?;
         Ok(redis::cmd("LLEN")
-            .arg(&self.inner.queue)
+            .arg(&self.inner.base.keys.queue)
             .query_async(&mut self.inner.base.core.conn.clone())
             .await?)
     }
@@ -451,7 +407,7 @@ impl raw::Kind for FairLock {
 
     fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
         let lock = self.clone();
-        async move { lock.release_hold(&owner, expected).await }.boxed()
+        async move { lock.inner.base.release(&owner, expected).await }.boxed()
     }
 }
 

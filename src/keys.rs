@@ -18,15 +18,14 @@ pub(crate) const MAX_MILLIS: u128 = 1 << 53;
 /// `<ns>:<role>:{n}` (see [`derive()`] for the other two).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {
-    /// `<ns>:lock:{n}`: the reentrant lock hash of an `RLock`, a `FencedLock` and each member
-    /// of a `MultiLock` (owner field -> hold count).
+    /// `<ns>:lock:{n}`: the lock hash (owner field -> hold count) of **every** mutex kind of
+    /// the name: `RLock`, `FencedLock`, `FairLock`, a `MultiLock` member, and a `RedLock` on
+    /// each of its nodes. So kinds of one name exclude each other.
     Lock,
-    /// `<ns>:channel:{n}`: the pub/sub channel the lock's unlocks publish to.
+    /// `<ns>:channel:{n}`: the pub/sub channel every release of the lock publishes to.
     Channel,
     /// `<ns>:fence:{n}`: a `FencedLock`'s token counter, the one key written without a TTL.
     Fence,
-    /// `<ns>:fairlock:{n}`: a `FairLock`'s hash.
-    FairLock,
     /// `<ns>:fairqueue:{n}`: a `FairLock`'s waiters, a list, oldest first.
     FairQueue,
     /// `<ns>:fairtimeouts:{n}`: a `FairLock`'s waiter deadlines, a sorted set.
@@ -34,10 +33,6 @@ pub(crate) enum Role {
     /// `<ns>:fairchannel:{n}`: the prefix of a `FairLock`'s per-waiter channels (waiter `w`
     /// listens on `<prefix>:<w>`).
     FairChannel,
-    /// `<ns>:redlock:{n}`: a `RedLock`'s hash on one node (`<ns>` is that node's client's).
-    Redlock,
-    /// `<ns>:redlock-channel:{n}`: the channel a `RedLock`'s releases publish to on one node.
-    RedlockChannel,
 }
 
 impl Role {
@@ -47,12 +42,9 @@ impl Role {
             Role::Lock => "lock",
             Role::Channel => "channel",
             Role::Fence => "fence",
-            Role::FairLock => "fairlock",
             Role::FairQueue => "fairqueue",
             Role::FairTimeouts => "fairtimeouts",
             Role::FairChannel => "fairchannel",
-            Role::Redlock => "redlock",
-            Role::RedlockChannel => "redlock-channel",
         }
     }
 }
@@ -61,26 +53,44 @@ impl Role {
 /// script touches a single slot.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
-    /// The reentrant lock hash.
+    /// The lock hash ([`Role::Lock`]).
     pub(crate) lock: String,
-    /// The pub/sub channel unlocks publish to.
+    /// The pub/sub channel releases publish to ([`Role::Channel`]).
     pub(crate) channel: String,
+    /// The fair queue ([`Role::FairQueue`]).
+    pub(crate) queue: String,
+    /// The fair queue's deadlines ([`Role::FairTimeouts`]).
+    pub(crate) deadlines: String,
+    /// The prefix of the fair waiters' channels ([`Role::FairChannel`]).
+    pub(crate) fair_channel: String,
     namespace: String,
     name: String,
 }
 
 impl Keys {
-    /// The lock hash is [`Role::Lock`]'s key, the channel [`Role::Channel`]'s.
+    /// The keys of the lock named `name` in `namespace`.
     pub(crate) fn new(namespace: &str, name: &str) -> Keys {
         let mut keys = Keys {
             lock: String::new(),
             channel: String::new(),
+            queue: String::new(),
+            deadlines: String::new(),
+            fair_channel: String::new(),
             namespace: namespace.to_string(),
             name: name.to_string(),
         };
         keys.lock = keys.key(Role::Lock);
         keys.channel = keys.key(Role::Channel);
+        keys.queue = keys.key(Role::FairQueue);
+        keys.deadlines = keys.key(Role::FairTimeouts);
+        keys.fair_channel = keys.key(Role::FairChannel);
         keys
+    }
+
+    /// KEYS of the release scripts (`lua/unlock.lua`, `lua/force_unlock.lua`) and of the
+    /// fair scripts: lock hash, channel, fair queue, fair deadlines.
+    pub(crate) fn script_keys(&self) -> [&str; 4] {
+        [&self.lock, &self.channel, &self.queue, &self.deadlines]
     }
 
     /// The key (or channel) of `role` for this lock, in the same Cluster slot as the others:
@@ -226,12 +236,9 @@ mod tests {
             (Role::Lock, "lock"),
             (Role::Channel, "channel"),
             (Role::Fence, "fence"),
-            (Role::FairLock, "fairlock"),
             (Role::FairQueue, "fairqueue"),
             (Role::FairTimeouts, "fairtimeouts"),
             (Role::FairChannel, "fairchannel"),
-            (Role::Redlock, "redlock"),
-            (Role::RedlockChannel, "redlock-channel"),
         ];
         let (plain, tagged, odd) = (
             Keys::new("lockwise", "order:1001"),
@@ -249,7 +256,16 @@ mod tests {
         }
         assert_eq!(plain.lock, plain.key(Role::Lock));
         assert_eq!(plain.channel, plain.key(Role::Channel));
-        assert_eq!(plain.key(Role::Redlock), "lockwise:redlock:{order:1001}");
+        assert_eq!(plain.queue, "lockwise:fairqueue:{order:1001}");
+        assert_eq!(
+            plain.script_keys(),
+            [
+                "lockwise:lock:{order:1001}",
+                "lockwise:channel:{order:1001}",
+                "lockwise:fairqueue:{order:1001}",
+                "lockwise:fairtimeouts:{order:1001}"
+            ]
+        );
     }
 
     #[test]

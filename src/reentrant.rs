@@ -12,7 +12,7 @@ use crate::keys::Role;
 use crate::raw::{
     self, guard_accessors, inspect_methods, owner_methods, Base, Core, HashKind, Hold, Owner,
 };
-use crate::scripts::{FORCE_UNLOCK, LOCK, UNLOCK};
+use crate::scripts::LOCK;
 
 /// A reentrant distributed lock, like Redisson's `RLock`: a Redis hash whose one field
 /// `<client id>:<task id>` counts the holder's holds.
@@ -142,26 +142,6 @@ impl RLock {
         Ok(granted.map(|(hold, ())| RLockGuard { hold }))
     }
 
-    /// Runs the unlock script: `expected` 0 releases any one hold of `owner`.
-    async fn release_hold(&self, owner: &str, expected: u32) -> Result<i64> {
-        let core = &self.base.core;
-        let mut conn = core.conn.clone();
-        let keys = &self.base.keys;
-        let reply: redis::RedisResult<i64> = UNLOCK
-            .run(
-                &mut conn,
-                &[&*self.base.key, &keys.channel],
-                &[&owner, &core.id_str.as_str(), &expected, &core.publish],
-            )
-            .await;
-        // Our own unlock message is not delivered back to us (see the listener), so wake a
-        // local waiter here; also when the reply was lost, as the unlock may have happened.
-        if matches!(reply, Ok(0) | Err(_)) {
-            core.listener.notify_local(&keys.channel);
-        }
-        Ok(reply?)
-    }
-
     /// Deletes the lock whoever holds it and wakes its waiters. Returns whether it was
     /// locked. The former holders' guards then fail to unlock with [`Error::NotHeld`](crate::Error::NotHeld); watchdog
     /// holders also see [`RLockGuard::lost`] fire at their next renewal.
@@ -172,21 +152,7 @@ impl RLock {
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock.
     pub async fn force_unlock(&self) -> Result<bool> {
-        self.base.check()?;
-        let core = &self.base.core;
-        let keys = &self.base.keys;
-        let deleted: i64 = FORCE_UNLOCK
-            .run(
-                &mut core.conn.clone(),
-                &[&*self.base.key, &keys.channel],
-                &[&core.id_str.as_str(), &core.publish],
-            )
-            .await?;
-        if deleted == 1 {
-            core.listener.notify_local(&keys.channel);
-            tracing::debug!(lock = %self.base.name, "lock force-unlocked");
-        }
-        Ok(deleted == 1)
+        self.base.force_unlock().await
     }
 }
 
@@ -219,7 +185,7 @@ impl raw::Kind for RLock {
 
     fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
         let lock = self.clone();
-        async move { lock.release_hold(&owner, expected).await }.boxed()
+        async move { lock.base.release(&owner, expected).await }.boxed()
     }
 }
 

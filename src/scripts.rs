@@ -167,12 +167,12 @@ macro_rules! scripts {
 scripts! {
     /// `lua/lock.lua`
     LOCK = "lock.lua";
-    /// `lua/unlock.lua`
-    UNLOCK = "unlock.lua";
+    /// `lua/unlock.lua`, after the shared `lua/fair_queue.lua`: the release of every kind
+    UNLOCK = "fair_queue.lua" + "unlock.lua";
     /// `lua/renew.lua`
     RENEW = "renew.lua";
-    /// `lua/force_unlock.lua`
-    FORCE_UNLOCK = "force_unlock.lua";
+    /// `lua/force_unlock.lua`, after the shared `lua/fair_queue.lua`: for every kind
+    FORCE_UNLOCK = "fair_queue.lua" + "force_unlock.lua";
     /// `lua/fenced_lock.lua`
     FENCED_LOCK = "fenced_lock.lua";
     /// `lua/fenced_write.lua`
@@ -181,12 +181,8 @@ scripts! {
     MULTI_CHECK = "multi_check.lua";
     /// `lua/fair_lock.lua`, after the shared `lua/fair_queue.lua`
     FAIR_LOCK = "fair_queue.lua" + "fair_lock.lua";
-    /// `lua/fair_unlock.lua`, after the shared `lua/fair_queue.lua`
-    FAIR_UNLOCK = "fair_queue.lua" + "fair_unlock.lua";
     /// `lua/fair_leave.lua`, after the shared `lua/fair_queue.lua`
     FAIR_LEAVE = "fair_queue.lua" + "fair_leave.lua";
-    /// `lua/fair_force_unlock.lua`, after the shared `lua/fair_queue.lua`
-    FAIR_FORCE_UNLOCK = "fair_queue.lua" + "fair_force_unlock.lua";
 }
 
 #[cfg(test)]

@@ -53,7 +53,7 @@ async fn all_nodes_up_acquires_on_every_node_with_bounded_validity() {
     in_task(async move {
         let lock = set.lock("order:1");
         let key = lock.key(0).unwrap().to_string();
-        assert_eq!(key, format!("{ns}:redlock:{{order:1}}"));
+        assert_eq!(key, format!("{ns}:lock:{{order:1}}"));
         let guard = lock.lock().await.expect("lock");
         assert_eq!(guard.acquired_nodes(), 5);
         assert_eq!(holders(&mut conns, &key).await, 5);

@@ -21,6 +21,7 @@ use super::wait::{acquire, pttl_from, Attempt, Owner};
 use super::{inspect, Core};
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys, Role};
+use crate::scripts::{FORCE_UNLOCK, UNLOCK};
 
 /// A lock handle's name, checked once, and its keys. A rejected name is kept as its reason
 /// and reported by every method, so building a handle never fails.
@@ -104,6 +105,67 @@ impl Base {
     pub(crate) async fn remaining_ttl(&self) -> Result<Option<Duration>> {
         self.check()?;
         inspect::remaining_ttl(&self.core, &self.key).await
+    }
+}
+
+/// Runs `lua/unlock.lua` (the release of every kind) for one hold of `owner` on the lock
+/// `keys` names; `expected` 0 releases any one hold. `message` is what the last release
+/// publishes (the releasing client's id, so that client skips its own echo). Wakes a local
+/// waiter when the lock may have been freed, since the client hears no echo of its own.
+pub(crate) async fn release(
+    core: &Core,
+    keys: &Keys,
+    owner: &str,
+    message: &str,
+    expected: u32,
+) -> Result<i64> {
+    let reply: redis::RedisResult<i64> = UNLOCK
+        .run(
+            &mut core.conn.clone(),
+            &keys.script_keys(),
+            &[
+                &owner,
+                &message,
+                &expected,
+                &core.publish,
+                &keys.fair_channel.as_str(),
+            ],
+        )
+        .await;
+    // Also when the reply was lost, as the unlock may have happened.
+    if matches!(reply, Ok(0) | Err(_)) {
+        core.listener.notify_local(&keys.channel);
+    }
+    Ok(reply?)
+}
+
+impl Base {
+    /// [`release`] on this lock, with this client's id as the message.
+    pub(crate) async fn release(&self, owner: &str, expected: u32) -> Result<i64> {
+        release(&self.core, &self.keys, owner, &self.core.id_str, expected).await
+    }
+
+    /// Deletes the lock whoever holds it (any kind of this name) and wakes its waiters:
+    /// those on its channel and the head of its fair queue. Returns whether it was locked.
+    pub(crate) async fn force_unlock(&self) -> Result<bool> {
+        self.check()?;
+        let (core, keys) = (&self.core, &self.keys);
+        let deleted: i64 = FORCE_UNLOCK
+            .run(
+                &mut core.conn.clone(),
+                &keys.script_keys(),
+                &[
+                    &core.id_str.as_str(),
+                    &core.publish,
+                    &keys.fair_channel.as_str(),
+                ],
+            )
+            .await?;
+        if deleted == 1 {
+            core.listener.notify_local(&keys.channel);
+            tracing::debug!(lock = %self.name, "lock force-unlocked");
+        }
+        Ok(deleted == 1)
     }
 }
 

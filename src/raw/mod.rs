@@ -77,8 +77,8 @@ pub(crate) mod watchdog;
 pub(crate) use self::core::Core;
 pub(crate) use call::{run_acquire, Ticket};
 pub(crate) use handle::{
-    attempt, guard_accessors, inspect_methods, owner_methods, plain_reply, take, Base, HashKind,
-    Reply,
+    attempt, guard_accessors, inspect_methods, owner_methods, plain_reply, release, take, Base,
+    HashKind, Reply,
 };
 pub(crate) use hold::{Hold, HoldRef};
 pub(crate) use kind::Kind;

@@ -5,7 +5,9 @@
 //! A [`RedLockSet`] holds N [`Client`]s, each connected to its own independent master, and a
 //! set id (a uuid). A lock's owner is `<set id>:<task id>`, the same on every node, and each
 //! node keeps the lock as the reentrant hash of [`RLock`](crate::RLock) (the same
-//! `lua/lock.lua`, `lua/unlock.lua` and `lua/renew.lua`), under `<namespace>:redlock:{<name>}`.
+//! `lua/lock.lua`, `lua/unlock.lua` and `lua/renew.lua`), under `<namespace>:lock:{<name>}`:
+//! the key every kind of the name uses on that server, so a Redlock and the other kinds of
+//! one name exclude each other on a node.
 //!
 //! One *round* of an acquire:
 //!
@@ -60,7 +62,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::{check_millis, check_name, Keys, Role};
+use crate::keys::{check_millis, check_name, Keys};
 use crate::raw;
 
 mod guard;
@@ -169,8 +171,8 @@ impl RedLock {
                     let core = c.core().clone();
                     let keys = Keys::new(&core.namespace, name);
                     NodeLock {
-                        key: keys.key(Role::Redlock).into(),
-                        channel: keys.key(Role::RedlockChannel).into(),
+                        key: keys.lock.as_str().into(),
+                        keys: Arc::new(keys),
                         core,
                         set_id: set.id_str.clone(),
                         name: name.into(),
@@ -193,7 +195,7 @@ impl RedLock {
         &self.inner.name
     }
 
-    /// The Redis key of the lock hash on node `i` (`<namespace>:redlock:{<name>}`); `None`
+    /// The Redis key of the lock hash on node `i` (`<namespace>:lock:{<name>}`); `None`
     /// for an index out of range or an invalid lock.
     pub fn key(&self, i: usize) -> Option<&str> {
         self.inner.nodes.get(i).map(|n| &*n.key)

@@ -10,8 +10,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use crate::error::{Error, Result};
+use crate::keys::Keys;
 use crate::raw::{self, Attempt, Core, HoldKey, Ticket};
-use crate::scripts::{LOCK, RENEW, UNLOCK};
+use crate::scripts::{LOCK, RENEW};
 
 /// The error of a node that did not answer within the node timeout (retryable).
 pub(super) fn node_timeout_error(timeout: Duration) -> Error {
@@ -29,8 +30,9 @@ pub(super) fn node_timeout_error(timeout: Duration) -> Error {
 #[derive(Clone)]
 pub(super) struct NodeLock {
     pub(super) core: Arc<Core>,
+    /// The lock hash (`keys.lock`), as the registry keys it.
     pub(super) key: Arc<str>,
-    pub(super) channel: Arc<str>,
+    pub(super) keys: Arc<Keys>,
     pub(super) set_id: Arc<str>,
     pub(super) name: Arc<str>,
 }
@@ -110,23 +112,8 @@ impl raw::Kind for NodeLock {
     /// `lua/unlock.lua` on this node: releases one hold of `owner` (`expected` 0: whatever
     /// its hold count); the last one publishes the set's id.
     fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
-        let (mut conn, key, channel, publish, set_id) = (
-            self.core.conn.clone(),
-            self.key.clone(),
-            self.channel.clone(),
-            self.core.publish,
-            self.set_id.clone(),
-        );
-        async move {
-            let reply = UNLOCK
-                .run(
-                    &mut conn,
-                    &[&key, &channel],
-                    &[&&*owner, &&*set_id, &expected, &publish],
-                )
-                .await?;
-            Ok(reply)
-        }
-        .boxed()
+        let node = self.clone();
+        async move { raw::release(&node.core, &node.keys, &owner, &node.set_id, expected).await }
+            .boxed()
     }
 }
