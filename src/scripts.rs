@@ -173,6 +173,8 @@ scripts! {
     RENEW = "renew.lua";
     /// `lua/force_unlock.lua`, after the shared `lua/fair_queue.lua`: for every kind
     FORCE_UNLOCK = "fair_queue.lua" + "force_unlock.lua";
+    /// `lua/rekey.lua`: a guard's hold moves to an owner of its own (`detach`)
+    REKEY = "rekey.lua";
     /// `lua/fenced_lock.lua`
     FENCED_LOCK = "fenced_lock.lua";
     /// `lua/fenced_write.lua`

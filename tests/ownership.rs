@@ -38,15 +38,19 @@ struct App {
 /// The handler: takes `job`, hands the guard to a spawned job and answers at once with the
 /// id of the task that served the request.
 async fn start_job(State(app): State<App>, RawQuery(query): RawQuery) -> String {
+    let mode = query.unwrap_or_default();
     let lock = app.client.lock("job");
-    let reentrant = query.as_deref() == Some("reentrant=true");
-    let lock = if reentrant {
-        lock
-    } else {
+    let lock = if mode == "mode=non_reentrant" {
         lock.non_reentrant()
+    } else {
+        lock
     };
     let id = app.hist.invoke("handler", "job");
-    let guard = lock.lock().await.expect("lock");
+    let mut guard = lock.lock().await.expect("lock");
+    if mode == "mode=detach" {
+        // The guard leaves this task: give it an owner of its own first.
+        guard.detach().await.expect("detach");
+    }
     app.hist.ok(&id, guard.owner(), None, None);
     let hist = app.hist.clone();
     let job = tokio::spawn(async move {
@@ -60,9 +64,9 @@ async fn start_job(State(app): State<App>, RawQuery(query): RawQuery) -> String 
 
 /// Serves `start_job` and sends two requests over one keep-alive connection; returns the
 /// recorded history and the ids of the tasks that served the two requests.
-async fn two_requests_on_one_connection(reentrant: bool) -> (History, Vec<String>) {
+async fn two_requests_on_one_connection(mode: &str) -> (History, Vec<String>) {
     let server = RedisServer::start();
-    let ns = support::unique_ns(&format!("ownership-keepalive-{reentrant}"));
+    let ns = support::unique_ns(&format!("ownership-keepalive-{mode}"));
     let client = support::client(&server, &ns, Duration::from_secs(5)).await;
     let app = App {
         client,
@@ -83,7 +87,9 @@ async fn two_requests_on_one_connection(reentrant: bool) -> (History, Vec<String
     tokio::spawn(conn);
     let mut served_by = Vec::new();
     for _ in 0..2 {
-        let req = hyper::Request::get(format!("/job?reentrant={reentrant}"))
+        // The connection takes the next request once the previous response is read.
+        sender.ready().await.unwrap();
+        let req = hyper::Request::get(format!("/job?mode={mode}"))
             .header("host", "localhost")
             .body(Empty::<Bytes>::new())
             .unwrap();
@@ -115,7 +121,7 @@ async fn assert_no_keys(conn: &mut Conn, ns: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_alive_requests_wait_for_the_job_of_a_non_reentrant_lock() {
-    let (hist, served_by) = two_requests_on_one_connection(false).await;
+    let (hist, served_by) = two_requests_on_one_connection("non_reentrant").await;
     // The scenario is real: one task served both requests.
     assert_eq!(served_by[0], served_by[1], "one connection, one task");
     assert_eq!(hist.ok_count(), 2);
@@ -123,10 +129,23 @@ async fn keep_alive_requests_wait_for_the_job_of_a_non_reentrant_lock() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_requests_wait_for_the_job_of_a_detached_guard() {
+    let (hist, served_by) = two_requests_on_one_connection("detach").await;
+    assert_eq!(served_by[0], served_by[1], "one connection, one task");
+    assert_eq!(hist.ok_count(), 2);
+    let acq = hist.acquisitions();
+    assert_ne!(
+        acq[0].owner, acq[1].owner,
+        "each detached guard has its own owner"
+    );
+    assert_clean(&hist.check_overlaps());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_alive_requests_reenter_a_task_owned_lock() {
     // The trap, shown: with the default (task-owned) handle the second request re-enters
     // the hold the first request's job still uses. This is why `non_reentrant()` exists.
-    let (hist, served_by) = two_requests_on_one_connection(true).await;
+    let (hist, served_by) = two_requests_on_one_connection("task").await;
     assert_eq!(served_by[0], served_by[1], "one connection, one task");
     assert_eq!(hist.ok_count(), 2);
     // The checker accepts overlapping holds of one owner (re-entry); here both holds have
@@ -319,4 +338,105 @@ async fn named_owner_reenters_across_tasks_and_excludes_others() {
         assert!(err.is_err());
     }
     assert_no_keys(&mut server.conn().await, &ns).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detached_guard_keeps_the_lock_and_excludes_the_task_that_took_it() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("ownership-detach");
+    let watchdog = Duration::from_millis(900);
+    let client = support::client(&server, &ns, watchdog).await;
+    let mut conn = server.conn().await;
+    let lock = client.lock("d");
+
+    let mut guard = lock.lock().await.unwrap();
+    let task_owner = guard.owner().to_string();
+    guard.detach().await.unwrap();
+    assert_ne!(guard.owner(), task_owner);
+    assert!(guard.owner().starts_with(&format!("{}:h", client.id())));
+    let fields: std::collections::BTreeMap<String, i64> = redis::cmd("HGETALL")
+        .arg(lock.key())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        fields,
+        std::collections::BTreeMap::from([(guard.owner().to_string(), 1)]),
+        "the hold moved, nothing else"
+    );
+    // The task that took it waits like any other owner.
+    assert!(lock
+        .try_lock(Duration::from_millis(100), None)
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(lock.hold_count().await.unwrap(), 0);
+    // The watchdog renews the detached hold: it outlives several timeouts.
+    tokio::time::sleep(watchdog * 3).await;
+    assert!(!guard.is_lost(), "renewed under its new owner");
+    assert!(guard.validity() > Duration::ZERO);
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.lock().await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished());
+    guard.unlock().await.unwrap();
+    waiter.await.unwrap().unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+
+    // A re-entered hold is not detached: the guard stays as it was.
+    let mut outer = lock.lock().await.unwrap();
+    let mut inner = lock.lock().await.unwrap();
+    let err = inner.detach().await.expect_err("re-entered");
+    assert!(
+        matches!(
+            err,
+            lockwise::Error::InvalidArgument {
+                argument: "guard",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    inner.unlock().await.unwrap();
+    outer.detach().await.unwrap();
+    outer.unlock().await.unwrap();
+
+    // Fair and fenced guards detach the same way; the token stays.
+    let mut fenced = client.fenced_lock("t").lock().await.unwrap();
+    let token = fenced.token();
+    fenced.detach().await.unwrap();
+    assert_eq!(fenced.token(), token);
+    assert!(client
+        .fenced_lock("t")
+        .try_lock(Duration::ZERO, None)
+        .await
+        .unwrap()
+        .is_none());
+    fenced.unlock().await.unwrap();
+    let mut fair = client.fair_lock("f").lock().await.unwrap();
+    fair.detach().await.unwrap();
+    assert!(client
+        .fair_lock("f")
+        .try_lock(Duration::ZERO, None)
+        .await
+        .unwrap()
+        .is_none());
+    fair.unlock().await.unwrap();
+
+    // A hold that is gone: NotHeld, nothing left behind.
+    let mut gone = lock.lock().await.unwrap();
+    assert!(lock.force_unlock().await.unwrap());
+    let err = gone.detach().await.expect_err("gone");
+    assert!(err.is_not_held(), "{err:?}");
+    drop(gone);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{ns}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(keys.iter().all(|k| k.contains(":fence:")), "{keys:?}");
 }

@@ -286,6 +286,32 @@ macro_rules! guard_accessors {
                 fencing tokens where the resource can check them: a pause after the check \
                 is not covered."
         );
+
+        impl $guard {
+            /// Moves this hold to an owner of its own (`<client id>:h<n>`, see
+            /// [`owner`](Self::owner)), so the task that took it no longer re-enters it:
+            /// call it before the guard leaves its task (moved into `tokio::spawn`, kept in
+            /// shared state) or may outlive it. Afterwards that task's next `lock()` of this
+            /// lock waits for this guard, like any other owner. The lock stays held
+            /// throughout, with the same TTL (and fencing token); renewals follow the hold.
+            /// One script call. Handles made with `non_reentrant()` need no detach.
+            ///
+            /// # Errors
+            /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) (argument
+            /// `"guard"`), with the guard unchanged, when this is not its owner's only hold
+            /// of the lock (the task re-entered it: detach the outermost guard once the
+            /// inner ones are released) or a call of its owner on this lock is in flight;
+            /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold is gone;
+            /// [`Error::Redis`](crate::Error::Redis) when Redis failed: the hold may have
+            /// moved or not, which a settlement finds out in the background (if it moved,
+            /// this guard becomes [lost](Self::is_lost) and the moved hold is released).
+            ///
+            /// # Cancel safety
+            /// Dropping the future before the reply is the same as the `Error::Redis` case.
+            pub async fn detach(&mut self) -> $crate::Result<()> {
+                self.hold.detach().await
+            }
+        }
     };
     ($guard:ident, owner: $owner:literal, lease: $lease:literal, is_lost: $is_lost:literal,
      validity: $validity:literal) => {

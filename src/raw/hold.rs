@@ -7,9 +7,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{Inflight, Ticket};
 use super::kind::Kind;
+use super::registry::Outcome;
 use super::registry::{HoldKey, Release};
-use super::settle::{send_release, spawn_settle};
+use super::settle::{finish, outcome_unknown, send_release, spawn_settle};
+use super::wait::Owner;
 use crate::error::{Error, Result};
+use crate::scripts::REKEY;
 
 /// One hold of a lock of kind `K`: the state and release logic every guard type shares.
 pub(crate) struct Hold<K: Kind> {
@@ -52,6 +55,85 @@ impl<K: Kind> Hold<K> {
                 lost,
                 epoch,
             }),
+        }
+    }
+
+    /// Moves this hold to an owner of its own (`<client id>:h<n>`), so the task that took it
+    /// no longer re-enters it (`detach` on the guards). The move is one script call
+    /// (`lua/rekey.lua`), retried twice when its reply is lost (it is idempotent). An outcome
+    /// that stays unknown, or a dropped future, leaves both owners' counts to a settlement:
+    /// if the hold moved, this guard is then lost and the moved hold released.
+    pub(crate) async fn detach(&mut self) -> Result<()> {
+        let Some(state) = self.state.as_mut() else {
+            return Ok(());
+        };
+        let core = state.kind.core().clone();
+        let from = state.hold_key.clone();
+        let to: HoldKey = (from.0.clone(), Owner::PerHold.field(&core.id_str));
+        core.watchdog
+            .begin_transfer(&from, state.epoch, &to)
+            .map_err(|reason| Error::invalid("guard", reason))?;
+        let mut pending = Moving {
+            kind: state.kind.clone(),
+            from: from.clone(),
+            to: to.clone(),
+            armed: true,
+        };
+        let mut retries = 0;
+        let reply = loop {
+            let keys: [&str; 1] = [&from.0];
+            let reply: redis::RedisResult<i64> = REKEY
+                .run(&mut core.conn.clone(), &keys, &[&&*from.1, &&*to.1])
+                .await;
+            match reply {
+                Err(e) if outcome_unknown(&e) && retries < 2 => retries += 1,
+                other => break other,
+            }
+        };
+        pending.armed = false;
+        let kind = state.kind.clone();
+        let end = |from_outcome, to_outcome| {
+            finish(&kind, &from, from_outcome);
+            finish(&kind, &to, to_outcome);
+        };
+        match reply {
+            Ok(1 | 2) => {
+                let (lost, epoch) = core.watchdog.transfer(&from, &to, state.lease.is_none());
+                tracing::debug!(lock = %kind.name(), from = %from.1, to = %to.1, "hold detached");
+                state.hold_key = to;
+                state.lost = lost;
+                state.epoch = epoch;
+                Ok(())
+            }
+            Ok(-1) => {
+                end(Outcome::Forgotten, Outcome::Known);
+                Err(Error::NotHeld {
+                    name: kind.name().to_string(),
+                })
+            }
+            Ok(-2) => {
+                // The server counts more holds of this owner than its guards: settle it.
+                end(Outcome::Unknown, Outcome::Known);
+                Err(Error::invalid(
+                    "guard",
+                    "its owner holds the lock more than once on the server",
+                ))
+            }
+            Ok(other) => {
+                end(Outcome::Unknown, Outcome::Unknown);
+                Err(Error::UnexpectedReply(format!(
+                    "rekey script answered {other}"
+                )))
+            }
+            Err(e) => {
+                let outcome = if outcome_unknown(&e) {
+                    Outcome::Unknown
+                } else {
+                    Outcome::Known
+                };
+                end(outcome, outcome);
+                Err(e.into())
+            }
         }
     }
 
@@ -149,6 +231,24 @@ impl<K: Kind> Hold<K> {
         self.state
             .as_ref()
             .map_or_else(CancellationToken::new, |s| s.lost.clone())
+    }
+}
+
+/// A move of [`Hold::detach`] in flight: dropped before its reply, both owners' counts are
+/// settled (the move may or may not have happened).
+struct Moving<K: Kind> {
+    kind: K,
+    from: HoldKey,
+    to: HoldKey,
+    armed: bool,
+}
+
+impl<K: Kind> Drop for Moving<K> {
+    fn drop(&mut self) {
+        if self.armed {
+            finish(&self.kind, &self.from, Outcome::Unknown);
+            finish(&self.kind, &self.to, Outcome::Unknown);
+        }
     }
 }
 

@@ -1,0 +1,27 @@
+-- rekey.lua: move an owner's single hold of a lock to a new owner, for a guard that leaves
+-- the task that took it (`detach`): afterwards that task no longer re-enters the hold.
+--
+-- KEYS[1]  lock hash
+-- ARGV[1]  old owner field
+-- ARGV[2]  new owner field (fresh, unique to the guard)
+--
+-- The new field is written before the old one is removed, so the hash never becomes empty
+-- and keeps its TTL.
+--
+-- Returns  1   moved
+--          2   already moved (a retry after a lost reply)
+--          -1  not held by the old owner (expired, force-unlocked, or never taken)
+--          -2  the old owner holds more than one hold: nothing done
+local holds = redis.call('hget', KEYS[1], ARGV[1])
+if not holds then
+    if redis.call('hget', KEYS[1], ARGV[2]) == '1' then
+        return 2
+    end
+    return -1
+end
+if tonumber(holds) ~= 1 then
+    return -2
+end
+redis.call('hset', KEYS[1], ARGV[2], 1)
+redis.call('hdel', KEYS[1], ARGV[1])
+return 1
