@@ -88,6 +88,43 @@ impl Hold {
         self.holds == 0 && self.inflight == 0 && !self.doubt && !self.settling
     }
 
+    /// Counts one more guard, whose key lives at least `until` with a TTL of `ttl`. Returns
+    /// the generation of a watch to start (the first guard that wants renewals).
+    fn add_guard(
+        &mut self,
+        until: Instant,
+        ttl: Duration,
+        watch: bool,
+        next_gen: impl FnOnce() -> u64,
+    ) -> Option<u64> {
+        self.holds += 1;
+        self.valid_until = self.valid_until.max(until);
+        self.ttl_ceiling = self.ttl_ceiling.max(ttl);
+        if watch {
+            self.watch_refs += 1;
+            if self.watch_refs == 1 {
+                self.gen = next_gen();
+                return Some(self.gen);
+            }
+        }
+        None
+    }
+
+    /// Counts one guard less. Returns the generation of a watch that ended (the last guard
+    /// that wanted renewals).
+    fn remove_guard(&mut self, watch: bool, next_gen: impl FnOnce() -> u64) -> Option<u64> {
+        self.holds = self.holds.saturating_sub(1);
+        if watch && self.watch_refs > 0 {
+            self.watch_refs -= 1;
+            if self.watch_refs == 0 {
+                let ended = self.gen;
+                self.gen = next_gen();
+                return Some(ended);
+            }
+        }
+        None
+    }
+
     /// Starts a settlement if one is needed and nothing is in flight; returns whether the
     /// caller must run it.
     fn start_settling(&mut self) -> bool {
@@ -195,6 +232,14 @@ impl Watchdog {
         self.next_gen.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Starts the watch `gen` of `key` in the watchdog task; with no task left, the lock
+    /// will expire, so its guards are told at once.
+    fn watch(&self, key: &HoldKey, gen: u64, lost: &CancellationToken) {
+        if self.shutdown.is_cancelled() || self.tx.send(Cmd::Watch(key.clone(), gen)).is_err() {
+            lost.cancel();
+        }
+    }
+
     /// Counts an acquire call as in flight before it is sent, unless a settlement runs.
     pub(crate) fn begin(&self, key: &HoldKey) -> Begin {
         let mut h = self
@@ -266,7 +311,7 @@ impl Watchdog {
         watch: bool,
         ttl: Duration,
     ) -> (CancellationToken, u64, bool) {
-        let mut schedule = None;
+        let schedule;
         let (token, epoch, settle) = {
             let mut h = self
                 .registry
@@ -292,26 +337,12 @@ impl Watchdog {
                 h.doubt = true;
                 h.hint = None;
             }
-            h.holds += 1;
-            let until = safe_until(sent.at, ttl);
-            if until > h.valid_until {
-                h.valid_until = until;
-            }
-            h.ttl_ceiling = h.ttl_ceiling.max(ttl);
-            if watch {
-                h.watch_refs += 1;
-                if h.watch_refs == 1 {
-                    h.gen = self.new_epoch();
-                    schedule = Some(h.gen);
-                }
-            }
+            schedule = h.add_guard(safe_until(sent.at, ttl), ttl, watch, || self.new_epoch());
             let settle = h.start_settling();
             (h.lost.clone(), h.epoch, settle)
         };
         if let Some(gen) = schedule {
-            if self.shutdown.is_cancelled() || self.tx.send(Cmd::Watch(key.clone(), gen)).is_err() {
-                token.cancel(); // no watchdog left: the lock will expire
-            }
+            self.watch(key, gen, &token);
         }
         (token, epoch, settle)
     }
@@ -319,7 +350,7 @@ impl Watchdog {
     /// Forgets one hold, before anything is sent for it, so no renewal is scheduled for a
     /// lock that is being released. See [`Release`] for what the caller does next.
     pub(crate) fn released(&self, key: &HoldKey, watch: bool, epoch: u64) -> Release {
-        let mut unwatch = None;
+        let unwatch;
         let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
             // A live guard's entry exists until its epoch's last hold is released, so no
             // entry means this guard is stale (its run ended, the owner may be re-acquiring
@@ -336,14 +367,7 @@ impl Watchdog {
                     settle: h.start_settling(),
                 };
             }
-            h.holds = h.holds.saturating_sub(1);
-            if watch && h.watch_refs > 0 {
-                h.watch_refs -= 1;
-                if h.watch_refs == 0 {
-                    unwatch = Some(h.gen);
-                    h.gen = self.new_epoch();
-                }
-            }
+            unwatch = h.remove_guard(watch, || self.new_epoch());
             if h.settling {
                 Release::Settling(h.settled.get_or_insert_with(Default::default).clone())
             } else {
@@ -455,16 +479,9 @@ impl Watchdog {
         if let Entry::Occupied(mut e) = self.registry.entry(from.clone()) {
             let h = e.get_mut();
             h.inflight = h.inflight.saturating_sub(1);
-            h.holds = h.holds.saturating_sub(1);
             valid_until = h.valid_until;
             ttl_ceiling = h.ttl_ceiling;
-            if watch && h.watch_refs > 0 {
-                h.watch_refs -= 1;
-                if h.watch_refs == 0 {
-                    unwatch = Some(h.gen);
-                    h.gen = self.new_epoch();
-                }
-            }
+            unwatch = h.remove_guard(watch, || self.new_epoch());
             if h.is_idle() {
                 e.remove();
             }
@@ -472,29 +489,17 @@ impl Watchdog {
         if let Some(gen) = unwatch {
             let _ = self.tx.send(Cmd::Unwatch(gen));
         }
-        let mut schedule = None;
-        let (token, epoch) = {
+        let (token, epoch, schedule) = {
             let mut h = self
                 .registry
                 .entry(to.clone())
                 .or_insert_with(|| Hold::new(self.new_epoch()));
             h.inflight = h.inflight.saturating_sub(1);
-            h.holds += 1;
-            h.valid_until = h.valid_until.max(valid_until);
-            h.ttl_ceiling = h.ttl_ceiling.max(ttl_ceiling);
-            if watch {
-                h.watch_refs += 1;
-                if h.watch_refs == 1 {
-                    h.gen = self.new_epoch();
-                    schedule = Some(h.gen);
-                }
-            }
-            (h.lost.clone(), h.epoch)
+            let schedule = h.add_guard(valid_until, ttl_ceiling, watch, || self.new_epoch());
+            (h.lost.clone(), h.epoch, schedule)
         };
         if let Some(gen) = schedule {
-            if self.shutdown.is_cancelled() || self.tx.send(Cmd::Watch(to.clone(), gen)).is_err() {
-                token.cancel(); // no watchdog left: the lock will expire
-            }
+            self.watch(to, gen, &token);
         }
         (token, epoch)
     }

@@ -499,7 +499,7 @@ async fn fair_killed_waiter_process_is_skipped() {
         let lock = c.fair_lock("crash");
         let holder = lock.lock().await.unwrap();
         // Wait until the child queued (it needs to start and connect first).
-        let queued = support::eventually(Duration::from_secs(10), || async {
+        let queued = support::eventually(Duration::from_secs(30), || async {
             lock.queue_len().await.unwrap() == 1
         })
         .await;
