@@ -22,7 +22,9 @@
 //!   it and the next call uses the new one. The subscription listener follows through a
 //!   [`watch`] channel. Unlock messages use `PUBLISH`.
 //!
-//! With replica sync configured, [`connect`] finally checks that the server supports `WAIT`
+//! Then [`connect`] checks that the user's ACL allows what lockwise runs ([`acl`]: fails
+//! with `Error::Permission` naming what is missing). With replica sync configured, it
+//! finally checks that the server supports `WAIT`
 //! (if not: a warning, and the client runs without it).
 //!
 //! [`Commands`] is the one command-connection type the rest of the crate uses: it implements
