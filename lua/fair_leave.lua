@@ -24,7 +24,8 @@ redis.call('zrem', deadlines, ARGV[1])
 live_head()
 local head = tidy()
 if head and head ~= old_head and redis.call('exists', lock) == 0 then
-    redis.call(ARGV[3] == 'spublish' and 'spublish' or 'publish', ARGV[2] .. ':' .. head, 'wake')
+    -- pcall: a refused publish (ACL) must not fail the script after its writes.
+    redis.pcall(ARGV[3] == 'spublish' and 'spublish' or 'publish', ARGV[2] .. ':' .. head, 'wake')
 end
 if removed > 0 then
     return 1

@@ -76,7 +76,8 @@ end
 if purged > 0 then
     head = tidy()
     if free and head and head ~= waiter then
-        redis.call(ARGV[6] == 'spublish' and 'spublish' or 'publish', ARGV[5] .. ':' .. head, 'wake')
+        -- pcall: a refused publish (ACL) must not fail the script after its writes.
+        redis.pcall(ARGV[6] == 'spublish' and 'spublish' or 'publish', ARGV[5] .. ':' .. head, 'wake')
     end
 elseif budget > 0 then
     head = tidy()

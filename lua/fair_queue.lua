@@ -72,6 +72,7 @@ local function wake_fair(lock, pub, prefix)
     live_head()
     local head = tidy()
     if head and redis.call('exists', lock) == 0 then
-        redis.call(pub, prefix .. ':' .. head, 'wake')
+        -- pcall: a refused publish (ACL) must not fail the caller after its writes.
+        redis.pcall(pub, prefix .. ':' .. head, 'wake')
     end
 end

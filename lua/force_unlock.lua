@@ -14,7 +14,9 @@
 local pub = ARGV[2] == 'spublish' and 'spublish' or 'publish'
 local deleted = redis.call('del', KEYS[1])
 if deleted == 1 then
-    redis.call(pub, KEYS[2], ARGV[1])
+    -- pcall: the DEL has run and is not rolled back, so a refused publish (ACL) must not
+    -- turn a done unlock into an error.
+    redis.pcall(pub, KEYS[2], ARGV[1])
 end
 wake_fair(KEYS[1], pub, ARGV[3])
 return deleted

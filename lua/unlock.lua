@@ -41,6 +41,8 @@ if holds > 0 then
     return holds
 end
 redis.call('del', lock)
-redis.call(pub, KEYS[2], ARGV[2])
+-- pcall: the DEL has run and is not rolled back, so a refused publish (ACL) must not turn
+-- a done unlock into an error; waiters still see the lock free at their TTL bound.
+redis.pcall(pub, KEYS[2], ARGV[2])
 wake_fair(lock, pub, ARGV[5])
 return 0

@@ -36,7 +36,9 @@ pub const DEFAULT_NAMESPACE: &str = "lockwise";
 ///
 /// Dropping the last clone stops the watchdog: locks held with the watchdog then expire within
 /// the watchdog timeout and their guards report [`lost`](crate::RLockGuard::lost). Lock handles
-/// and guards do not keep the watchdog alive; they keep only the connections.
+/// and guards do not keep the watchdog alive; they keep only the connections. A handle's
+/// acquire methods then fail with [`Error::ClientClosed`] (a waiting call too), instead of
+/// handing out a guard that would be lost at once.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<ClientHandle>,
@@ -58,7 +60,8 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a malformed URL, [`Error::Redis`] when the server cannot
-    /// be reached or rejects the connection (e.g. wrong password).
+    /// be reached or rejects the connection (e.g. wrong password), [`Error::Permission`] when
+    /// the Redis user's ACL refuses something lockwise needs.
     ///
     /// # Cancel safety
     /// Dropping the future abandons the connection attempt; nothing is left behind.
@@ -298,7 +301,9 @@ impl ClientBuilder {
     /// master name, master credentials on a non-Sentinel builder, or a bad `replica_sync`;
     /// [`Error::Redis`] when no server (seed, sentinel, master) is reachable within the
     /// connect timeout or one refuses the connection; [`Error::UnexpectedReply`] when the
-    /// sentinels do not know the master name or name a server that is not a master.
+    /// sentinels do not know the master name or name a server that is not a master;
+    /// [`Error::Permission`] when the Redis user's ACL refuses a command lockwise runs, or
+    /// the keys or channels `<namespace>:*` (README, "ACL").
     ///
     /// # Cancel safety
     /// Dropping the future abandons the attempt; connections made so far are closed.
@@ -324,6 +329,7 @@ impl ClientBuilder {
             response_timeout: self.response_timeout,
             replica_sync,
             self_id: id_str.clone(),
+            namespace: self.namespace.clone(),
         })
         .await?;
 

@@ -48,6 +48,20 @@ pub enum Error {
         /// How many were required.
         required: u32,
     },
+    /// The Redis user lacks a permission lockwise needs (an ACL rule), found at connect:
+    /// a command lockwise runs, its keys `<namespace>:*` or its channels `<namespace>:*`.
+    /// Nothing was written. The README's "ACL" section has the minimal `ACL SETUSER` rule.
+    Permission {
+        /// What is missing: ``command `hincrby` ``, ``channels `lockwise:*` `` or
+        /// ``keys `lockwise:*` ``.
+        what: String,
+        /// What the server said.
+        reason: String,
+    },
+    /// The last [`Client`](crate::Client) clone was dropped: its watchdog has stopped, so
+    /// the handle can take no more locks (a guard it handed out would be lost at once).
+    /// Nothing was taken. Keep a `Client` alive as long as its lock handles are used.
+    ClientClosed,
 }
 
 impl Error {
@@ -97,6 +111,17 @@ impl Error {
         matches!(self, Error::StaleToken { .. })
     }
 
+    /// Whether this is [`Error::Permission`]: the Redis user's ACL lacks something lockwise
+    /// needs. Not retryable until the ACL is changed.
+    pub fn is_permission(&self) -> bool {
+        matches!(self, Error::Permission { .. })
+    }
+
+    /// Whether this is [`Error::ClientClosed`].
+    pub fn is_client_closed(&self) -> bool {
+        matches!(self, Error::ClientClosed)
+    }
+
     pub(crate) fn invalid(argument: &'static str, reason: impl Into<String>) -> Self {
         Error::InvalidArgument {
             argument,
@@ -126,6 +151,16 @@ impl fmt::Display for Error {
                 f,
                 "lock write acknowledged by {acked} of {required} required replicas within the \
                  replica-sync timeout; the lock was released again (fail closed)"
+            ),
+            Error::Permission { what, reason } => write!(
+                f,
+                "the redis user may not use {what}, which lockwise needs ({reason}); see the \
+                 README's ACL section for the minimal rule"
+            ),
+            Error::ClientClosed => write!(
+                f,
+                "the lockwise client was closed (its last Client clone was dropped): no new \
+                 locks can be taken through it"
             ),
         }
     }

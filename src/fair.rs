@@ -166,6 +166,8 @@ impl FairLock {
     /// [waiter lease](Self::waiter_lease).
     ///
     /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails (the
     /// waiter then leaves the queue in the background).
     ///
@@ -183,6 +185,8 @@ impl FairLock {
     /// released before (no watchdog).
     ///
     /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or a lease below 1 ms or above
     /// 2<sup>53</sup> ms; [`Error::Redis`](crate::Error::Redis) when Redis fails.
     ///
@@ -199,6 +203,8 @@ impl FairLock {
     /// `Some(lease)` it expires after the lease.
     ///
     /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or lease; [`Error::Redis`](crate::Error::Redis) when Redis
     /// fails. Contention is never an error.
     ///

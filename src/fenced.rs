@@ -132,6 +132,8 @@ impl FencedLock {
     /// guard is released. The guard carries the fencing token.
     ///
     /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails
     /// (also when the counter holds something other than an integer, or is exhausted: the
     /// next token would be 2<sup>53</sup> or more; nothing is written then).
@@ -148,6 +150,8 @@ impl FencedLock {
     /// when the holder overruns it, its token is already stale.
     ///
     /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
     /// As [`FencedLock::lock`], and [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease below 1 ms or above
     /// 2<sup>53</sup> ms.
     ///
@@ -162,6 +166,8 @@ impl FencedLock {
     /// watchdog keeps the lock alive; with `Some(lease)` it expires after the lease.
     ///
     /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
     /// As [`FencedLock::lock_with_lease`]. Contention is never an error.
     ///
     /// # Cancel safety

@@ -125,6 +125,8 @@ impl MultiLock {
     /// held are released and the acquisition starts over (see "All or nothing" above).
     ///
     /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
     /// [`Error::InvalidArgument`] for an empty list or an invalid name; [`Error::Redis`]
     /// when Redis fails, including the final check that every member is still held. On an
     /// error the members taken so far are released first.
@@ -142,6 +144,8 @@ impl MultiLock {
     /// it was taken unless released before (no watchdog). See "Leases" above.
     ///
     /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
     /// As [`MultiLock::lock`], and [`Error::InvalidArgument`] for a lease below 1 ms or above
     /// 2<sup>53</sup> ms.
     ///
@@ -158,6 +162,8 @@ impl MultiLock {
     /// a guard over part of the set.
     ///
     /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
     /// As [`MultiLock::lock_with_lease`]. Contention is never an error.
     ///
     /// # Cancel safety

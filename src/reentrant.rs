@@ -74,6 +74,8 @@ impl RLock {
     /// holder's lock is taken when it expires.
     ///
     /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails.
     ///
     /// # Cancel safety
@@ -88,6 +90,8 @@ impl RLock {
     /// taken unless released before (no watchdog).
     ///
     /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or a lease below 1 ms or above
     /// 2<sup>53</sup> ms; [`Error::Redis`](crate::Error::Redis) when Redis fails.
     ///
@@ -102,6 +106,8 @@ impl RLock {
     /// watchdog keeps the lock alive; with `Some(lease)` it expires after the lease.
     ///
     /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or lease; [`Error::Redis`](crate::Error::Redis) when Redis
     /// fails. Contention is never an error.
     ///

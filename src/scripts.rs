@@ -66,7 +66,8 @@ impl Script {
 /// not pay a NOSCRIPT round trip. Optional: calls fall back to EVAL anyway. One command per
 /// script, so on a cluster redis-rs sends each to every node.
 pub(crate) async fn preload<C: ConnectionLike + Send>(conn: &mut C) -> RedisResult<()> {
-    for script in [&*LOCK, &*UNLOCK, &*RENEW, &*FORCE_UNLOCK] {
+    // MULTI_CHECK: the permission check at connect calls it first.
+    for script in [&*LOCK, &*UNLOCK, &*RENEW, &*FORCE_UNLOCK, &*MULTI_CHECK] {
         let _: redis::Value = redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(script.source)

@@ -572,7 +572,9 @@ async fn tokens_after_a_failover_to_a_lagging_replica_are_larger() {
     assert!(role.contains("role:master"), "{role}");
 
     let restored = counter(&mut replica_conn, &lock).await;
-    let promoted = client(&replica, &ns).await.fenced_lock("replicated");
+    // The handle's Client must stay alive: a closed client takes no locks.
+    let promoted_client = client(&replica, &ns).await;
+    let promoted = promoted_client.fenced_lock("replicated");
     let after = issue_when_back(&promoted, 3).await;
     assert_overtaken(&kept, &lost, restored, &after);
 

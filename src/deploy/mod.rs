@@ -22,7 +22,9 @@
 //!   it and the next call uses the new one. The subscription listener follows through a
 //!   [`watch`] channel. Unlock messages use `PUBLISH`.
 //!
-//! With replica sync configured, [`connect`] finally checks that the server supports `WAIT`
+//! Then [`connect`] checks that the user's ACL allows what lockwise runs ([`acl`]: fails
+//! with `Error::Permission` naming what is missing). With replica sync configured, it
+//! finally checks that the server supports `WAIT`
 //! (if not: a warning, and the client runs without it).
 //!
 //! [`Commands`] is the one command-connection type the rest of the crate uses: it implements
@@ -32,6 +34,7 @@
 //! validated [`Settings`], and the engine's subscription listener comes in through the
 //! [`Subscriber`] trait.
 
+mod acl;
 mod cluster;
 mod probe;
 mod sentinel;
@@ -159,6 +162,8 @@ pub(crate) struct Settings {
     pub(crate) replica_sync: Option<ReplicaSync>,
     /// The client's id, for the subscription listener.
     pub(crate) self_id: String,
+    /// The key and channel prefix, for the permission check.
+    pub(crate) namespace: String,
 }
 
 /// What a connected client is made of.
@@ -216,7 +221,9 @@ struct Options {
 /// or sentinel list; [`Error::Redis`](crate::Error::Redis) when no server is reachable
 /// within the connect timeout or one refuses the connection;
 /// [`Error::UnexpectedReply`](crate::Error::UnexpectedReply) when the sentinels do not know
-/// the master name or name a server that is not a master.
+/// the master name or name a server that is not a master;
+/// [`Error::Permission`](crate::Error::Permission) when the user's ACL refuses a command,
+/// key or channel lockwise needs.
 ///
 /// # Cancel safety
 /// Dropping the future abandons the attempt; connections made so far are closed.
@@ -249,6 +256,8 @@ pub(crate) async fn connect<L: Subscriber>(settings: Settings) -> Result<Connect
             tracing::debug!(error = %e, "script preload on the cluster failed");
         }
     }
+    // Refuse now what the ACL would refuse at the first contended wait or unlock.
+    acl::check(&mut commands, &settings.namespace, publish).await?;
     let replica_sync = match settings.replica_sync {
         Some(sync) => probe::check_wait_support(&mut commands, sync).await,
         None => None,

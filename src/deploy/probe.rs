@@ -52,8 +52,8 @@ pub(super) async fn within<T>(
 }
 
 /// One plain connection first: fails fast (no reconnect backoff) on a wrong address or
-/// password, within the connect timeout. Preloads the scripts, warns about eviction and
-/// returns the server's major version.
+/// password, within the connect timeout. Preloads the scripts (when the server lets it),
+/// warns about eviction and returns the server's major version.
 pub(super) async fn probe(client: &redis::Client, config: &AsyncConnectionConfig) -> Result<u32> {
     let mut probe = client
         .get_multiplexed_async_connection_with_config(config)
@@ -64,7 +64,11 @@ pub(super) async fn probe(client: &redis::Client, config: &AsyncConnectionConfig
         .await
         .unwrap_or_default(); // INFO may be renamed or forbidden (managed Redis)
     if !is_cluster_node(&info) {
-        crate::scripts::preload(&mut probe).await?;
+        // Only an optimisation: a server that refuses SCRIPT LOAD (an ACL without
+        // `script|load`, a renamed SCRIPT command) still runs the scripts with EVAL.
+        if let Err(e) = crate::scripts::preload(&mut probe).await {
+            tracing::debug!(error = %e, "script preload refused; scripts will be sent with EVAL");
+        }
     }
     warn_if_evicting(&info);
     Ok(info_field(&info, "redis_version")

@@ -203,6 +203,8 @@ pub(crate) fn attempt<K: Kind, T: Send + 'static>(
 ) -> impl Future<Output = Result<Attempt<(Ticket<K>, u32, T)>>> + Send + 'static {
     let (kind, hold_key) = (kind.clone(), hold_key.clone());
     async move {
+        // A closed client (last `Client` dropped) takes nothing: no watchdog would keep it.
+        kind.core().watchdog.check_open()?;
         let ticket = Ticket::begin(&kind, &hold_key).await;
         let (reply, ticket) = ticketed_call(ticket, call).await?;
         reply.check(kind.core())?;
@@ -238,6 +240,7 @@ where
 {
     let base = kind.base();
     base.check()?;
+    base.core.watchdog.check_open()?;
     let lease_ms = match lease {
         Some(lease) => check_millis("lease", lease)?,
         None => base.core.watchdog_ms,
@@ -255,6 +258,12 @@ where
     };
     // No .await between the reply and the registration: the hold always gets its guard.
     let hold = Hold::register(ticket, holds, lease);
+    if let Err(e) = base.core.watchdog.check_open() {
+        // The client went away while the call was in flight: no guard that is lost at
+        // birth. Dropping the hold releases it in the background.
+        drop(hold);
+        return Err(e);
+    }
     tracing::debug!(lock = %base.name, kind = label, holds, waited_ms, "lock acquired");
     Ok(Some((hold, extra)))
 }

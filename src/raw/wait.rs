@@ -73,8 +73,14 @@ where
             }
             bound = bound.min(left);
         }
-        if tokio::time::timeout(bound, notified).await.is_ok() {
-            woken.armed = true;
+        tokio::select! {
+            woke = tokio::time::timeout(bound, notified) => {
+                if woke.is_ok() {
+                    woken.armed = true;
+                }
+            }
+            // The last `Client` was dropped while we waited: no guard could be kept alive.
+            () = core.watchdog.closed() => return Err(Error::ClientClosed),
         }
     }
 }

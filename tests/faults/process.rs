@@ -514,10 +514,11 @@ async fn fair_killed_waiter_process_is_skipped() {
             })
         };
         queue_reaches(&lock, 2).await;
-        (lock, holder, waiter, url)
+        // The Client goes back out too: its waiter must outlive this task.
+        (lock, holder, waiter, url, c)
     })
     .await;
-    let (lock, holder, waiter, _url) = match result {
+    let (lock, holder, waiter, _url, _client) = match result {
         Ok(v) => v,
         // Dropping the child kills it.
         Err(e) => std::panic::resume_unwind(e.into_panic()),
