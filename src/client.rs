@@ -9,7 +9,9 @@ use redis::aio::ConnectionManagerConfig;
 use redis::ConnectionInfo;
 use uuid::Uuid;
 
-use crate::deploy::{self, Connected, Deployment, MasterAuth, Protocol, Settings, Subscriber, Target};
+use crate::deploy::{
+    self, Connected, Deployment, MasterAuth, Protocol, Settings, Subscriber, Target,
+};
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_namespace};
 use crate::raw::listener::Listener;
@@ -77,7 +79,7 @@ impl Client {
 
     /// Starts a [`ClientBuilder`] for the standalone server of an existing redis-rs client:
     /// its address, credentials, database and TLS settings (e.g. a custom root CA from
-    /// [`redis::Client::build_with_tls`]) are used as they are. Only the protocol is
+    /// `redis::Client::build_with_tls`, with a TLS feature) are used as they are. Only the protocol is
     /// lockwise's choice (RESP3, or RESP2 if the server has no `HELLO`; see
     /// [`ClientBuilder::force_resp2`]). `client` is not used for connections itself.
     pub fn builder_from(client: &redis::Client) -> ClientBuilder {

@@ -191,7 +191,10 @@ async fn forced_resp2_on_a_resp3_server() {
         .await
         .unwrap();
     let protocols = client_protocols(&mut conn).await;
-    assert!(!protocols.is_empty() && protocols.iter().all(|p| p == "2"), "{protocols:?}");
+    assert!(
+        !protocols.is_empty() && protocols.iter().all(|p| p == "2"),
+        "{protocols:?}"
+    );
     // A RESP3 client and a RESP2 client hand the lock to each other by pub/sub.
     let resp3 = support::client(&server, &ns, Duration::from_secs(30)).await;
     let held = resp3.lock("job").lock_with_lease(LEASE).await.unwrap();
@@ -211,7 +214,13 @@ async fn resp2_on_a_cluster_builder_is_a_typed_error() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, Error::InvalidArgument { argument: "protocol", .. }),
+        matches!(
+            err,
+            Error::InvalidArgument {
+                argument: "protocol",
+                ..
+            }
+        ),
         "{err:?}"
     );
 }

@@ -61,7 +61,9 @@ pub(super) async fn connect<L: Subscriber>(
                     version = Some(v);
                     break;
                 }
-                Err(e) if protocol::refuses_resp3(&e) => return Err(protocol::cluster_needs_resp3()),
+                Err(e) if protocol::refuses_resp3(&e) => {
+                    return Err(protocol::cluster_needs_resp3())
+                }
                 Err(e) => last_error = Some(e),
             },
             Err(e) => last_error = Some(e.into()),

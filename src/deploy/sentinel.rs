@@ -46,7 +46,14 @@ pub(super) async fn connect<L: Subscriber>(
     match connect_with(sentinels, master_name, auth, options, first).await {
         Err(e) if first == ProtocolVersion::RESP3 && protocol::refuses_resp3(&e) => {
             tracing::info!("a sentinel or the master does not speak RESP3 (no HELLO): using RESP2");
-            connect_with(sentinels, master_name, auth, options, ProtocolVersion::RESP2).await
+            connect_with(
+                sentinels,
+                master_name,
+                auth,
+                options,
+                ProtocolVersion::RESP2,
+            )
+            .await
         }
         other => other,
     }
