@@ -79,8 +79,8 @@ impl Client {
 
     /// Starts a [`ClientBuilder`] for the standalone server of an existing redis-rs client:
     /// its address, credentials, database and TLS settings (e.g. a custom root CA from
-    /// `redis::Client::build_with_tls`, with a TLS feature) are used as they are. Only the protocol is
-    /// lockwise's choice (RESP3, or RESP2 if the server has no `HELLO`; see
+    /// `redis::Client::build_with_tls`, with a TLS feature) are used as they are. Only the
+    /// protocol is lockwise's choice (RESP3, or RESP2 if the server has no `HELLO`; see
     /// [`ClientBuilder::force_resp2`]). `client` is not used for connections itself.
     pub fn builder_from(client: &redis::Client) -> ClientBuilder {
         Client::builder_from_info(client.get_connection_info().clone())
