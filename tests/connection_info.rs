@@ -96,3 +96,23 @@ async fn builder_from_info_with_a_wrong_password_fails_cleanly() {
         .unwrap_err();
     assert!(matches!(err, Error::Redis(_)), "{err:?}");
 }
+
+/// Without a TLS feature, `rediss://` is a typed error at build, before any connection.
+#[cfg(not(any(feature = "tls-rustls", feature = "tls-native-tls")))]
+#[tokio::test]
+async fn rediss_without_a_tls_feature_is_invalid_argument() {
+    let err = Client::builder("rediss://127.0.0.1:1/")
+        .build()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidArgument {
+                argument: "url",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
