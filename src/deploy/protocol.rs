@@ -9,6 +9,7 @@
 
 use redis::{AsyncConnectionConfig, ConnectionInfo, ErrorKind, ProtocolVersion};
 
+use super::probe::probe;
 use crate::error::{Error, Result};
 
 /// The protocol the builder asks for.
@@ -51,34 +52,25 @@ pub(super) fn refuses_resp3(e: &Error) -> bool {
     detail.contains("unknown command") && detail.contains("hello")
 }
 
-/// A client for the standalone server at `info` in the protocol it speaks: RESP3 unless
-/// `protocol` forces RESP2 or the server refuses `HELLO`. Makes one plain connection for
-/// each protocol tried, within `config`'s timeouts.
-pub(super) async fn negotiate(
+/// Probes the standalone server at `info` ([`probe`]) in the protocol it speaks: RESP3
+/// unless `protocol` forces RESP2, or RESP2 after the server refused `HELLO` (which fails
+/// the probe's connection setup, before it runs anything). Returns the client for that
+/// protocol.
+pub(super) async fn probe_in_protocol(
     info: ConnectionInfo,
     protocol: Protocol,
     config: &AsyncConnectionConfig,
 ) -> Result<redis::Client> {
     let client = redis::Client::open(with_protocol(info.clone(), protocol.first()))?;
-    if protocol == Protocol::Resp2 {
-        return Ok(client);
-    }
-    match client
-        .get_multiplexed_async_connection_with_config(config)
-        .await
-    {
+    match probe(&client, config).await {
         Ok(_) => Ok(client),
-        Err(e) => {
-            let e = Error::Redis(e);
-            if !refuses_resp3(&e) {
-                return Err(e);
-            }
+        Err(e) if protocol == Protocol::Auto && refuses_resp3(&e) => {
             tracing::info!("the server does not speak RESP3 (no HELLO): using RESP2");
-            Ok(redis::Client::open(with_protocol(
-                info,
-                ProtocolVersion::RESP2,
-            ))?)
+            let client = redis::Client::open(with_protocol(info, ProtocolVersion::RESP2))?;
+            probe(&client, config).await?;
+            Ok(client)
         }
+        Err(e) => Err(e),
     }
 }
 

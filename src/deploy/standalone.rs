@@ -3,7 +3,7 @@
 
 use redis::aio::ConnectionManager;
 
-use super::probe::{probe, resp3};
+use super::probe::resp3;
 use super::{protocol, Commands, Options, Subscriber, Target};
 use crate::error::Result;
 
@@ -18,8 +18,7 @@ pub(super) async fn connect<L: Subscriber>(
         Target::Url(url) => resp3(url)?,
         Target::Info(info) => (**info).clone(),
     };
-    let client = protocol::negotiate(info, options.protocol, &options.probe).await?;
-    probe(&client, &options.probe).await?;
+    let client = protocol::probe_in_protocol(info, options.protocol, &options.probe).await?;
     let conn = ConnectionManager::new_with_config(client.clone(), options.manager.clone()).await?;
     let listener = L::connect(
         client,
