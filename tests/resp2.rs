@@ -224,3 +224,63 @@ async fn resp2_on_a_cluster_builder_is_a_typed_error() {
         "{err:?}"
     );
 }
+
+/// Many channels and repeated kills of the RESP2 subscription connection: every waiter is
+/// still woken by the unlocks, and nothing stays subscribed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resp2_many_channels_survive_repeated_kills() {
+    let server = no_hello_server();
+    let mut conn = server.conn().await;
+    let ns = support::unique_ns("resp2-many");
+    let holder = client(&server, &ns).await;
+    let other = client(&server, &ns).await;
+    let names: Vec<String> = (0..40).map(|i| format!("job-{i}")).collect();
+    let mut held = Vec::new();
+    for n in &names {
+        held.push(holder.lock(n).lock_with_lease(LEASE).await.unwrap());
+    }
+    let waiting: Vec<_> = names
+        .iter()
+        .flat_map(|n| [waiter(&other, n), waiter(&other, n)])
+        .collect();
+    for n in &names {
+        assert!(numsub_is(&conn, &channel(&ns, n), 1).await);
+    }
+    for _ in 0..5 {
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for n in &names {
+        assert!(
+            numsub_is(&conn, &channel(&ns, n), 1).await,
+            "{n} subscribed again after the kills"
+        );
+    }
+    let released = Instant::now();
+    for g in held {
+        g.unlock().await.unwrap();
+    }
+    for w in waiting {
+        w.await.unwrap();
+    }
+    assert!(
+        released.elapsed() < Duration::from_secs(5),
+        "all 80 waiters acquired {:?} after the unlocks",
+        released.elapsed()
+    );
+    assert!(
+        support::eventually(Duration::from_secs(5), || {
+            let mut c = conn.clone();
+            async move { support::active_channels(&mut c).await.is_empty() }
+        })
+        .await,
+        "channels left subscribed: {:?}",
+        support::active_channels(&mut conn).await
+    );
+}
