@@ -9,7 +9,9 @@ use redis::aio::ConnectionManagerConfig;
 use redis::ConnectionInfo;
 use uuid::Uuid;
 
-use crate::deploy::{self, Connected, Deployment, MasterAuth, Settings, Subscriber};
+use crate::deploy::{
+    self, Connected, Deployment, MasterAuth, Protocol, Settings, Subscriber, Target,
+};
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_namespace};
 use crate::raw::listener::Listener;
@@ -70,9 +72,30 @@ impl Client {
     }
 
     /// Starts a [`ClientBuilder`] for the standalone Redis server at `url`
-    /// (`redis://[user:password@]host[:port][/db]`, `rediss://` with TLS support in redis-rs).
+    /// (`redis://[user:password@]host[:port][/db]`; `rediss://` for TLS, which needs the
+    /// `tls-rustls` or `tls-native-tls` feature, see the README's "TLS").
     pub fn builder(url: impl Into<String>) -> ClientBuilder {
-        ClientBuilder::new(Deployment::Standalone { url: url.into() })
+        ClientBuilder::new(Deployment::Standalone {
+            target: Target::Url(url.into()),
+        })
+    }
+
+    /// Starts a [`ClientBuilder`] for the standalone server of an existing redis-rs client:
+    /// its address, credentials, database and TLS settings (e.g. a custom root CA from
+    /// `redis::Client::build_with_tls`, with a TLS feature) are used as they are. Only the
+    /// protocol is lockwise's choice (RESP3, or RESP2 if the server has no `HELLO`; see
+    /// [`ClientBuilder::force_resp2`]). `client` is not used for connections itself.
+    pub fn builder_from(client: &redis::Client) -> ClientBuilder {
+        Client::builder_from_info(client.get_connection_info().clone())
+    }
+
+    /// Starts a [`ClientBuilder`] for the standalone server described by `info`, e.g. built
+    /// in code with a password and database instead of written into a URL. As with
+    /// [`Client::builder_from`], the protocol in `info` is ignored.
+    pub fn builder_from_info(info: ConnectionInfo) -> ClientBuilder {
+        ClientBuilder::new(Deployment::Standalone {
+            target: Target::Info(Box::new(info)),
+        })
     }
 
     /// Starts a [`ClientBuilder`] for a Redis Cluster reached through any of the `seeds`
@@ -191,6 +214,7 @@ pub struct ClientBuilder {
     namespace: String,
     master: MasterAuth,
     replica_sync: Option<(u32, Duration)>,
+    protocol: Protocol,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -211,6 +235,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("connect_timeout", &self.connect_timeout)
             .field("namespace", &self.namespace)
             .field("replica_sync", &self.replica_sync)
+            .field("force_resp2", &(self.protocol == Protocol::Resp2))
             .finish_non_exhaustive()
     }
 }
@@ -225,7 +250,28 @@ impl ClientBuilder {
             namespace: DEFAULT_NAMESPACE.to_string(),
             master: MasterAuth::default(),
             replica_sync: None,
+            protocol: Protocol::Auto,
         }
+    }
+
+    /// Speak RESP2 to the servers instead of RESP3. Without it, the client asks for RESP3
+    /// and falls back to RESP2 by itself when a server or proxy refuses `HELLO`; force it to
+    /// skip that first attempt (one connection per connect) or for a proxy that accepts
+    /// `HELLO 3` but does not relay pushes.
+    ///
+    /// In RESP2 a subscribed connection runs no other command, so the client opens a
+    /// dedicated pub/sub connection for its wakeups; it is reconnected and resubscribed as
+    /// in RESP3, and waiters are woken when it is lost. Standalone and Sentinel only: a
+    /// Redis Cluster needs RESP3 (redis-rs has no RESP2 subscriptions on cluster
+    /// connections), and [`build`](Self::build) refuses `force_resp2(true)` on a cluster
+    /// builder, and a cluster that refuses `HELLO`, with [`Error::InvalidArgument`].
+    pub fn force_resp2(mut self, force: bool) -> Self {
+        self.protocol = if force {
+            Protocol::Resp2
+        } else {
+            Protocol::Auto
+        };
+        self
     }
 
     /// Replica sync: after every lock write (a new hold or a re-entry), wait until at least
@@ -291,14 +337,16 @@ impl ClientBuilder {
         self
     }
 
-    /// Checks the settings, connects (command and subscription connections, RESP3) and starts
+    /// Checks the settings, connects (command and subscription connections, RESP3 or RESP2,
+    /// see [`force_resp2`](Self::force_resp2)) and starts
     /// the watchdog task. A Cluster client discovers the topology from the seeds; a Sentinel
     /// client asks the sentinels for the master, checks its `ROLE`, and starts watching for
     /// `+switch-master`.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a bad setting, URL, empty seed or sentinel list, empty
-    /// master name, master credentials on a non-Sentinel builder, or a bad `replica_sync`;
+    /// master name, master credentials on a non-Sentinel builder, a bad `replica_sync`, a
+    /// `rediss://` URL without a TLS feature, or RESP2 on a Cluster;
     /// [`Error::Redis`] when no server (seed, sentinel, master) is reachable within the
     /// connect timeout or one refuses the connection; [`Error::UnexpectedReply`] when the
     /// sentinels do not know the master name or name a server that is not a master;
@@ -330,6 +378,7 @@ impl ClientBuilder {
             replica_sync,
             self_id: id_str.clone(),
             namespace: self.namespace.clone(),
+            protocol: self.protocol,
         })
         .await?;
 
@@ -408,10 +457,11 @@ impl Subscriber for Listener {
     async fn connect(
         client: redis::Client,
         config: ConnectionManagerConfig,
+        connect_timeout: Duration,
         response_timeout: Duration,
         self_id: String,
     ) -> Result<Listener> {
-        Listener::connect(client, config, response_timeout, self_id).await
+        Listener::connect(client, config, connect_timeout, response_timeout, self_id).await
     }
 
     async fn connect_cluster(

@@ -10,7 +10,8 @@
 //
 //   client.rs         Client and ClientBuilder: what users build; calls deploy/ to connect
 //   deploy/           standalone, Cluster and Sentinel: connect, probe, follow failovers;
-//                     `Commands`, the one command connection type
+//                     `Commands`, the one command connection type; protocol.rs: RESP3,
+//                     or RESP2 for servers without HELLO
 //   raw/              the engine
 //     core.rs         per-client state: connection, listener, watchdog, settings
 //     wait.rs         the wait loop: try, subscribe, re-check, sleep until woken or the TTL;
@@ -24,7 +25,11 @@
 //     handle.rs       what hash kinds share: name and keys, the acquire prologue,
 //                     inspection and guard accessors
 //     watchdog.rs     the renewal task: timer wheel, batched renew calls
-//     listener/       the one subscription connection; wakeups per channel
+//     listener/       the one subscription connection; wakeups per channel (resp2.rs: the
+//                     dedicated pub/sub connection of a RESP2 client)
+//
+// Cargo features: `tls-rustls`, `tls-rustls-webpki-roots`, `tls-native-tls` only switch on
+// redis-rs's TLS support (README, "TLS"); no lockwise code depends on them.
 //     inspect.rs      read-only queries
 //   reentrant.rs      RLock                 fair.rs     FairLock (FIFO queue)
 //   fenced.rs         FencedLock (tokens)   fenced_value.rs  FencedValue

@@ -647,6 +647,36 @@ async fn sentinel_master_sigkill_with_waiters_checked() {
     assert_quiescent(&live, &ns, Duration::from_secs(10)).await;
 }
 
+/// The same SIGKILL failover with RESP2 clients (`force_resp2`): their dedicated pub/sub
+/// connections move to the new master, the channels in use are subscribed there again, and
+/// every contender acquires without overlapping holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_resp2_master_sigkill_with_waiters_checked() {
+    support::init_tracing();
+    let mut sentinel = tokio::task::block_in_place(RedisSentinel::start);
+    let ns = support::unique_ns("sfo2");
+    let ttl = Duration::from_secs(5);
+    let resp2 = || async {
+        Client::sentinel_builder(sentinel.sentinel_urls(), sentinel.master_name())
+            .namespace(&ns)
+            .watchdog_timeout(ttl)
+            .force_resp2(true)
+            .build()
+            .await
+            .expect("RESP2 sentinel client")
+    };
+    let (a, b) = (resp2().await, resp2().await);
+    let mut scenario = Scenario::start([&a, &b], "hot", Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::task::block_in_place(|| sentinel.kill_master());
+    let new_master =
+        tokio::task::block_in_place(|| sentinel.wait_for_failover(Duration::from_secs(30)));
+    scenario.wait_until_holder_client_answers().await;
+    let released_at = scenario.release_holder().await;
+    scenario.finish(released_at, ttl * 2).await;
+    assert_quiescent(&[new_master], &ns, Duration::from_secs(10)).await;
+}
+
 /// Replica sync on and the replica stopped: a lock fails closed with the typed error and
 /// leaves nothing behind; once the replica is back, locking works again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@ use std::time::Duration;
 use redis::{ConnectionInfo, ProtocolVersion};
 
 use super::probe::{probe, resp3, within};
+use super::protocol::{self, Protocol};
 use super::{Commands, Options, Subscriber};
 use crate::error::{Error, Result};
 
@@ -46,6 +47,9 @@ pub(super) async fn connect<L: Subscriber>(
     seeds: &[String],
     options: &Options,
 ) -> Result<(Commands, L, &'static str)> {
+    if options.protocol == Protocol::Resp2 {
+        return Err(protocol::cluster_needs_resp3());
+    }
     let seeds = seeds.iter().map(|s| resp3(s)).collect::<Result<Vec<_>>>()?;
     // Any seed answers for the cluster's version and memory policy.
     let mut version = None;
@@ -56,6 +60,9 @@ pub(super) async fn connect<L: Subscriber>(
                 Ok(v) => {
                     version = Some(v);
                     break;
+                }
+                Err(e) if protocol::refuses_resp3(&e) => {
+                    return Err(protocol::cluster_needs_resp3())
                 }
                 Err(e) => last_error = Some(e),
             },

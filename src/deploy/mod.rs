@@ -37,6 +37,7 @@
 mod acl;
 mod cluster;
 mod probe;
+mod protocol;
 mod sentinel;
 mod standalone;
 
@@ -54,6 +55,7 @@ use crate::error::Result;
 use crate::scripts::ReplicaSync;
 
 pub(crate) use cluster::cluster_client;
+pub(crate) use protocol::Protocol;
 use sentinel::Retry;
 pub(crate) use sentinel::{MasterAuth, SentinelMaster};
 
@@ -140,7 +142,7 @@ impl ConnectionLike for Commands {
 #[derive(Clone, Debug)]
 pub(crate) enum Deployment {
     Standalone {
-        url: String,
+        target: Target,
     },
     Cluster {
         seeds: Vec<String>,
@@ -149,6 +151,14 @@ pub(crate) enum Deployment {
         sentinels: Vec<String>,
         master_name: String,
     },
+}
+
+/// Where a standalone server is: a URL, parsed at connect, or ready connection info (from
+/// a `redis::Client` or built by the application).
+#[derive(Clone, Debug)]
+pub(crate) enum Target {
+    Url(String),
+    Info(Box<ConnectionInfo>),
 }
 
 /// The builder's settings, checked: everything [`connect`] needs.
@@ -164,6 +174,8 @@ pub(crate) struct Settings {
     pub(crate) self_id: String,
     /// The key and channel prefix, for the permission check.
     pub(crate) namespace: String,
+    /// RESP3 with a RESP2 fallback, or RESP2 only.
+    pub(crate) protocol: Protocol,
 }
 
 /// What a connected client is made of.
@@ -181,10 +193,12 @@ pub(crate) struct Connected<L> {
 /// The subscription listener as the deployments connect it: they say where and when, the
 /// engine's listener does the rest. Implemented next to the `Client`, which knows both.
 pub(crate) trait Subscriber: Sized {
-    /// Connects to a standalone server or a Sentinel master.
+    /// Connects to a standalone server or a Sentinel master, in the protocol `client` asks
+    /// for.
     fn connect(
         client: redis::Client,
         config: ConnectionManagerConfig,
+        connect_timeout: Duration,
         response_timeout: Duration,
         self_id: String,
     ) -> impl Future<Output = Result<Self>> + Send;
@@ -211,6 +225,7 @@ struct Options {
     /// For the connection managers (commands, subscriptions): reconnect with backoff.
     manager: ConnectionManagerConfig,
     self_id: String,
+    protocol: Protocol,
 }
 
 /// Connects the command connection and the subscription listener `L` of the deployment in
@@ -240,9 +255,10 @@ pub(crate) async fn connect<L: Subscriber>(settings: Settings) -> Result<Connect
             .set_number_of_retries(6)
             .set_max_delay(Duration::from_secs(2)),
         self_id: settings.self_id,
+        protocol: settings.protocol,
     };
     let (mut commands, listener, publish) = match &settings.deployment {
-        Deployment::Standalone { url } => standalone::connect(url, &options).await?,
+        Deployment::Standalone { target } => standalone::connect(target, &options).await?,
         Deployment::Cluster { seeds } => cluster::connect(seeds, &options).await?,
         Deployment::Sentinel {
             sentinels,

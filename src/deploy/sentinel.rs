@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::probe::{probe, resp3};
-use super::{Commands, Options, Subscriber};
+use super::{protocol, Commands, Options, Subscriber};
 use crate::error::{Error, Result};
 
 /// Credentials and database of a Sentinel master (set only for Sentinel deployments).
@@ -33,18 +33,45 @@ pub(crate) struct MasterAuth {
 /// Resolves the master named `master_name` through the `sentinels` and connects to it
 /// (starting the `+switch-master` watcher), probes it, then connects the listener and has it
 /// follow the master. Returns them with the command that publishes unlock messages.
+///
+/// Sentinels and master are spoken to in RESP3, or in RESP2 if one of them refuses `HELLO`
+/// (or the builder forces RESP2).
 pub(super) async fn connect<L: Subscriber>(
     sentinels: &[String],
     master_name: &str,
     auth: &MasterAuth,
     options: &Options,
 ) -> Result<(Commands, L, &'static str)> {
+    let first = options.protocol.first();
+    match connect_with(sentinels, master_name, auth, options, first).await {
+        Err(e) if first == ProtocolVersion::RESP3 && protocol::refuses_resp3(&e) => {
+            tracing::info!("a sentinel or the master does not speak RESP3 (no HELLO): using RESP2");
+            connect_with(
+                sentinels,
+                master_name,
+                auth,
+                options,
+                ProtocolVersion::RESP2,
+            )
+            .await
+        }
+        other => other,
+    }
+}
+
+async fn connect_with<L: Subscriber>(
+    sentinels: &[String],
+    master_name: &str,
+    auth: &MasterAuth,
+    options: &Options,
+    version: ProtocolVersion,
+) -> Result<(Commands, L, &'static str)> {
     let sentinels = sentinels
         .iter()
-        .map(|s| resp3(s))
+        .map(|s| Ok(protocol::with_protocol(resp3(s)?, version)))
         .collect::<Result<Vec<_>>>()?;
     let mut master = RedisConnectionInfo::default()
-        .set_protocol(ProtocolVersion::RESP3)
+        .set_protocol(version)
         .set_db(auth.db.unwrap_or(0));
     if let Some(u) = &auth.username {
         master = master.set_username(u);
@@ -65,6 +92,7 @@ pub(super) async fn connect<L: Subscriber>(
     let listener = L::connect(
         client,
         options.manager.clone(),
+        options.connect_timeout,
         options.response_timeout,
         options.self_id.clone(),
     )

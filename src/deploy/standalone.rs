@@ -3,23 +3,27 @@
 
 use redis::aio::ConnectionManager;
 
-use super::probe::{probe, redact, resp3};
-use super::{Commands, Options, Subscriber};
-use crate::error::{Error, Result};
+use super::probe::resp3;
+use super::{protocol, Commands, Options, Subscriber, Target};
+use crate::error::Result;
 
-/// Probes the server at `url`, then connects the command connection and the listener.
-/// Returns them with the command that publishes unlock messages.
+/// Probes the server at `target` (RESP3, or RESP2 if it has no `HELLO` or the builder
+/// forces it), then connects the command connection and the listener. Returns them with the
+/// command that publishes unlock messages.
 pub(super) async fn connect<L: Subscriber>(
-    url: &str,
+    target: &Target,
     options: &Options,
 ) -> Result<(Commands, L, &'static str)> {
-    let client = redis::Client::open(resp3(url)?)
-        .map_err(|e| Error::invalid("url", format!("{}: {e}", redact(url))))?;
-    probe(&client, &options.probe).await?;
+    let info = match target {
+        Target::Url(url) => resp3(url)?,
+        Target::Info(info) => (**info).clone(),
+    };
+    let client = protocol::probe_in_protocol(info, options.protocol, &options.probe).await?;
     let conn = ConnectionManager::new_with_config(client.clone(), options.manager.clone()).await?;
     let listener = L::connect(
         client,
         options.manager.clone(),
+        options.connect_timeout,
         options.response_timeout,
         options.self_id.clone(),
     )

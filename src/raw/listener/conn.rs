@@ -7,6 +7,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, RedisResult, Value};
 
+use super::resp2::Resp2Conn;
 use super::Shared;
 
 impl Shared {
@@ -80,12 +81,16 @@ pub(super) enum SubConn {
     Single(ConnectionManager),
     /// A Redis Cluster; `true`: sharded channels (SSUBSCRIBE).
     Cluster(ClusterConnection, bool),
+    /// A standalone server or Sentinel master spoken to in RESP2 (no `HELLO`): a dedicated
+    /// pub/sub connection.
+    Resp2(Arc<Resp2Conn>),
 }
 
 impl SubConn {
     pub(super) async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
         match self {
             SubConn::Single(c) => c.subscribe(channel).await,
+            SubConn::Resp2(c) => c.subscribe(channel).await,
             SubConn::Cluster(c, true) => c.ssubscribe(channel).await,
             SubConn::Cluster(c, false) => c.subscribe(channel).await,
         }
@@ -94,6 +99,7 @@ impl SubConn {
     pub(super) async fn unsubscribe(&mut self, channel: &str) -> RedisResult<()> {
         match self {
             SubConn::Single(c) => c.unsubscribe(channel).await,
+            SubConn::Resp2(c) => c.unsubscribe(channel).await,
             SubConn::Cluster(c, true) => c.sunsubscribe(channel).await,
             SubConn::Cluster(c, false) => c.unsubscribe(channel).await,
         }
@@ -104,6 +110,7 @@ impl SubConn {
         let _: Value = match self {
             SubConn::Single(c) => redis::cmd("PING").query_async(c).await?,
             SubConn::Cluster(c, _) => redis::cmd("PING").query_async(c).await?,
+            SubConn::Resp2(c) => return c.ping().await,
         };
         Ok(())
     }

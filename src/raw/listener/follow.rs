@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManagerConfig;
 
 use super::conn::SubConn;
 use super::{Channel, Listener, Shared};
@@ -27,9 +27,8 @@ impl Listener {
                 let Some(shared) = weak.upgrade() else {
                     return;
                 };
-                let config = shared.manager_config(config.clone());
-                match ConnectionManager::new_with_config(client, config).await {
-                    Ok(conn) => shared.switch(SubConn::Single(conn)).await,
+                match shared.connect_single(client, config.clone()).await {
+                    Ok(conn) => shared.switch(conn).await,
                     Err(e) => tracing::warn!(
                         error = %e,
                         "could not connect the subscription connection to the new master"

@@ -37,11 +37,15 @@
 //! - [`push`]: what each push from the server does.
 //! - [`resync`]: the wakeups and the resubscription check after a reconnect.
 //! - [`follow`]: moving to a new Sentinel master's connection.
+//! - [`resp2`]: the subscription connection for servers without RESP3 (no `HELLO`): a
+//!   dedicated pub/sub connection that reconnects itself and reports its losses as the
+//!   RESP3 path does.
 
 mod channel;
 mod conn;
 mod follow;
 mod push;
+mod resp2;
 mod resync;
 
 use std::collections::VecDeque;
@@ -69,6 +73,8 @@ struct Shared {
     self_id: String,
     /// Longest wait for one SUBSCRIBE / UNSUBSCRIBE (the client's response timeout).
     op_timeout: Duration,
+    /// Longest wait for a RESP2 subscription connection (the client's connect timeout).
+    connect_timeout: Duration,
     /// Notified when the connection is replaced (Sentinel switch).
     switched: Notify,
     /// The subscription connection; replaced when a Sentinel master moves.
@@ -131,17 +137,19 @@ pub(crate) struct Subscription {
 }
 
 impl Listener {
-    /// Connects the subscription connection of a standalone server or Sentinel master.
+    /// Connects the subscription connection of a standalone server or Sentinel master: a
+    /// connection manager with a push sender if `client` asks for RESP3, else a dedicated
+    /// RESP2 pub/sub connection.
     pub(crate) async fn connect(
         client: redis::Client,
         config: ConnectionManagerConfig,
+        connect_timeout: Duration,
         response_timeout: Duration,
         self_id: String,
     ) -> Result<Listener> {
-        let shared = Shared::new(self_id, response_timeout);
-        let conn =
-            ConnectionManager::new_with_config(client, shared.manager_config(config)).await?;
-        shared.set_conn(SubConn::Single(conn));
+        let shared = Shared::new(self_id, response_timeout, connect_timeout);
+        let conn = shared.connect_single(client, config).await?;
+        shared.set_conn(conn);
         Ok(Listener { shared })
     }
 
@@ -154,7 +162,7 @@ impl Listener {
         sharded: bool,
         self_id: String,
     ) -> Result<Listener> {
-        let shared = Shared::new(self_id, response_timeout);
+        let shared = Shared::new(self_id, response_timeout, connect_timeout);
         let client = crate::deploy::cluster_client(
             seeds,
             connect_timeout,
@@ -247,9 +255,10 @@ impl Drop for Subscription {
 }
 
 impl Shared {
-    fn new(self_id: String, op_timeout: Duration) -> Arc<Shared> {
+    fn new(self_id: String, op_timeout: Duration, connect_timeout: Duration) -> Arc<Shared> {
         Arc::new(Shared {
             op_timeout,
+            connect_timeout,
             switched: Notify::new(),
             channels: DashMap::new(),
             self_id,
@@ -258,6 +267,24 @@ impl Shared {
             resyncing: AtomicBool::new(false),
             disconnects: AtomicUsize::new(0),
             recent: std::sync::Mutex::new(VecDeque::new()),
+        })
+    }
+
+    /// The subscription connection to one server, in the protocol `client` asks for.
+    async fn connect_single(
+        self: &Arc<Self>,
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+    ) -> Result<SubConn> {
+        let resp2 = client.get_connection_info().redis_settings().protocol()
+            == redis::ProtocolVersion::RESP2;
+        Ok(if resp2 {
+            let conn = resp2::Resp2Conn::connect(client, self.connect_timeout, self).await?;
+            SubConn::Resp2(Arc::new(conn))
+        } else {
+            let conn =
+                ConnectionManager::new_with_config(client, self.manager_config(config)).await?;
+            SubConn::Single(conn)
         })
     }
 }
