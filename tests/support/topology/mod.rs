@@ -9,7 +9,8 @@
 //! Every wait is bounded and panics with the last observed state, so a topology that does not
 //! converge fails the test with a reason instead of hanging it. Missing binaries panic too:
 //! `scripts/with-redis.sh` installs them. `REDIS_SERVER_BIN`, `REDIS_CLI_BIN` and
-//! `REDIS_SENTINEL_BIN` select the binaries.
+//! `REDIS_SENTINEL_BIN` select the binaries (`scripts/with-valkey.sh` points them at
+//! `valkey-server`, `valkey-cli` and a `valkey-sentinel` link to `valkey-server`).
 //!
 //! Only the deployment tests compile this (`#[path = "support/topology/mod.rs"] mod topology;`
 //! in tests/deployments.rs); the other test binaries never build it. The process plumbing

