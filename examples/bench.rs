@@ -309,14 +309,17 @@ where
 /// 1. The raw scripts through the same kind of connection: what Redis itself can serve.
 async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
+    // The library's unlock script is lua/unlock.lua after the shared fair-queue helpers.
+    let unlock_source = format!(
+        "{}\n{}",
+        include_str!("../lua/fair_queue.lua"),
+        include_str!("../lua/unlock.lua")
+    );
     let lock = redis::Script::new(include_str!("../lua/lock.lua"));
-    let unlock = redis::Script::new(include_str!("../lua/unlock.lua"));
+    let unlock = redis::Script::new(&unlock_source);
     let (lock_sha, unlock_sha) = (lock.get_hash().to_string(), unlock.get_hash().to_string());
     let mut c = conn.clone();
-    for script in [
-        include_str!("../lua/lock.lua"),
-        include_str!("../lua/unlock.lua"),
-    ] {
+    for script in [include_str!("../lua/lock.lua"), unlock_source.as_str()] {
         let _: String = redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(script)
@@ -329,6 +332,9 @@ async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
         let (lock_sha, unlock_sha) = (lock_sha.clone(), unlock_sha.clone());
         let key = format!("bench:ceiling:lock:{{{run_id}-{i}}}");
         let channel = format!("bench:ceiling:channel:{{{run_id}-{i}}}");
+        let queue = format!("bench:ceiling:fairqueue:{{{run_id}-{i}}}");
+        let deadlines = format!("bench:ceiling:fairtimeouts:{{{run_id}-{i}}}");
+        let fair_channel = format!("bench:ceiling:fairchannel:{{{run_id}-{i}}}");
         let owner = format!("{run_id}:{i}");
         let run_id = run_id.clone();
         async move {
@@ -342,12 +348,16 @@ async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
                 .await?;
             let _: i64 = redis::cmd("EVALSHA")
                 .arg(&unlock_sha)
-                .arg(2)
+                .arg(4)
                 .arg(&key)
                 .arg(&channel)
+                .arg(&queue)
+                .arg(&deadlines)
                 .arg(&owner)
                 .arg(&run_id)
                 .arg(0)
+                .arg("publish")
+                .arg(&fair_channel)
                 .query_async(&mut conn)
                 .await?;
             Ok(())
