@@ -7,60 +7,19 @@
 
 mod support;
 
+use support::kit::*;
+
 use support::hget;
 
 use support::{exists, Conn};
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error};
 use support::RedisServer;
 
-const WATCHDOG: Duration = Duration::from_secs(1);
 /// 2^53 ms: the largest lease / timeout the contract accepts.
 const MAX_MS: u64 = 1 << 53;
-
-async fn within<F: Future>(secs: u64, fut: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(secs), fut)
-        .await
-        .expect("operation did not finish in time")
-}
-
-async fn in_task<F>(fut: F) -> F::Output
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    within(20, tokio::spawn(fut))
-        .await
-        .expect("test task panicked")
-}
-
-async fn fresh_client(server: &RedisServer, test: &str) -> Client {
-    within(
-        10,
-        Client::builder(server.url())
-            .namespace(support::unique_ns(test))
-            .watchdog_timeout(WATCHDOG)
-            .build(),
-    )
-    .await
-    .expect("build client")
-}
-
-/// Another Client (another identity) in the same namespace as `of`.
-async fn peer(server: &RedisServer, of: &Client) -> Client {
-    within(
-        10,
-        Client::builder(server.url())
-            .namespace(of.namespace().to_string())
-            .watchdog_timeout(WATCHDOG)
-            .build(),
-    )
-    .await
-    .expect("build peer client")
-}
 
 fn assert_invalid<T>(result: lockwise::Result<T>, what: &str) {
     match result {
@@ -75,40 +34,6 @@ fn assert_invalid<T>(result: lockwise::Result<T>, what: &str) {
         }
         Err(e) => panic!("{what}: expected Error::InvalidArgument, got {e:?}"),
         Ok(_) => panic!("{what}: expected Error::InvalidArgument, got Ok"),
-    }
-}
-
-fn assert_not_held<T>(result: lockwise::Result<T>, name: &str) {
-    match result {
-        Err(ref e @ Error::NotHeld { name: ref n }) => {
-            assert_eq!(n, name);
-            assert!(!e.is_retryable(), "NotHeld is final");
-        }
-        Err(e) => panic!("expected Error::NotHeld for {name:?}, got {e:?}"),
-        Ok(_) => panic!("expected Error::NotHeld for {name:?}, got Ok"),
-    }
-}
-
-async fn hlen(conn: &mut Conn, key: &str) -> u64 {
-    lockwise::redis::cmd("HLEN")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap()
-}
-
-/// Keys under `ns` (SCAN-free: each test owns its server, so KEYS is fine).
-async fn keys_in(conn: &mut Conn, ns: &str) -> Vec<(String, i64)> {
-    support::keys_with_pttl(conn)
-        .await
-        .into_iter()
-        .filter(|(k, _)| k.starts_with(ns))
-        .collect()
-}
-
-async fn assert_ns_clean(conn: &mut Conn, ns: &str) {
-    for (key, pttl) in keys_in(conn, ns).await {
-        assert_ne!(pttl, -1, "key {key:?} left without a TTL");
     }
 }
 

@@ -7,96 +7,15 @@
 
 mod support;
 
+use support::kit::*;
+
 use support::hget;
 
-use support::{exists, Conn};
+use support::exists;
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
-use lockwise::{Client, Error};
 use support::RedisServer;
-
-/// Watchdog timeout used by most tests (short, so TTL effects are quick to observe).
-const WATCHDOG: Duration = Duration::from_secs(1);
-
-async fn client_with(server: &RedisServer, test: &str, watchdog: Duration) -> Client {
-    within(
-        10,
-        Client::builder(server.url())
-            .namespace(support::unique_ns(test))
-            .watchdog_timeout(watchdog)
-            .build(),
-    )
-    .await
-    .expect("build client")
-}
-
-async fn fresh_client(server: &RedisServer, test: &str) -> Client {
-    client_with(server, test, WATCHDOG).await
-}
-
-/// Another Client (another identity) in the same namespace as `of`, so both see the same locks.
-async fn peer(server: &RedisServer, of: &Client) -> Client {
-    within(
-        10,
-        Client::builder(server.url())
-            .namespace(of.namespace().to_string())
-            .watchdog_timeout(WATCHDOG)
-            .build(),
-    )
-    .await
-    .expect("build peer client")
-}
-
-/// Await `fut`, panicking if it takes longer than `secs` seconds (tests never hang).
-async fn within<F: Future>(secs: u64, fut: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(secs), fut)
-        .await
-        .expect("operation did not finish in time")
-}
-
-/// Run `fut` in its own spawned tokio task (a well-defined lock owner) and return its output.
-async fn in_task<F>(fut: F) -> F::Output
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    within(20, tokio::spawn(fut))
-        .await
-        .expect("test task panicked")
-}
-
-async fn hlen(conn: &mut Conn, key: &str) -> u64 {
-    lockwise::redis::cmd("HLEN")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap()
-}
-
-async fn pttl(conn: &mut Conn, key: &str) -> i64 {
-    lockwise::redis::cmd("PTTL")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap()
-}
-
-/// Every key in the database has a TTL (the library never leaves a key without one).
-async fn assert_all_keys_have_ttl(conn: &mut Conn) {
-    for (key, pttl) in support::keys_with_pttl(conn).await {
-        assert_ne!(pttl, -1, "key {key:?} was left without a TTL");
-    }
-}
-
-fn assert_not_held<T>(result: lockwise::Result<T>, name: &str) {
-    match result {
-        Err(Error::NotHeld { name: n }) => assert_eq!(n, name, "NotHeld names the lock"),
-        Err(e) => panic!("expected Error::NotHeld for {name:?}, got error {e:?}"),
-        Ok(_) => panic!("expected Error::NotHeld for {name:?}, got Ok"),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_after_lease_expiry_is_not_held() {

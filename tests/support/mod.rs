@@ -47,6 +47,7 @@
 //! without the data dir, bounded waits that panic with the last observed state.
 #![allow(dead_code)]
 
+pub mod kit;
 pub mod server;
 
 use std::time::{Duration, Instant};
