@@ -159,6 +159,12 @@ impl Client {
         crate::fenced_value::FencedValue::new(self.inner.core.clone(), key.as_ref())
     }
 
+    /// A handle to the countdown latch `name` (see
+    /// [`CountDownLatch`](crate::CountDownLatch)). Cheap; nothing is sent to Redis.
+    pub fn count_down_latch(&self, name: impl AsRef<str>) -> crate::CountDownLatch {
+        crate::latch::CountDownLatch::new(self.inner.core.clone(), name.as_ref())
+    }
+
     /// A handle to the multi-lock over the reentrant locks `names`: all of them or none
     /// (see [`MultiLock`](crate::MultiLock)). Names are sorted and deduplicated; an empty
     /// list or an invalid name is reported by the handle's methods as

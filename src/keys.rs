@@ -33,6 +33,10 @@ pub(crate) enum Role {
     /// `<ns>:fairchannel:{n}`: the prefix of a `FairLock`'s per-waiter channels (waiter `w`
     /// listens on `<prefix>:<w>`).
     FairChannel,
+    /// `<ns>:latch:{n}`: a `CountDownLatch`'s count, a string; deleted when it opens.
+    Latch,
+    /// `<ns>:latchchannel:{n}`: the channel a `CountDownLatch` publishes to when it opens.
+    LatchChannel,
 }
 
 impl Role {
@@ -45,6 +49,8 @@ impl Role {
             Role::FairQueue => "fairqueue",
             Role::FairTimeouts => "fairtimeouts",
             Role::FairChannel => "fairchannel",
+            Role::Latch => "latch",
+            Role::LatchChannel => "latchchannel",
         }
     }
 }
@@ -239,6 +245,8 @@ mod tests {
             (Role::FairQueue, "fairqueue"),
             (Role::FairTimeouts, "fairtimeouts"),
             (Role::FairChannel, "fairchannel"),
+            (Role::Latch, "latch"),
+            (Role::LatchChannel, "latchchannel"),
         ];
         let (plain, tagged, odd) = (
             Keys::new("lockwise", "order:1001"),

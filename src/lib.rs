@@ -34,6 +34,7 @@
 //   reentrant.rs      RLock                 fair.rs     FairLock (FIFO queue)
 //   fenced.rs         FencedLock (tokens)   fenced_value.rs  FencedValue
 //   multi.rs          MultiLock (all or nothing over several RLocks)
+//   latch.rs          CountDownLatch
 //   redlock/          RedLock over independent masters: options, node, round, guard
 //   keys.rs           every key and channel name (`Role`), argument checks
 //   scripts.rs        every Lua script (lua/*.lua), the runner, the header test
@@ -46,6 +47,7 @@ mod fair;
 mod fenced;
 mod fenced_value;
 mod keys;
+mod latch;
 mod multi;
 mod raw;
 mod redlock;
@@ -61,6 +63,7 @@ pub use fair::{FairLock, FairLockGuard};
 pub use fenced::{FencedLock, FencedLockGuard};
 pub use fenced_value::FencedValue;
 pub use keys::MAX_NAME_LEN;
+pub use latch::CountDownLatch;
 pub use multi::{MultiLock, MultiLockGuard};
 pub use redlock::{
     RedLock, RedLockGuard, RedLockOptions, RedLockSet, DEFAULT_NODE_TIMEOUT, DEFAULT_REDLOCK_TTL,

@@ -176,6 +176,12 @@ scripts! {
     FORCE_UNLOCK = "fair_queue.lua" + "force_unlock.lua";
     /// `lua/rekey.lua`: a guard's hold moves to an owner of its own (`detach`)
     REKEY = "rekey.lua";
+    /// `lua/latch_set.lua`
+    LATCH_SET = "latch_set.lua";
+    /// `lua/latch_count_down.lua`
+    LATCH_COUNT_DOWN = "latch_count_down.lua";
+    /// `lua/latch_state.lua`
+    LATCH_STATE = "latch_state.lua";
     /// `lua/fenced_lock.lua`
     FENCED_LOCK = "fenced_lock.lua";
     /// `lua/fenced_write.lua`

@@ -131,6 +131,29 @@ async fn readme_minimal_user_runs_every_kind() {
             .expect("redlock");
         g.unlock().await.expect("redlock unlock");
 
+        // A guard detached from its task (lua/rekey.lua).
+        let mut g = a.lock("detached").lock().await.expect("lock to detach");
+        g.detach().await.expect("detach");
+        g.unlock().await.expect("detached unlock");
+
+        // A countdown latch: a waiter in the other client is woken by the broadcast.
+        let latch = a.count_down_latch("latch");
+        assert!(latch
+            .try_set_count(2, Duration::from_secs(30))
+            .await
+            .expect("set"));
+        let waiting = {
+            let latch = b.count_down_latch("latch");
+            tokio::spawn(async move { latch.wait().await })
+        };
+        assert_eq!(latch.count_down().await.expect("count down"), 1);
+        assert_eq!(latch.count_down().await.expect("count down"), 0);
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken by pub/sub")
+            .unwrap()
+            .expect("wait");
+
         // force_unlock publishes too.
         let _g = b.lock("gone").lock().await.expect("lock to force");
         assert!(a.lock("gone").force_unlock().await.expect("force_unlock"));

@@ -48,6 +48,8 @@ const NEEDED: &[&[&str]] = &[
     &["get", "K"],
     &["set", "K", "1"],
     &["incr", "K"],
+    &["decr", "K"],
+    &["hdel", "K", "f"],
     &["lindex", "K", "0"],
     &["lrem", "K", "0", "w"],
     &["lpop", "K"],

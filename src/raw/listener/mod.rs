@@ -4,7 +4,8 @@
 //! waiter of a channel sends SUBSCRIBE, the last one to leave sends UNSUBSCRIBE), then waits on
 //! the channel's [`Notify`]. Messages arrive as RESP3 pushes on a dedicated
 //! [`ConnectionManager`]; the push handler runs on the connection's reader and only calls
-//! `notify_one`, which costs nanoseconds.
+//! `notify_one`, which costs nanoseconds. A message whose payload starts with `*` is a
+//! broadcast (a countdown latch opened): it wakes every waiter of the channel.
 //!
 //! Subscribe and unsubscribe of one channel are serialized by a per-channel async mutex that
 //! outlives the last waiter until the UNSUBSCRIBE has been answered, so a new waiter never
@@ -224,6 +225,16 @@ impl Listener {
     pub(crate) fn notify_local(&self, channel: &str) {
         if let Some(c) = self.shared.channels.get(channel) {
             c.notify.notify_one();
+        }
+    }
+}
+
+impl Listener {
+    /// Wakes every local waiter of `channel` now (a latch found open, so its waiters need
+    /// not wait for a wakeup that a subscription loss may have swallowed).
+    pub(crate) fn notify_all(&self, channel: &str) {
+        if let Some(c) = self.shared.channels.get(channel) {
+            c.notify.notify_waiters();
         }
     }
 }

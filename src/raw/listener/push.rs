@@ -31,7 +31,12 @@ impl Shared {
                     return;
                 };
                 if let Some(c) = self.channels.get(channel) {
-                    c.notify.notify_one();
+                    if payload.starts_with(b"*") {
+                        // A broadcast (a latch opened): every waiter, not one.
+                        c.notify.notify_waiters();
+                    } else {
+                        c.notify.notify_one();
+                    }
                 }
             }
             PushKind::Subscribe | PushKind::SSubscribe => {
