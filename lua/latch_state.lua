@@ -1,6 +1,7 @@
 -- latch_state.lua: a countdown latch's count and TTL, read together (read only).
 --
 -- KEYS[1]  latch counter (a string)
+-- ARGV     none
 --
 -- Returns  {count, pttl}: {0, -2} when the latch is open (no key)
 local count = redis.call('get', KEYS[1])
