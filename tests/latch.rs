@@ -30,11 +30,7 @@ async fn assert_nothing_left(conn: &mut Conn, ns: &str) {
         .unwrap();
     assert!(keys.is_empty(), "keys left: {keys:?}");
     assert!(
-        support::eventually(Duration::from_secs(2), || {
-            let mut conn = conn.clone();
-            async move { support::active_channels(&mut conn).await.is_empty() }
-        })
-        .await,
+        support::no_channels_within(conn, Duration::from_secs(2)).await,
         "channels left subscribed"
     );
 }
@@ -155,11 +151,7 @@ async fn timed_out_and_cancelled_waits_leave_nothing_subscribed() {
     waiting.abort();
     let _ = waiting.await;
     assert!(
-        support::eventually(Duration::from_secs(2), || {
-            let mut conn = conn.clone();
-            async move { support::active_channels(&mut conn).await.is_empty() }
-        })
-        .await,
+        support::no_channels_within(&conn, Duration::from_secs(2)).await,
         "a cancelled wait unsubscribes"
     );
     assert_eq!(latch.count().await.unwrap(), 1, "waiting changes nothing");
@@ -190,13 +182,7 @@ async fn waiters_survive_a_killed_subscription_and_script_flush() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let _: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let _: i64 = support::kill_pubsub(&mut conn).await;
     assert_eq!(cs[1].count_down_latch(name).count_down().await.unwrap(), 1);
     // Resubscribed after the kill, then opened.
     assert!(support::numsub_until(&conn, &channel, Duration::from_secs(5), |n| n == 2).await);

@@ -172,13 +172,7 @@ async fn subscription_loss_wakes_one_waiter_per_lock_not_every_waiter() {
             before = now;
         }
 
-        let killed: i64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg("pubsub")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let killed: i64 = support::kill_pubsub(&mut conn).await;
         assert!(killed >= 1, "no subscription connection killed");
         assert!(
             numsub_at_least(&conn, &channel, 1).await,

@@ -102,11 +102,7 @@ async fn server_without_hello_connects_and_wakes_waiters_by_pubsub() {
 
     // Nothing stays subscribed once nobody waits.
     assert!(
-        support::eventually(Duration::from_secs(5), || {
-            let mut c = conn.clone();
-            async move { support::active_channels(&mut c).await.is_empty() }
-        })
-        .await,
+        support::no_channels_within(&conn, Duration::from_secs(5)).await,
         "channels left subscribed: {:?}",
         support::active_channels(&mut conn).await
     );
@@ -126,13 +122,7 @@ async fn resp2_subscription_connection_killed_while_waiting() {
     let held = holder.lock("job").lock_with_lease(LEASE).await.unwrap();
     let waiting = waiter(&other, "job");
     assert!(numsub_is(&conn, &ch, 1).await);
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let killed: i64 = support::kill_pubsub(&mut conn).await;
     assert!(killed >= 1, "the subscription connections were killed");
     assert!(
         numsub_is(&conn, &ch, 1).await,
@@ -152,13 +142,7 @@ async fn resp2_subscription_connection_killed_while_waiting() {
     let held = holder.lock("job").lock_with_lease(LEASE).await.unwrap();
     let waiting = waiter(&other, "job");
     assert!(numsub_is(&conn, &ch, 1).await);
-    let _: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let _: i64 = support::kill_pubsub(&mut conn).await;
     let released = Instant::now();
     held.unlock().await.unwrap();
     waiting.await.unwrap();
@@ -169,11 +153,7 @@ async fn resp2_subscription_connection_killed_while_waiting() {
     );
 
     assert!(
-        support::eventually(Duration::from_secs(5), || {
-            let mut c = conn.clone();
-            async move { support::active_channels(&mut c).await.is_empty() }
-        })
-        .await,
+        support::no_channels_within(&conn, Duration::from_secs(5)).await,
         "channels left subscribed: {:?}",
         support::active_channels(&mut conn).await
     );
@@ -247,13 +227,7 @@ async fn resp2_many_channels_survive_repeated_kills() {
         assert!(numsub_is(&conn, &channel(&ns, n), 1).await);
     }
     for _ in 0..5 {
-        let _: i64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg("pubsub")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let _: i64 = support::kill_pubsub(&mut conn).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for n in &names {
@@ -275,11 +249,7 @@ async fn resp2_many_channels_survive_repeated_kills() {
         released.elapsed()
     );
     assert!(
-        support::eventually(Duration::from_secs(5), || {
-            let mut c = conn.clone();
-            async move { support::active_channels(&mut c).await.is_empty() }
-        })
-        .await,
+        support::no_channels_within(&conn, Duration::from_secs(5)).await,
         "channels left subscribed: {:?}",
         support::active_channels(&mut conn).await
     );

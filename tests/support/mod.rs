@@ -100,6 +100,26 @@ pub async fn active_channels(conn: &mut redis::aio::MultiplexedConnection) -> Ve
         .unwrap()
 }
 
+/// Whether no channel is subscribed on the server within `timeout` (every waiter gone).
+pub async fn no_channels_within(conn: &Conn, timeout: Duration) -> bool {
+    eventually(timeout, || {
+        let mut c = conn.clone();
+        async move { active_channels(&mut c).await.is_empty() }
+    })
+    .await
+}
+
+/// `CLIENT KILL TYPE pubsub`: drops every subscription connection; returns how many.
+pub async fn kill_pubsub(conn: &mut Conn) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
 /// Every key in the database with its PTTL (-1 = no TTL).
 pub async fn keys_with_pttl(conn: &mut redis::aio::MultiplexedConnection) -> Vec<(String, i64)> {
     let keys: Vec<String> = conn.keys("*").await.unwrap();
