@@ -62,9 +62,10 @@ async fn start_job(State(app): State<App>, RawQuery(query): RawQuery) -> String 
     format!("{}", tokio::task::id())
 }
 
-/// Serves `start_job` and sends two requests over one keep-alive connection; returns the
-/// recorded history and the ids of the tasks that served the two requests.
-async fn two_requests_on_one_connection(mode: &str) -> (History, Vec<String>) {
+/// Serves `start_job` and sends two requests over one keep-alive connection; checks that the
+/// scenario is real (one task served both requests, both took the lock) and returns the
+/// recorded history.
+async fn two_requests_on_one_connection(mode: &str) -> History {
     let server = RedisServer::start();
     let ns = support::unique_ns(&format!("ownership-keepalive-{mode}"));
     let client = support::client(&server, &ns, Duration::from_secs(5)).await;
@@ -107,7 +108,9 @@ async fn two_requests_on_one_connection(mode: &str) -> (History, Vec<String>) {
     }
     let mut conn = server.conn().await;
     assert_no_keys(&mut conn, &ns).await;
-    (app.hist, served_by)
+    assert_eq!(served_by[0], served_by[1], "one connection, one task");
+    assert_eq!(app.hist.ok_count(), 2);
+    app.hist
 }
 
 async fn assert_no_keys(conn: &mut Conn, ns: &str) {
@@ -121,18 +124,13 @@ async fn assert_no_keys(conn: &mut Conn, ns: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_alive_requests_wait_for_the_job_of_a_non_reentrant_lock() {
-    let (hist, served_by) = two_requests_on_one_connection("non_reentrant").await;
-    // The scenario is real: one task served both requests.
-    assert_eq!(served_by[0], served_by[1], "one connection, one task");
-    assert_eq!(hist.ok_count(), 2);
+    let hist = two_requests_on_one_connection("non_reentrant").await;
     assert_clean(&hist.check_overlaps());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_alive_requests_wait_for_the_job_of_a_detached_guard() {
-    let (hist, served_by) = two_requests_on_one_connection("detach").await;
-    assert_eq!(served_by[0], served_by[1], "one connection, one task");
-    assert_eq!(hist.ok_count(), 2);
+    let hist = two_requests_on_one_connection("detach").await;
     let acq = hist.acquisitions();
     assert_ne!(
         acq[0].owner, acq[1].owner,
@@ -145,9 +143,7 @@ async fn keep_alive_requests_wait_for_the_job_of_a_detached_guard() {
 async fn keep_alive_requests_reenter_a_task_owned_lock() {
     // The trap, shown: with the default (task-owned) handle the second request re-enters
     // the hold the first request's job still uses. This is why `non_reentrant()` exists.
-    let (hist, served_by) = two_requests_on_one_connection("task").await;
-    assert_eq!(served_by[0], served_by[1], "one connection, one task");
-    assert_eq!(hist.ok_count(), 2);
+    let hist = two_requests_on_one_connection("task").await;
     // The checker accepts overlapping holds of one owner (re-entry); here both holds have
     // the handler task's owner, and the second began while the first job still ran.
     let acq = hist.acquisitions();
