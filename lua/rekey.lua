@@ -6,7 +6,7 @@
 -- ARGV[2]  new owner field (fresh, unique to the guard)
 --
 -- The new field is written before the old one is removed, so the hash never becomes empty
--- and keeps its TTL.
+-- and keeps its TTL. A read-write lock reader's deadline field "~" .. owner moves with it.
 --
 -- Returns  1   moved
 --          2   already moved (a retry after a lost reply)
@@ -24,4 +24,9 @@ if tonumber(holds) ~= 1 then
 end
 redis.call('hset', KEYS[1], ARGV[2], 1)
 redis.call('hdel', KEYS[1], ARGV[1])
+local deadline = redis.call('hget', KEYS[1], '~' .. ARGV[1])
+if deadline then
+    redis.call('hset', KEYS[1], '~' .. ARGV[2], deadline)
+    redis.call('hdel', KEYS[1], '~' .. ARGV[1])
+end
 return 1

@@ -8,13 +8,30 @@
 --          by that owner; such a lock is never touched, so a released lock's TTL never rises)
 --
 -- A renewal only extends: a longer TTL (the same owner also holds it with a longer lease)
--- is kept.
+-- is kept. A read-write lock's readers hash (a key whose name has ':rwread') also keeps a
+-- deadline per reader in the field "~" .. owner: it is raised to now + ttl (server clock,
+-- one TIME per call at most), so the watchdog renews only this client's own reader holds.
+-- Other keys cost no command more than before.
 local ttl = tonumber(ARGV[1])
 local result = {}
+local now
 for i = 1, #KEYS do
     if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then
         if redis.call('pttl', KEYS[i]) < ttl then
             redis.call('pexpire', KEYS[i], ttl)
+        end
+        if string.find(KEYS[i], ':rwread', 1, true) then
+            local field = '~' .. ARGV[i + 1]
+            local deadline = redis.call('hget', KEYS[i], field)
+            if deadline then
+                if not now then
+                    local t = redis.call('time')
+                    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+                end
+                if tonumber(deadline) < now + ttl then
+                    redis.call('hset', KEYS[i], field, now + ttl)
+                end
+            end
         end
         result[i] = 1
     else

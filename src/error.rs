@@ -62,6 +62,15 @@ pub enum Error {
     /// the handle can take no more locks (a guard it handed out would be lost at once).
     /// Nothing was taken. Keep a `Client` alive as long as its lock handles are used.
     ClientClosed,
+    /// A write lock was asked for by an owner that holds the read lock of the same
+    /// [`RwLock`](crate::RwLock) and not its write lock. Waiting would wait for itself (and
+    /// two owners upgrading at once would wait for each other), so the upgrade is refused at
+    /// once; nothing was changed. Release the read holds first, or take the write lock
+    /// first and the read lock under it (a downgrade).
+    UpgradeRefused {
+        /// The lock's name.
+        name: String,
+    },
 }
 
 impl Error {
@@ -156,6 +165,11 @@ impl fmt::Display for Error {
                 f,
                 "the redis user may not use {what}, which lockwise needs ({reason}); see the \
                  README's ACL section for the minimal rule"
+            ),
+            Error::UpgradeRefused { name } => write!(
+                f,
+                "read-write lock {name:?}: the owner holds a read lock; upgrading it to a write \
+                 lock is refused"
             ),
             Error::ClientClosed => write!(
                 f,

@@ -37,6 +37,18 @@ pub(crate) enum Role {
     Latch,
     /// `<ns>:latchchannel:{n}`: the channel a `CountDownLatch` publishes to when it opens.
     LatchChannel,
+    /// `<ns>:rwwrite:{n}`: a `RwLock`'s writer hash (owner -> write holds, one owner at most).
+    RwWrite,
+    /// `<ns>:rwread:{n}`: a `RwLock`'s readers hash (owner -> read holds, and `~<owner>` ->
+    /// that reader's deadline in server ms).
+    RwRead,
+    /// `<ns>:rwwriters:{n}`: a `RwLock`'s waiting writers, a sorted set (owner -> intent
+    /// deadline in server ms); new readers wait while it has a live entry.
+    RwWriters,
+    /// `<ns>:rwreadchannel:{n}`: the channel a `RwLock`'s readers wait on.
+    RwReadChannel,
+    /// `<ns>:rwwritechannel:{n}`: the channel a `RwLock`'s writers wait on.
+    RwWriteChannel,
 }
 
 impl Role {
@@ -51,6 +63,11 @@ impl Role {
             Role::FairChannel => "fairchannel",
             Role::Latch => "latch",
             Role::LatchChannel => "latchchannel",
+            Role::RwWrite => "rwwrite",
+            Role::RwRead => "rwread",
+            Role::RwWriters => "rwwriters",
+            Role::RwReadChannel => "rwreadchannel",
+            Role::RwWriteChannel => "rwwritechannel",
         }
     }
 }
@@ -247,6 +264,11 @@ mod tests {
             (Role::FairChannel, "fairchannel"),
             (Role::Latch, "latch"),
             (Role::LatchChannel, "latchchannel"),
+            (Role::RwWrite, "rwwrite"),
+            (Role::RwRead, "rwread"),
+            (Role::RwWriters, "rwwriters"),
+            (Role::RwReadChannel, "rwreadchannel"),
+            (Role::RwWriteChannel, "rwwritechannel"),
         ];
         let (plain, tagged, odd) = (
             Keys::new("lockwise", "order:1001"),

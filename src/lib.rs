@@ -35,6 +35,7 @@
 //   fenced.rs         FencedLock (tokens)   fenced_value.rs  FencedValue
 //   multi.rs          MultiLock (all or nothing over several RLocks)
 //   latch.rs          CountDownLatch
+//   rwlock/           RwLock: read and write sides, each a kind on the engine
 //   redlock/          RedLock over independent masters: options, node, round, guard
 //   keys.rs           every key and channel name (`Role`), argument checks
 //   scripts.rs        every Lua script (lua/*.lua), the runner, the header test
@@ -52,6 +53,7 @@ mod multi;
 mod raw;
 mod redlock;
 mod reentrant;
+mod rwlock;
 mod scripts;
 
 pub use client::{
@@ -70,6 +72,7 @@ pub use redlock::{
     DEFAULT_RETRY_DELAY,
 };
 pub use reentrant::{RLock, RLockGuard};
+pub use rwlock::{ReadLock, ReadLockGuard, RwLock, WriteLock, WriteLockGuard};
 
 /// The redis-rs version lockwise is built on, so callers name the same types.
 pub use redis;

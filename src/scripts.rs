@@ -192,6 +192,18 @@ scripts! {
     FAIR_LOCK = "fair_queue.lua" + "fair_lock.lua";
     /// `lua/fair_leave.lua`, after the shared `lua/fair_queue.lua`
     FAIR_LEAVE = "fair_queue.lua" + "fair_leave.lua";
+    /// `lua/rw_read.lua`, after the shared `lua/rw_prelude.lua`
+    RW_READ = "rw_prelude.lua" + "rw_read.lua";
+    /// `lua/rw_write.lua`, after the shared `lua/rw_prelude.lua`
+    RW_WRITE = "rw_prelude.lua" + "rw_write.lua";
+    /// `lua/rw_unlock_read.lua`, after the shared `lua/rw_prelude.lua`
+    RW_UNLOCK_READ = "rw_prelude.lua" + "rw_unlock_read.lua";
+    /// `lua/rw_unlock_write.lua`, after the shared `lua/rw_prelude.lua`
+    RW_UNLOCK_WRITE = "rw_prelude.lua" + "rw_unlock_write.lua";
+    /// `lua/rw_leave.lua`, after the shared `lua/rw_prelude.lua`
+    RW_LEAVE = "rw_prelude.lua" + "rw_leave.lua";
+    /// `lua/rw_force_unlock.lua`
+    RW_FORCE_UNLOCK = "rw_force_unlock.lua";
 }
 
 #[cfg(test)]

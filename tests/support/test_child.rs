@@ -271,6 +271,13 @@ async fn holder(url: String, ns: String, label: String) {
                     Box::pin(async move { g.unlock().await }),
                 )
             }
+            "rwread" => {
+                let g = c.rw_lock(&name).read().lock().await.unwrap();
+                (
+                    g.owner().to_string(),
+                    Box::pin(async move { g.unlock().await }),
+                )
+            }
             other => panic!("unknown kind {other}"),
         };
         h.ok(&id, &owner, None, None);
