@@ -13,6 +13,8 @@
 //! 5. waiter scale: 10,000 waiters on 10,000 locks held by another Client.
 //! 6. fair handoff: workload 3 on a FairLock; lock-script calls per handoff.
 
+#[path = "common/bench_rwlock.rs"]
+mod bench_rwlock;
 #[path = "../tests/support/server.rs"]
 mod server;
 
@@ -173,6 +175,9 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     let f = contended(&url, LockKind::Fair, 800).await?;
     print_contended("fair handoff", &f, ping.0);
     report.insert("fair".into(), contended_json(&f, ping.0));
+
+    let rw = bench_rwlock::rwlock_rows(&url, args.seconds, ping.0).await?;
+    report.insert("rwlock".into(), rw);
 
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&Json::Object(report))?)?;
