@@ -37,6 +37,12 @@ pub(crate) enum Role {
     Latch,
     /// `<ns>:latchchannel:{n}`: the channel a `CountDownLatch` publishes to when it opens.
     LatchChannel,
+    /// `<ns>:semaphore:{n}`: a `Semaphore`'s permits, a hash (`p` = available permits,
+    /// `v` = version, changed whenever permits are added); its TTL is the idle TTL.
+    Semaphore,
+    /// `<ns>:semaphorechannel:{n}`: the channel a `Semaphore` publishes to when permits are
+    /// added (released, set or added).
+    SemaphoreChannel,
 }
 
 impl Role {
@@ -51,6 +57,8 @@ impl Role {
             Role::FairChannel => "fairchannel",
             Role::Latch => "latch",
             Role::LatchChannel => "latchchannel",
+            Role::Semaphore => "semaphore",
+            Role::SemaphoreChannel => "semaphorechannel",
         }
     }
 }
@@ -247,6 +255,8 @@ mod tests {
             (Role::FairChannel, "fairchannel"),
             (Role::Latch, "latch"),
             (Role::LatchChannel, "latchchannel"),
+            (Role::Semaphore, "semaphore"),
+            (Role::SemaphoreChannel, "semaphorechannel"),
         ];
         let (plain, tagged, odd) = (
             Keys::new("lockwise", "order:1001"),

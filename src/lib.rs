@@ -35,6 +35,7 @@
 //   fenced.rs         FencedLock (tokens)   fenced_value.rs  FencedValue
 //   multi.rs          MultiLock (all or nothing over several RLocks)
 //   latch.rs          CountDownLatch
+//   semaphore.rs      Semaphore (counted permits)
 //   redlock/          RedLock over independent masters: options, node, round, guard
 //   keys.rs           every key and channel name (`Role`), argument checks
 //   scripts.rs        every Lua script (lua/*.lua), the runner, the header test
@@ -53,6 +54,7 @@ mod raw;
 mod redlock;
 mod reentrant;
 mod scripts;
+mod semaphore;
 
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_RESPONSE_TIMEOUT,
@@ -70,6 +72,7 @@ pub use redlock::{
     DEFAULT_RETRY_DELAY,
 };
 pub use reentrant::{RLock, RLockGuard};
+pub use semaphore::{Semaphore, SemaphorePermits};
 
 /// The redis-rs version lockwise is built on, so callers name the same types.
 pub use redis;
