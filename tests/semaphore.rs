@@ -4,6 +4,8 @@
 //! SCRIPT FLUSH while waiting, and bad input. After each: no key without a TTL and no
 //! channel left subscribed.
 
+#[path = "support/child.rs"]
+mod child;
 mod support;
 
 use std::sync::{Arc, Mutex};
@@ -431,5 +433,41 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() {
         .query_async(&mut conn)
         .await
         .unwrap();
+    assert_clean(&mut conn, c.namespace()).await;
+}
+
+/// A holder process SIGKILLed while it holds 3 of 5 permits: the permits are lost (the
+/// semaphore cannot know who held them: exactly 2 stay available), the key keeps its TTL,
+/// and add_permits brings the pool back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holders_permits_are_lost() {
+    let server = RedisServer::start();
+    let c = &clients(&server, "sem-kill", 1).await[0];
+    let mut conn = server.conn().await;
+    let sem = c.semaphore("crash");
+    assert!(sem.try_set_permits(5).await.unwrap());
+    let mut holder = child::ChildProc::spawn(
+        "semaphore-holder",
+        server.url(),
+        c.namespace(),
+        "h",
+        &[
+            ("LOCKWISE_FP_LOCK", "crash".to_string()),
+            ("LOCKWISE_FP_PERMITS", "3".to_string()),
+            ("LOCKWISE_FP_HOLD_MS", "60000".to_string()),
+        ],
+    );
+    holder.wait_line("@acquired", Duration::from_secs(60)).await;
+    holder.sigkill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(sem.available_permits().await.unwrap(), 2, "3 permits lost");
+    assert!(sem
+        .try_acquire(3, Duration::from_millis(300))
+        .await
+        .unwrap()
+        .is_none());
+    let pttl = support::kit::pttl(&mut conn, sem.key()).await;
+    assert!(pttl > 0, "the key keeps its TTL: {pttl}");
+    assert_eq!(sem.add_permits(3).await.unwrap(), 5);
     assert_clean(&mut conn, c.namespace()).await;
 }
