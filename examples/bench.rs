@@ -12,9 +12,12 @@
 //! 4. watchdog scale: 100,000 watchdog locks held for 3 renewal periods.
 //! 5. waiter scale: 10,000 waiters on 10,000 locks held by another Client.
 //! 6. fair handoff: workload 3 on a FairLock; lock-script calls per handoff.
+//! 7. semaphore: 64 tasks, 8 permits, acquire -> release vs its scripts' ceiling (`common/bench_semaphore.rs`).
 
 #[path = "common/bench_rwlock.rs"]
 mod bench_rwlock;
+#[path = "common/bench_semaphore.rs"]
+mod bench_semaphore;
 #[path = "../tests/support/server.rs"]
 mod server;
 
@@ -178,6 +181,9 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
 
     let rw = bench_rwlock::rwlock_rows(&url, args.seconds, ping.0).await?;
     report.insert("rwlock".into(), rw);
+    let sem = bench_semaphore::run(&url, args.seconds).await?;
+    println!("{}", sem.line);
+    report.insert("semaphore".into(), sem.json);
 
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&Json::Object(report))?)?;

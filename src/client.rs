@@ -171,6 +171,12 @@ impl Client {
         crate::rwlock::RwLock::new(self.inner.core.clone(), name.as_ref())
     }
 
+    /// A handle to the semaphore `name` (see [`Semaphore`](crate::Semaphore)). Cheap;
+    /// nothing is sent to Redis.
+    pub fn semaphore(&self, name: impl AsRef<str>) -> crate::Semaphore {
+        crate::semaphore::Semaphore::new(self.inner.core.clone(), name.as_ref())
+    }
+
     /// A handle to the multi-lock over the reentrant locks `names`: all of them or none
     /// (see [`MultiLock`](crate::MultiLock)). Names are sorted and deduplicated; an empty
     /// list or an invalid name is reported by the handle's methods as

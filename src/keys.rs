@@ -49,6 +49,12 @@ pub(crate) enum Role {
     RwReadChannel,
     /// `<ns>:rwwritechannel:{n}`: the channel a `RwLock`'s writers wait on.
     RwWriteChannel,
+    /// `<ns>:semaphore:{n}`: a `Semaphore`'s permits, a hash (`p` = available permits,
+    /// `v` = version, changed whenever permits are added); its TTL is the idle TTL.
+    Semaphore,
+    /// `<ns>:semaphorechannel:{n}`: the channel a `Semaphore` publishes to when permits are
+    /// added (released, set or added).
+    SemaphoreChannel,
 }
 
 impl Role {
@@ -68,6 +74,8 @@ impl Role {
             Role::RwWriters => "rwwriters",
             Role::RwReadChannel => "rwreadchannel",
             Role::RwWriteChannel => "rwwritechannel",
+            Role::Semaphore => "semaphore",
+            Role::SemaphoreChannel => "semaphorechannel",
         }
     }
 }
@@ -269,6 +277,8 @@ mod tests {
             (Role::RwWriters, "rwwriters"),
             (Role::RwReadChannel, "rwreadchannel"),
             (Role::RwWriteChannel, "rwwritechannel"),
+            (Role::Semaphore, "semaphore"),
+            (Role::SemaphoreChannel, "semaphorechannel"),
         ];
         let (plain, tagged, odd) = (
             Keys::new("lockwise", "order:1001"),

@@ -36,6 +36,7 @@
 //   multi.rs          MultiLock (all or nothing over several RLocks)
 //   latch.rs          CountDownLatch
 //   rwlock/           RwLock: read and write sides, each a kind on the engine
+//   semaphore.rs      Semaphore (counted permits)
 //   redlock/          RedLock over independent masters: options, node, round, guard
 //   keys.rs           every key and channel name (`Role`), argument checks
 //   scripts.rs        every Lua script (lua/*.lua), the runner, the header test
@@ -55,6 +56,7 @@ mod redlock;
 mod reentrant;
 mod rwlock;
 mod scripts;
+mod semaphore;
 
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_RESPONSE_TIMEOUT,
@@ -73,6 +75,7 @@ pub use redlock::{
 };
 pub use reentrant::{RLock, RLockGuard};
 pub use rwlock::{ReadLock, ReadLockGuard, RwLock, WriteLock, WriteLockGuard};
+pub use semaphore::{Semaphore, SemaphorePermits};
 
 /// The redis-rs version lockwise is built on, so callers name the same types.
 pub use redis;

@@ -182,6 +182,14 @@ scripts! {
     LATCH_COUNT_DOWN = "latch_count_down.lua";
     /// `lua/latch_state.lua`
     LATCH_STATE = "latch_state.lua";
+    /// `lua/semaphore_set.lua`, after the shared `lua/semaphore_prelude.lua`
+    SEMAPHORE_SET = "semaphore_prelude.lua" + "semaphore_set.lua";
+    /// `lua/semaphore_acquire.lua`, after the shared `lua/semaphore_prelude.lua`
+    SEMAPHORE_ACQUIRE = "semaphore_prelude.lua" + "semaphore_acquire.lua";
+    /// `lua/semaphore_add.lua`, after the shared `lua/semaphore_prelude.lua`
+    SEMAPHORE_ADD = "semaphore_prelude.lua" + "semaphore_add.lua";
+    /// `lua/semaphore_drain.lua`, after the shared `lua/semaphore_prelude.lua`
+    SEMAPHORE_DRAIN = "semaphore_prelude.lua" + "semaphore_drain.lua";
     /// `lua/fenced_lock.lua`
     FENCED_LOCK = "fenced_lock.lua";
     /// `lua/fenced_write.lua`

@@ -154,6 +154,23 @@ async fn readme_minimal_user_runs_every_kind() {
             .unwrap()
             .expect("wait");
 
+        // A semaphore: a waiter in the other client is woken by the release's message.
+        let sem = a.semaphore("sem");
+        assert!(sem.try_set_permits(1).await.expect("set permits"));
+        let held = sem.acquire(1).await.expect("acquire");
+        let waiting = {
+            let sem = b.semaphore("sem");
+            tokio::spawn(async move { sem.acquire(1).await.map(|p| p.forget()) })
+        };
+        held.release().await.expect("release");
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken by pub/sub")
+            .unwrap()
+            .expect("acquire in b");
+        assert_eq!(sem.add_permits(-1).await.expect("add"), -1);
+        assert_eq!(sem.drain_permits().await.expect("drain"), 0);
+
         // force_unlock publishes too.
         let _g = b.lock("gone").lock().await.expect("lock to force");
         assert!(a.lock("gone").force_unlock().await.expect("force_unlock"));

@@ -115,3 +115,23 @@ fn futures_are_send(
     send(&red.try_lock(d, None));
     send(&dguard.unlock());
 }
+
+#[test]
+fn semaphore_handles_guards_and_futures_are_send() {
+    send_sync::<lockwise::Semaphore>();
+    send_sync::<lockwise::SemaphorePermits>();
+    let _ = semaphore_futures_are_send;
+}
+
+/// Builds (never polls) the future of every public async method of the semaphore.
+fn semaphore_futures_are_send(sem: lockwise::Semaphore, permits: lockwise::SemaphorePermits) {
+    let d = Duration::from_secs(1);
+    send(&sem.try_set_permits(1));
+    send(&sem.add_permits(1));
+    send(&sem.release(1));
+    send(&sem.available_permits());
+    send(&sem.drain_permits());
+    send(&sem.acquire(1));
+    send(&sem.try_acquire(1, d));
+    send(&permits.release());
+}

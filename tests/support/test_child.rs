@@ -12,6 +12,7 @@
 //! | `baseline` | 2 tasks lock, increment a Redis counter non-atomically, unlock, until the target | `baseline_8_processes_x_2_tasks` |
 //! | `stalled-holder` | holds two fenced locks, waits for `go` (stopped meanwhile), writes late, unlocks | `holder_stall_sigstop_2x_lease` |
 //! | `holder` | takes an RLock or FairLock, holds it for a while, unlocks | `holder_crash_sigkill`, `fair_waiter_crash_sigkill`, `fair_killed_waiter_process_is_skipped` |
+//! | `semaphore-holder` | takes permits of a Semaphore, holds them for a while, releases | `semaphore::a_killed_holders_permits_are_lost` |
 
 #[path = "checker/mod.rs"]
 mod checker;
@@ -54,6 +55,7 @@ fn main() {
             "baseline" => baseline(url, ns, label).await,
             "stalled-holder" => stalled_holder(url, ns, label).await,
             "holder" => holder(url, ns, label).await,
+            "semaphore-holder" => semaphore_holder(url, ns).await,
             other => panic!("unknown role {other}"),
         }
     });
@@ -287,6 +289,24 @@ async fn holder(url: String, ns: String, label: String) {
         h.release(&id);
         emit(&h.line_of(&id));
         unlock.await.unwrap();
+        emit("@released");
+    })
+    .await;
+}
+
+/// The child half of `semaphore::a_killed_holders_permits_are_lost`: takes
+/// `LOCKWISE_FP_PERMITS` permits of the semaphore `LOCKWISE_FP_LOCK`, prints `@acquired`,
+/// holds them for `LOCKWISE_FP_HOLD_MS` (it is SIGKILLed meanwhile), then releases them.
+async fn semaphore_holder(url: String, ns: String) {
+    let name = env("LOCKWISE_FP_LOCK");
+    let permits: u64 = env("LOCKWISE_FP_PERMITS").parse().unwrap();
+    let hold = Duration::from_millis(env("LOCKWISE_FP_HOLD_MS").parse().unwrap());
+    let c = client(&url, &ns).await;
+    in_task(async move {
+        let p = c.semaphore(&name).acquire(permits).await.unwrap();
+        emit("@acquired");
+        tokio::time::sleep(hold).await;
+        p.release().await.unwrap();
         emit("@released");
     })
     .await;
