@@ -182,6 +182,16 @@ scripts! {
     LATCH_COUNT_DOWN = "latch_count_down.lua";
     /// `lua/latch_state.lua`
     LATCH_STATE = "latch_state.lua";
+    /// `lua/lease_sem_acquire.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_ACQUIRE = "lease_sem_common.lua" + "lease_sem_acquire.lua";
+    /// `lua/lease_sem_release.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_RELEASE = "lease_sem_common.lua" + "lease_sem_release.lua";
+    /// `lua/lease_sem_update.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_UPDATE = "lease_sem_common.lua" + "lease_sem_update.lua";
+    /// `lua/lease_sem_add.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_ADD = "lease_sem_common.lua" + "lease_sem_add.lua";
+    /// `lua/lease_sem_state.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_STATE = "lease_sem_common.lua" + "lease_sem_state.lua";
     /// `lua/fenced_lock.lua`
     FENCED_LOCK = "fenced_lock.lua";
     /// `lua/fenced_write.lua`
