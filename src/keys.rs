@@ -37,6 +37,14 @@ pub(crate) enum Role {
     Latch,
     /// `<ns>:latchchannel:{n}`: the channel a `CountDownLatch` publishes to when it opens.
     LatchChannel,
+    /// `<ns>:leasesem:{n}`: a `LeaseSemaphore`'s available permits, a string.
+    LeaseSem,
+    /// `<ns>:leasesemleases:{n}`: a `LeaseSemaphore`'s leased permits, a sorted set
+    /// (permit id -> lease deadline in server ms).
+    LeaseSemLeases,
+    /// `<ns>:leasesemchannel:{n}`: the channel a `LeaseSemaphore` publishes to when permits
+    /// come free.
+    LeaseSemChannel,
 }
 
 impl Role {
@@ -51,6 +59,9 @@ impl Role {
             Role::FairChannel => "fairchannel",
             Role::Latch => "latch",
             Role::LatchChannel => "latchchannel",
+            Role::LeaseSem => "leasesem",
+            Role::LeaseSemLeases => "leasesemleases",
+            Role::LeaseSemChannel => "leasesemchannel",
         }
     }
 }
