@@ -12,6 +12,7 @@
 //! | `baseline` | 2 tasks lock, increment a Redis counter non-atomically, unlock, until the target | `baseline_8_processes_x_2_tasks` |
 //! | `stalled-holder` | holds two fenced locks, waits for `go` (stopped meanwhile), writes late, unlocks | `holder_stall_sigstop_2x_lease` |
 //! | `holder` | takes an RLock or FairLock, holds it for a while, unlocks | `holder_crash_sigkill`, `fair_waiter_crash_sigkill`, `fair_killed_waiter_process_is_skipped` |
+//! | `lease-holder` | takes a `LeaseSemaphore` permit with a lease, holds it until killed | `killed_holder_permit_comes_back_after_its_lease` |
 
 #[path = "checker/mod.rs"]
 mod checker;
@@ -54,6 +55,7 @@ fn main() {
             "baseline" => baseline(url, ns, label).await,
             "stalled-holder" => stalled_holder(url, ns, label).await,
             "holder" => holder(url, ns, label).await,
+            "lease-holder" => lease_holder(url, ns).await,
             other => panic!("unknown role {other}"),
         }
     });
@@ -283,6 +285,18 @@ async fn holder(url: String, ns: String, label: String) {
         emit("@released");
     })
     .await;
+}
+
+/// The child half of `killed_holder_permit_comes_back_after_its_lease`: takes a permit of the
+/// semaphore `LOCKWISE_FP_LOCK` leased for `LOCKWISE_FP_LEASE_MS`, prints `@acquired <id>`,
+/// and holds it until it is killed.
+async fn lease_holder(url: String, ns: String) {
+    let name = env("LOCKWISE_FP_LOCK");
+    let lease = Duration::from_millis(env("LOCKWISE_FP_LEASE_MS").parse().unwrap());
+    let c = client(&url, &ns).await;
+    let permit = c.lease_semaphore(&name).acquire(lease).await.unwrap();
+    emit(&format!("@acquired {}", permit.id()));
+    std::future::pending::<()>().await;
 }
 
 /// A boxed unlock future, so one child handles several guard types.
