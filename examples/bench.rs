@@ -12,7 +12,10 @@
 //! 4. watchdog scale: 100,000 watchdog locks held for 3 renewal periods.
 //! 5. waiter scale: 10,000 waiters on 10,000 locks held by another Client.
 //! 6. fair handoff: workload 3 on a FairLock; lock-script calls per handoff.
+//! 7. lease semaphore: 64 tasks on 8 permits vs its raw scripts (`common/bench_lease_semaphore.rs`).
 
+#[path = "common/bench_lease_semaphore.rs"]
+mod bench_lease_semaphore;
 #[path = "../tests/support/server.rs"]
 mod server;
 
@@ -173,6 +176,9 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     let f = contended(&url, LockKind::Fair, 800).await?;
     print_contended("fair handoff", &f, ping.0);
     report.insert("fair".into(), contended_json(&f, ping.0));
+
+    let lease = bench_lease_semaphore::run(&url, args.seconds).await?;
+    report.insert("lease_semaphore".into(), lease);
 
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&Json::Object(report))?)?;
