@@ -39,7 +39,7 @@ const BASELINE_TASKS: usize = 2;
 fn main() {
     let role = std::env::args()
         .nth(1)
-        .expect("usage: test-child <baseline | stalled-holder | holder>");
+        .expect("usage: test-child <baseline | stalled-holder | holder | lease-holder>");
     let (url, ns, label) = (
         env("LOCKWISE_FP_URL"),
         env("LOCKWISE_FP_NS"),
