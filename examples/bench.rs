@@ -12,8 +12,12 @@
 //! 4. watchdog scale: 100,000 watchdog locks held for 3 renewal periods.
 //! 5. waiter scale: 10,000 waiters on 10,000 locks held by another Client.
 //! 6. fair handoff: workload 3 on a FairLock; lock-script calls per handoff.
-//! 7. semaphore: 64 tasks, 8 permits, acquire -> release vs its scripts' ceiling (`common/bench_semaphore.rs`).
+//! 7. rwlock: 64 readers vs the plain lock; write handoff gap (`common/bench_rwlock.rs`).
+//! 8. semaphore: 64 tasks, 8 permits, acquire -> release vs its scripts' ceiling (`common/bench_semaphore.rs`).
+//! 9. lease semaphore: 64 tasks on 8 permits vs its raw scripts (`common/bench_lease_semaphore.rs`).
 
+#[path = "common/bench_lease_semaphore.rs"]
+mod bench_lease_semaphore;
 #[path = "common/bench_rwlock.rs"]
 mod bench_rwlock;
 #[path = "common/bench_semaphore.rs"]
@@ -184,6 +188,8 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     let sem = bench_semaphore::run(&url, args.seconds).await?;
     println!("{}", sem.line);
     report.insert("semaphore".into(), sem.json);
+    let lease = bench_lease_semaphore::run(&url, args.seconds).await?;
+    report.insert("lease_semaphore".into(), lease);
 
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&Json::Object(report))?)?;

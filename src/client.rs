@@ -177,6 +177,13 @@ impl Client {
         crate::semaphore::Semaphore::new(self.inner.core.clone(), name.as_ref())
     }
 
+    /// A handle to the permit-expirable semaphore `name`: each permit has an id and a
+    /// lease, and comes back by itself when the lease runs out (see
+    /// [`LeaseSemaphore`](crate::LeaseSemaphore)). Cheap; nothing is sent to Redis.
+    pub fn lease_semaphore(&self, name: impl AsRef<str>) -> crate::LeaseSemaphore {
+        crate::lease_semaphore::LeaseSemaphore::new(self.inner.core.clone(), name.as_ref())
+    }
+
     /// A handle to the multi-lock over the reentrant locks `names`: all of them or none
     /// (see [`MultiLock`](crate::MultiLock)). Names are sorted and deduplicated; an empty
     /// list or an invalid name is reported by the handle's methods as

@@ -55,6 +55,14 @@ pub(crate) enum Role {
     /// `<ns>:semaphorechannel:{n}`: the channel a `Semaphore` publishes to when permits are
     /// added (released, set or added).
     SemaphoreChannel,
+    /// `<ns>:leasesem:{n}`: a `LeaseSemaphore`'s available permits, a string.
+    LeaseSem,
+    /// `<ns>:leasesemleases:{n}`: a `LeaseSemaphore`'s leased permits, a sorted set
+    /// (permit id -> lease deadline in server ms).
+    LeaseSemLeases,
+    /// `<ns>:leasesemchannel:{n}`: the channel a `LeaseSemaphore` publishes to when permits
+    /// come free.
+    LeaseSemChannel,
 }
 
 impl Role {
@@ -76,6 +84,9 @@ impl Role {
             Role::RwWriteChannel => "rwwritechannel",
             Role::Semaphore => "semaphore",
             Role::SemaphoreChannel => "semaphorechannel",
+            Role::LeaseSem => "leasesem",
+            Role::LeaseSemLeases => "leasesemleases",
+            Role::LeaseSemChannel => "leasesemchannel",
         }
     }
 }

@@ -37,6 +37,7 @@
 //   latch.rs          CountDownLatch
 //   rwlock/           RwLock: read and write sides, each a kind on the engine
 //   semaphore.rs      Semaphore (counted permits)
+//   lease_semaphore/  LeaseSemaphore (permits with ids and leases), LeasedPermit
 //   redlock/          RedLock over independent masters: options, node, round, guard
 //   keys.rs           every key and channel name (`Role`), argument checks
 //   scripts.rs        every Lua script (lua/*.lua), the runner, the header test
@@ -50,6 +51,7 @@ mod fenced;
 mod fenced_value;
 mod keys;
 mod latch;
+mod lease_semaphore;
 mod multi;
 mod raw;
 mod redlock;
@@ -68,6 +70,7 @@ pub use fenced::{FencedLock, FencedLockGuard};
 pub use fenced_value::FencedValue;
 pub use keys::MAX_NAME_LEN;
 pub use latch::CountDownLatch;
+pub use lease_semaphore::{LeaseSemaphore, LeasedPermit};
 pub use multi::{MultiLock, MultiLockGuard};
 pub use redlock::{
     RedLock, RedLockGuard, RedLockOptions, RedLockSet, DEFAULT_NODE_TIMEOUT, DEFAULT_REDLOCK_TTL,

@@ -190,6 +190,16 @@ scripts! {
     SEMAPHORE_ADD = "semaphore_prelude.lua" + "semaphore_add.lua";
     /// `lua/semaphore_drain.lua`, after the shared `lua/semaphore_prelude.lua`
     SEMAPHORE_DRAIN = "semaphore_prelude.lua" + "semaphore_drain.lua";
+    /// `lua/lease_sem_acquire.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_ACQUIRE = "lease_sem_common.lua" + "lease_sem_acquire.lua";
+    /// `lua/lease_sem_release.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_RELEASE = "lease_sem_common.lua" + "lease_sem_release.lua";
+    /// `lua/lease_sem_update.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_UPDATE = "lease_sem_common.lua" + "lease_sem_update.lua";
+    /// `lua/lease_sem_add.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_ADD = "lease_sem_common.lua" + "lease_sem_add.lua";
+    /// `lua/lease_sem_state.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_STATE = "lease_sem_common.lua" + "lease_sem_state.lua";
     /// `lua/fenced_lock.lua`
     FENCED_LOCK = "fenced_lock.lua";
     /// `lua/fenced_write.lua`

@@ -171,6 +171,57 @@ async fn readme_minimal_user_runs_every_kind() {
         assert_eq!(sem.add_permits(-1).await.expect("add"), -1);
         assert_eq!(sem.drain_permits().await.expect("drain"), 0);
 
+        // A read-write lock: readers of two clients share it; a writer waiting in `b` is
+        // woken by the last read unlock's message, long before the readers' 30 s deadline.
+        let r1 = a.rw_lock("rw").read().lock().await.expect("read in a");
+        let r2 = b.rw_lock("rw").read().lock().await.expect("read in b");
+        let writing = {
+            let rw = b.rw_lock("rw");
+            tokio::spawn(async move {
+                let w = rw.write().lock().await?;
+                let r = rw.read().lock().await?; // downgrade: read under the write hold
+                w.unlock().await?;
+                r.unlock().await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        r1.unlock().await.expect("read unlock");
+        r2.unlock().await.expect("read unlock in b");
+        tokio::time::timeout(Duration::from_secs(5), writing)
+            .await
+            .expect("woken by pub/sub")
+            .unwrap()
+            .expect("write, downgrade, unlock");
+        assert!(a.rw_lock("rw").force_unlock().await.is_ok());
+
+        // A permit-expirable semaphore: lease update, and a waiter in `b` woken by the
+        // release's message.
+        let ls = a.lease_semaphore("lsem");
+        assert!(ls.try_set_permits(1).await.expect("set permits"));
+        let p = ls.acquire(Duration::from_secs(30)).await.expect("lease");
+        p.update_lease(Duration::from_secs(30))
+            .await
+            .expect("update lease");
+        let waiting = {
+            let ls = b.lease_semaphore("lsem");
+            tokio::spawn(async move {
+                ls.acquire(Duration::from_secs(30))
+                    .await
+                    .map(|p| p.into_id())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        p.release().await.expect("lease release");
+        let id = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken by pub/sub")
+            .unwrap()
+            .expect("lease in b");
+        assert_eq!(ls.leased_permits().await.expect("leased"), 1);
+        assert!(ls.release(&id).await.expect("release by id"));
+        assert_eq!(ls.add_permits(1).await.expect("add"), 2);
+        assert_eq!(ls.available_permits().await.expect("available"), 2);
+
         // force_unlock publishes too.
         let _g = b.lock("gone").lock().await.expect("lock to force");
         assert!(a.lock("gone").force_unlock().await.expect("force_unlock"));

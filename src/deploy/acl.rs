@@ -60,6 +60,10 @@ const NEEDED: &[&[&str]] = &[
     &["zscore", "K", "w"],
     &["zrange", "K", "0", "0"],
     &["zrangebyscore", "K", "0", "1"],
+    &["zremrangebyscore", "K", "0", "1"],
+    &["incrby", "K", "1"],
+    &["decrby", "K", "1"],
+    &["zcard", "K"],
 ];
 
 /// Checks that the connected user may run what lockwise runs on `namespace`'s keys and

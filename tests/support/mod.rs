@@ -15,7 +15,7 @@
 //! | `support/mod.rs` | inspection and client helpers | every test binary |
 //! | `support/server.rs` | [`RedisServer`]: the throwaway server launcher | every test binary (through `mod.rs`), the examples `bench`, `chaos`, `inventory`, `soak` |
 //! | `support/checker/` | history checker of the fault suite: recording (`mod.rs`), checks (`checks.rs`) | `faults`, `deployments`, the child |
-//! | `support/child.rs` | parent side of child processes (`ChildProc`) | `faults` |
+//! | `support/child.rs` | parent side of child processes (`ChildProc`) | `faults`, `lease_semaphore` |
 //! | `support/test_child.rs` | the child process itself: the `test-child` example target | built on demand by `child.rs` |
 //! | `support/topology/` | local Redis Cluster and Sentinel | `deployments` |
 //!

@@ -13,6 +13,7 @@
 //! | `stalled-holder` | holds two fenced locks, waits for `go` (stopped meanwhile), writes late, unlocks | `holder_stall_sigstop_2x_lease` |
 //! | `holder` | takes an RLock or FairLock, holds it for a while, unlocks | `holder_crash_sigkill`, `fair_waiter_crash_sigkill`, `fair_killed_waiter_process_is_skipped` |
 //! | `semaphore-holder` | takes permits of a Semaphore, holds them for a while, releases | `semaphore::a_killed_holders_permits_are_lost` |
+//! | `lease-holder` | takes a `LeaseSemaphore` permit with a lease, holds it until killed | `killed_holder_permit_comes_back_after_its_lease` |
 
 #[path = "checker/mod.rs"]
 mod checker;
@@ -39,7 +40,7 @@ const BASELINE_TASKS: usize = 2;
 fn main() {
     let role = std::env::args()
         .nth(1)
-        .expect("usage: test-child <baseline | stalled-holder | holder>");
+        .expect("usage: test-child <baseline | stalled-holder | holder | lease-holder>");
     let (url, ns, label) = (
         env("LOCKWISE_FP_URL"),
         env("LOCKWISE_FP_NS"),
@@ -56,6 +57,7 @@ fn main() {
             "stalled-holder" => stalled_holder(url, ns, label).await,
             "holder" => holder(url, ns, label).await,
             "semaphore-holder" => semaphore_holder(url, ns).await,
+            "lease-holder" => lease_holder(url, ns).await,
             other => panic!("unknown role {other}"),
         }
     });
@@ -310,6 +312,18 @@ async fn semaphore_holder(url: String, ns: String) {
         emit("@released");
     })
     .await;
+}
+
+/// The child half of `killed_holder_permit_comes_back_after_its_lease`: takes a permit of the
+/// semaphore `LOCKWISE_FP_LOCK` leased for `LOCKWISE_FP_LEASE_MS`, prints `@acquired <id>`,
+/// and holds it until it is killed.
+async fn lease_holder(url: String, ns: String) {
+    let name = env("LOCKWISE_FP_LOCK");
+    let lease = Duration::from_millis(env("LOCKWISE_FP_LEASE_MS").parse().unwrap());
+    let c = client(&url, &ns).await;
+    let permit = c.lease_semaphore(&name).acquire(lease).await.unwrap();
+    emit(&format!("@acquired {}", permit.id()));
+    std::future::pending::<()>().await;
 }
 
 /// A boxed unlock future, so one child handles several guard types.

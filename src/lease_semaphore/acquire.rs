@@ -1,0 +1,179 @@
+//! The acquire methods of [`LeaseSemaphore`]: the engine's wait loop around one acquire
+//! script call per attempt, whose grant is given back if nobody awaits its reply.
+
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::waiters::Waiter;
+use super::{unexpected, LeaseSemaphore, LeasedPermit};
+use crate::error::{Error, Result};
+use crate::keys::check_millis;
+use crate::raw::call::Inflight;
+use crate::raw::{self, Attempt};
+use crate::scripts::{ToRedisArgsDyn, LEASE_SEM_ACQUIRE};
+
+impl LeaseSemaphore {
+    /// Acquires one permit leased for `lease` (1 ms ..= 2<sup>53</sup> ms), waiting as long
+    /// as it takes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name, idle TTL or lease; [`Error::Redis`]
+    /// when Redis fails; [`Error::ClientClosed`] once the last `Client` is dropped.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped at any point, no permit is kept. A permit granted by a call
+    /// whose reply nobody awaits any more (or whose reply was lost) is released in the
+    /// background as soon as the call ends; a wakeup it took is passed on.
+    pub async fn acquire(&self, lease: Duration) -> Result<LeasedPermit> {
+        let mut permits = raw::never_timed_out(self.acquire_until(1, None, lease).await?)?;
+        Ok(permits.remove(0))
+    }
+
+    /// Like [`acquire`](Self::acquire), waiting at most `wait`: `Ok(None)` when no permit
+    /// came free in time. `Duration::ZERO` tries once.
+    ///
+    /// # Errors
+    /// As for [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As for [`acquire`](Self::acquire).
+    pub async fn try_acquire(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LeasedPermit>> {
+        let deadline = raw::deadline_after(wait);
+        let permits = self.acquire_until(1, Some(deadline), lease).await?;
+        Ok(permits.map(|mut p| p.remove(0)))
+    }
+
+    /// Acquires `k` permits (1 ..= [`MAX_ACQUIRE_MANY`](Self::MAX_ACQUIRE_MANY)) at once, all or none, each with
+    /// its own id and the same lease. A waiter for `k` permits waits until `k` are free at
+    /// once; it does not take them one by one (which could deadlock two such waiters).
+    ///
+    /// # Errors
+    /// As for [`acquire`](Self::acquire), and [`Error::InvalidArgument`] for `k` out of
+    /// range.
+    ///
+    /// # Cancel safety
+    /// As for [`acquire`](Self::acquire).
+    pub async fn acquire_many(&self, k: u64, lease: Duration) -> Result<Vec<LeasedPermit>> {
+        raw::never_timed_out(self.acquire_until(k, None, lease).await?)
+    }
+
+    /// Like [`acquire_many`](Self::acquire_many), waiting at most `wait`.
+    ///
+    /// # Errors
+    /// As for [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Cancel safety
+    /// As for [`acquire`](Self::acquire).
+    pub async fn try_acquire_many(
+        &self,
+        k: u64,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<Vec<LeasedPermit>>> {
+        let deadline = raw::deadline_after(wait);
+        self.acquire_until(k, Some(deadline), lease).await
+    }
+
+    async fn acquire_until(
+        &self,
+        k: u64,
+        deadline: Option<Instant>,
+        lease: Duration,
+    ) -> Result<Option<Vec<LeasedPermit>>> {
+        self.check()?;
+        let lease_ms = check_millis("lease", lease)?;
+        if k == 0 || k > Self::MAX_ACQUIRE_MANY {
+            return Err(Error::invalid(
+                "permits",
+                format!("must be 1 ..= {}, got {k}", Self::MAX_ACQUIRE_MANY),
+            ));
+        }
+        let core = &self.inner.core;
+        let waiter = Waiter::new(&core.id_str, &self.inner.channel, k);
+        let ids = raw::wait::acquire(core, &self.inner.channel, deadline, || {
+            self.attempt(k, lease_ms, &waiter)
+        })
+        .await?;
+        Ok(ids.map(|ids| {
+            ids.into_iter()
+                .map(|id| LeasedPermit::new(self.clone(), id))
+                .collect()
+        }))
+    }
+
+    /// One acquire call. Its reply is awaited by an [`Inflight`]: dropped before the reply,
+    /// the call finishes in the background and gives back what it was granted.
+    async fn attempt(
+        &self,
+        k: u64,
+        lease_ms: u64,
+        waiter: &Waiter,
+    ) -> Result<Attempt<Vec<String>>> {
+        let ids: Vec<String> = (0..k).map(|_| Uuid::new_v4().to_string()).collect();
+        let this = self.clone();
+        let sent = ids.clone();
+        let call = async move {
+            let i = &this.inner;
+            let mut args: Vec<&dyn ToRedisArgsDyn> =
+                vec![&k, &lease_ms, &i.idle_ms, &i.core.publish, &i.core.id_str];
+            args.extend(sent.iter().map(|id| id as &dyn ToRedisArgsDyn));
+            this.run::<Vec<i64>>(&LEASE_SEM_ACQUIRE, &args).await
+        }
+        .boxed();
+        let this = self.clone();
+        let undo_ids = ids.clone();
+        let undo = move |reply: Result<Vec<i64>>| {
+            async move {
+                // Granted to nobody, or unknown: give the ids back (an id never granted is
+                // simply not found).
+                if reply.map_or(true, |r| r.first() == Some(&1)) {
+                    this.give_back(&undo_ids).await;
+                }
+            }
+            .boxed()
+        };
+        let reply = match Inflight::new(self.inner.core.handle.clone(), call, undo).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                if e.is_retryable() {
+                    // The call may have run: its grant, if any, must not stay leased.
+                    let this = self.clone();
+                    self.inner
+                        .core
+                        .handle
+                        .spawn(async move { this.give_back(&ids).await });
+                }
+                return Err(e);
+            }
+        };
+        let channel = &self.inner.channel;
+        match reply.as_slice() {
+            [1, left] => {
+                if waiter.another_fits((*left).max(0) as u64) {
+                    self.inner.core.listener.notify_local(channel);
+                }
+                Ok(Attempt::Acquired(ids))
+            }
+            [0, free, wait] => {
+                if waiter.another_fits((*free).max(0) as u64) {
+                    self.inner.core.listener.notify_local(channel);
+                }
+                let bound = match u64::try_from(*wait) {
+                    Ok(ms) => Duration::from_millis(ms),
+                    // No lease and no key (unset): nothing expires; sleep until a wakeup
+                    // (`try_set_permits` / `add_permits` publish) or the idle TTL.
+                    Err(_) => Duration::from_millis(self.inner.idle_ms),
+                };
+                Ok(Attempt::Held(Some(bound)))
+            }
+            other => Err(unexpected("acquire", other)),
+        }
+    }
+}
