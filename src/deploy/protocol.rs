@@ -32,6 +32,22 @@ impl Protocol {
     }
 }
 
+/// The library name every connection of the client `self_id` announces (`CLIENT SETINFO
+/// LIB-NAME`, sent by redis-rs with the connection's setup and never failing it): what lets
+/// [`Admin::leaks`](crate::Admin::leaks) match a hold's owner `<uuid>:<task>` to a live
+/// connection in `CLIENT LIST`. Redis >= 7.2 and Valkey show it; older servers ignore it.
+pub(crate) fn lib_name(self_id: &str) -> String {
+    format!("lockwise:{self_id}")
+}
+
+/// `settings` announcing the client `self_id` by its library name (see [`lib_name`]).
+pub(super) fn named(
+    settings: redis::RedisConnectionInfo,
+    self_id: &str,
+) -> redis::RedisConnectionInfo {
+    settings.set_lib_name(lib_name(self_id), env!("CARGO_PKG_VERSION"))
+}
+
 /// `info` asking for `version`.
 pub(super) fn with_protocol(info: ConnectionInfo, version: ProtocolVersion) -> ConnectionInfo {
     let settings = info.redis_settings().clone().set_protocol(version);

@@ -70,7 +70,7 @@ async fn connect_with<L: Subscriber>(
         .iter()
         .map(|s| Ok(protocol::with_protocol(resp3(s)?, version)))
         .collect::<Result<Vec<_>>>()?;
-    let mut master = RedisConnectionInfo::default()
+    let mut master = protocol::named(RedisConnectionInfo::default(), &options.self_id)
         .set_protocol(version)
         .set_db(auth.db.unwrap_or(0));
     if let Some(u) = &auth.username {

@@ -18,6 +18,8 @@ pub(super) async fn connect<L: Subscriber>(
         Target::Url(url) => resp3(url)?,
         Target::Info(info) => (**info).clone(),
     };
+    let settings = protocol::named(info.redis_settings().clone(), &options.self_id);
+    let info = info.set_redis_settings(settings);
     let client = protocol::probe_in_protocol(info, options.protocol, &options.probe).await?;
     let conn = ConnectionManager::new_with_config(client.clone(), options.manager.clone()).await?;
     let listener = L::connect(
