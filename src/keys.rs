@@ -16,7 +16,7 @@ pub(crate) const MAX_MILLIS: u128 = 1 << 53;
 /// Every role a key or channel plays for a lock: the part of its name after the namespace.
 /// This is the whole layout; each line shows the key of a lock named `n` in the usual form
 /// `<ns>:<role>:{n}` (see [`derive()`] for the other two).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Role {
     /// `<ns>:lock:{n}`: the lock hash (owner field -> hold count) of **every** mutex kind of
     /// the name: `RLock`, `FencedLock`, `FairLock`, a `MultiLock` member, and a `RedLock` on
@@ -66,6 +66,28 @@ pub(crate) enum Role {
 }
 
 impl Role {
+    /// Every role, for code that reads the layout back (the admin scan).
+    pub(crate) const ALL: [Role; 18] = [
+        Role::Lock,
+        Role::Channel,
+        Role::Fence,
+        Role::FairQueue,
+        Role::FairTimeouts,
+        Role::FairChannel,
+        Role::Latch,
+        Role::LatchChannel,
+        Role::RwWrite,
+        Role::RwRead,
+        Role::RwWriters,
+        Role::RwReadChannel,
+        Role::RwWriteChannel,
+        Role::Semaphore,
+        Role::SemaphoreChannel,
+        Role::LeaseSem,
+        Role::LeaseSemLeases,
+        Role::LeaseSemChannel,
+    ];
+
     /// The role as it appears in the key.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
@@ -158,6 +180,23 @@ fn derive(namespace: &str, role: &str, name: &str) -> String {
     } else {
         format!("{namespace}:{role}:{{{name}}}")
     }
+}
+
+/// The role and lock name of `key`, if it is a key of `namespace` in one of the three forms
+/// [`derive()`] writes (the inverse of [`Keys::key`]); `None` for any other key.
+pub(crate) fn parse(namespace: &str, key: &str) -> Option<(Role, String)> {
+    let rest = key.strip_prefix(namespace)?.strip_prefix(':')?;
+    let end = rest.find([':', '=', '#'])?;
+    let role = Role::ALL.into_iter().find(|r| r.as_str() == &rest[..end])?;
+    let tail = &rest[end..];
+    let name = if let Some(wrapped) = tail.strip_prefix(":{") {
+        wrapped.strip_suffix('}')?
+    } else if let Some(tagged) = tail.strip_prefix('=') {
+        tagged
+    } else {
+        tail.strip_prefix("#{0}")?
+    };
+    (derive(namespace, role.as_str(), name) == key).then(|| (role, name.to_string()))
 }
 
 /// Whether Redis Cluster would hash `name` by a `{tag}` inside it (first `{`, then a later
@@ -317,6 +356,24 @@ mod tests {
                 "lockwise:fairtimeouts:{order:1001}"
             ]
         );
+    }
+
+    #[test]
+    fn keys_parse_back_to_role_and_name() {
+        for name in ["a", "}", "}}", "{x}y", "a{b", "a{}b", "x:y", "ü {ß}"] {
+            let k = Keys::new("ns:app", name);
+            for role in Role::ALL {
+                assert_eq!(
+                    parse("ns:app", &k.key(role)),
+                    Some((role, name.to_string())),
+                    "{role:?} {name:?}"
+                );
+            }
+        }
+        assert_eq!(parse("ns", "ns:lock:{a"), None);
+        assert_eq!(parse("ns", "ns:nosuchrole:{a}"), None);
+        assert_eq!(parse("ns", "other:lock:{a}"), None);
+        assert_eq!(parse("ns", "ns:fairchannel:{a}:w1"), None);
     }
 
     #[test]
