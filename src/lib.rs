@@ -8,6 +8,7 @@
 // cancellation, settling), and the engine under it is what every lock kind is built on.
 // The engine imports no lock kind and not the `Client`.
 //
+//   admin/            Admin: list, inspect, leaks, force unlock (what the CLI shows)
 //   client.rs         Client and ClientBuilder: what users build; calls deploy/ to connect
 //   deploy/           standalone, Cluster and Sentinel: connect, probe, follow failovers;
 //                     `Commands`, the one command connection type; protocol.rs: RESP3,
@@ -43,6 +44,7 @@
 //   scripts.rs        every Lua script (lua/*.lua), the runner, the header test
 //   error.rs          the one error enum
 
+mod admin;
 mod client;
 mod deploy;
 mod error;
@@ -60,6 +62,10 @@ mod rwlock;
 mod scripts;
 mod semaphore;
 
+pub use admin::{
+    Admin, HoldMode, Holder, KeyInfo, Leak, LeakReason, LeakReport, Listing, LockInfo, LockKind,
+    OwnerCheck, QueueEntry, DEFAULT_SCAN_LIMIT,
+};
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_RESPONSE_TIMEOUT,
     DEFAULT_WATCHDOG_TIMEOUT,

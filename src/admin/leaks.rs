@@ -1,0 +1,238 @@
+//! Leak checks: keys without a TTL, stale fair-queue entries, holds of gone clients.
+
+use std::collections::{BTreeSet, HashSet};
+
+use futures::{StreamExt, TryStreamExt};
+
+use super::{nodes, read, HoldMode, LockKind};
+use crate::deploy::lib_name;
+use crate::error::Result;
+use crate::keys::{parse, Role};
+use crate::Client;
+
+/// PTTL calls in flight at once during a leak scan.
+const IN_FLIGHT: usize = 32;
+
+/// What [`Admin::leaks`](super::Admin::leaks) found.
+#[non_exhaustive]
+#[derive(Debug, Clone)]
+pub struct LeakReport {
+    /// The leaks, in key order.
+    pub leaks: Vec<Leak>,
+    /// How many keys the scan looked at.
+    pub scanned: usize,
+    /// Whether the scan went through the whole keyspace (false: it stopped at the limit,
+    /// and leaks past it were not looked for).
+    pub complete: bool,
+    /// Whether holds were matched to live clients.
+    pub owner_check: OwnerCheck,
+}
+
+/// Whether the gone-owner check ran.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OwnerCheck {
+    /// It ran: `live_clients` lockwise clients had a connection.
+    Done {
+        /// Distinct lockwise client ids seen in `CLIENT LIST`.
+        live_clients: usize,
+    },
+    /// It could not run, for this reason (the server shows no client names, or refused
+    /// `CLIENT LIST`).
+    Skipped {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One leak.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leak {
+    /// The key concerned.
+    pub key: String,
+    /// The lock name, when the key is one of lockwise's layout.
+    pub name: Option<String>,
+    /// What is wrong.
+    pub reason: LeakReason,
+}
+
+/// What is wrong with a [`Leak`]'s key.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeakReason {
+    /// The key has no TTL and is not a fencing counter: nothing will ever remove it (a lock
+    /// hash without a TTL is a deadlock waiting to happen).
+    NoTtl,
+    /// A fair-queue entry whose deadline passed `overdue_ms` ago; the next fair call on the
+    /// lock purges it, but until then it stands in front of live waiters.
+    StaleQueueEntry {
+        /// The waiter id.
+        waiter: String,
+        /// How long ago its deadline passed.
+        overdue_ms: i64,
+    },
+    /// A fair-queue entry with no deadline at all: no script will ever purge it.
+    QueueEntryWithoutDeadline {
+        /// The waiter id.
+        waiter: String,
+    },
+    /// A hold whose owner's client has no connection to the server: a crashed or stopped
+    /// process; the hold lasts until its TTL runs out.
+    GoneOwner {
+        /// The owner field, `<client uuid>:<task id>`.
+        owner: String,
+    },
+}
+
+impl LeakReason {
+    /// A one-line description, as the CLI prints it.
+    pub fn describe(&self) -> String {
+        match self {
+            LeakReason::NoTtl => "no TTL".to_string(),
+            LeakReason::StaleQueueEntry { waiter, overdue_ms } => {
+                format!("stale fair-queue entry {waiter} (deadline passed {overdue_ms} ms ago)")
+            }
+            LeakReason::QueueEntryWithoutDeadline { waiter } => {
+                format!("fair-queue entry {waiter} has no deadline")
+            }
+            LeakReason::GoneOwner { owner } => {
+                format!("held by {owner}, whose client has no connection")
+            }
+        }
+    }
+}
+
+pub(super) async fn find(client: &Client, limit: usize) -> Result<LeakReport> {
+    let core = client.core();
+    let ns = client.namespace();
+    let scan = nodes::scan(core, limit).await?;
+    let ttls: Vec<(String, i64)> = futures::stream::iter(scan.keys.iter().cloned())
+        .map(|key| async move {
+            let pttl: i64 = redis::cmd("PTTL")
+                .arg(&key)
+                .query_async(&mut core.conn.clone())
+                .await?;
+            Ok::<_, crate::Error>((key, pttl))
+        })
+        .buffered(IN_FLIGHT)
+        .try_collect()
+        .await?;
+    let mut leaks = Vec::new();
+    let mut queued = BTreeSet::new();
+    let mut held = BTreeSet::new();
+    for (key, pttl) in ttls {
+        let parsed = parse(ns, &key);
+        if let Some((role, name)) = &parsed {
+            match role {
+                Role::FairQueue => {
+                    queued.insert(name.clone());
+                }
+                Role::Lock | Role::RwWrite | Role::RwRead => {
+                    held.insert(name.clone());
+                }
+                _ => {}
+            }
+        }
+        // -1: no TTL; -2: gone since the scan.
+        if pttl == -1 && !matches!(parsed, Some((Role::Fence, _))) {
+            leaks.push(Leak {
+                key,
+                name: parsed.map(|(_, n)| n),
+                reason: LeakReason::NoTtl,
+            });
+        }
+    }
+    for name in &queued {
+        for info in read::lock_infos(core, name).await? {
+            if info.kind != LockKind::FairLock {
+                continue;
+            }
+            let key = crate::keys::Keys::new(ns, name).queue;
+            for entry in info.queue {
+                let reason = match entry.deadline_in_ms {
+                    None => LeakReason::QueueEntryWithoutDeadline { waiter: entry.id },
+                    Some(ms) if ms < 0 => LeakReason::StaleQueueEntry {
+                        waiter: entry.id,
+                        overdue_ms: -ms,
+                    },
+                    Some(_) => continue,
+                };
+                leaks.push(Leak {
+                    key: key.clone(),
+                    name: Some(name.clone()),
+                    reason,
+                });
+            }
+        }
+    }
+    let owner_check = match live_clients(client).await {
+        Err(reason) => OwnerCheck::Skipped { reason },
+        Ok(live) => {
+            for name in &held {
+                for info in read::lock_infos(core, name).await? {
+                    let key = info
+                        .keys
+                        .iter()
+                        .find(|k| matches!(k.role, "lock" | "rwwrite" | "rwread"))
+                        .map(|k| k.key.clone())
+                        .unwrap_or_default();
+                    for holder in info.holders {
+                        if holder.mode == HoldMode::Lease {
+                            continue;
+                        }
+                        let uuid = holder.owner.split(':').next().unwrap_or_default();
+                        if uuid::Uuid::parse_str(uuid).is_ok() && !live.contains(uuid) {
+                            leaks.push(Leak {
+                                key: key.clone(),
+                                name: Some(name.clone()),
+                                reason: LeakReason::GoneOwner {
+                                    owner: holder.owner,
+                                },
+                            });
+                        }
+                    }
+                }
+            }
+            OwnerCheck::Done {
+                live_clients: live.len(),
+            }
+        }
+    };
+    leaks.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(LeakReport {
+        leaks,
+        scanned: scan.keys.len(),
+        complete: scan.complete,
+        owner_check,
+    })
+}
+
+/// The ids of the lockwise clients with a connection to some master, from the library
+/// names in `CLIENT LIST`; an error (the reason) when the server shows none of them, not
+/// even this client's own connections.
+async fn live_clients(client: &Client) -> std::result::Result<HashSet<String>, String> {
+    let lists = nodes::client_lists(client.core())
+        .await
+        .map_err(|e| format!("CLIENT LIST failed: {e}"))?;
+    let prefix = lib_name("");
+    let mut live = HashSet::new();
+    for line in lists.iter().flat_map(|l| l.lines()) {
+        for field in line.split(' ') {
+            let value = field
+                .strip_prefix("lib-name=")
+                .or_else(|| field.strip_prefix("name="));
+            if let Some(id) = value.and_then(|v| v.strip_prefix(prefix.as_str())) {
+                live.insert(id.to_string());
+            }
+        }
+    }
+    if !live.contains(&client.id().to_string()) {
+        return Err(
+            "the server shows no client names (CLIENT SETINFO needs Redis 7.2 or \
+                    Valkey; Cluster connections carry none)"
+                .to_string(),
+        );
+    }
+    Ok(live)
+}

@@ -1,0 +1,311 @@
+//! [`Admin`]: read-only views of every lock of a namespace, leak checks and forced unlocks,
+//! for operators and for tests (the `lockwise` CLI is a thin layer over it).
+//!
+//! It reads the key layout back from `keys.rs` ([`Role`](crate::keys::Role)): a SCAN with
+//! `MATCH <ns>:*` on every master (bounded by a key limit), then a few reads per lock name.
+//! Nothing here writes to Redis except [`Admin::force_unlock`], which calls the kinds' own
+//! `force_unlock` methods.
+//!
+//!   mod.rs    the public types and `Admin`
+//!   nodes.rs  the masters of the deployment: SCAN, CLIENT LIST, PUBSUB NUMSUB per node
+//!   read.rs   one lock name: its keys, holders, queue, waiters ([`LockInfo`])
+//!   leaks.rs  keys without a TTL, stale fair-queue entries, holds of gone clients
+
+mod leaks;
+mod nodes;
+mod read;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::keys::{check_name, parse};
+use crate::Client;
+
+pub use leaks::{Leak, LeakReason, LeakReport, OwnerCheck};
+
+/// Default number of keys one [`Admin::list`] or [`Admin::leaks`] call looks at, at most.
+pub const DEFAULT_SCAN_LIMIT: usize = 10_000;
+
+/// Operator views of the locks of one [`Client`]'s namespace; from [`Client::admin`].
+///
+/// Every call is bounded: the scans stop after a key limit (and say so), and each lock name
+/// costs a few commands. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Admin {
+    client: Client,
+}
+
+/// Which lock kind a [`LockInfo`] describes, as far as the keys tell it.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LockKind {
+    /// A lock hash with no fair queue and no fencing counter: an `RLock`, a `MultiLock`
+    /// member or a `RedLock` on this node (they share the hash and cannot be told apart).
+    Lock,
+    /// A lock hash with a fair queue (or a queue alone): a `FairLock`.
+    FairLock,
+    /// A lock hash with a fencing counter, or the counter alone: a `FencedLock`.
+    FencedLock,
+    /// A `CountDownLatch` that is not open yet.
+    CountDownLatch,
+    /// A `RwLock` (writer, readers or waiting writers).
+    RwLock,
+    /// A `Semaphore`.
+    Semaphore,
+    /// A `LeaseSemaphore`.
+    LeaseSemaphore,
+}
+
+impl LockKind {
+    /// The kind as the CLI prints it: `lock`, `fair`, `fenced`, `latch`, `rwlock`,
+    /// `semaphore`, `leasesem`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockKind::Lock => "lock",
+            LockKind::FairLock => "fair",
+            LockKind::FencedLock => "fenced",
+            LockKind::CountDownLatch => "latch",
+            LockKind::RwLock => "rwlock",
+            LockKind::Semaphore => "semaphore",
+            LockKind::LeaseSemaphore => "leasesem",
+        }
+    }
+}
+
+/// How a [`Holder`] holds.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldMode {
+    /// A mutex hold (`RLock`, `FairLock`, `FencedLock`, `MultiLock`, `RedLock`).
+    Exclusive,
+    /// A `RwLock` write hold.
+    Write,
+    /// A `RwLock` read hold.
+    Read,
+    /// A `LeaseSemaphore` permit (the owner is the permit id).
+    Lease,
+}
+
+impl HoldMode {
+    /// `exclusive`, `write`, `read` or `lease`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HoldMode::Exclusive => "exclusive",
+            HoldMode::Write => "write",
+            HoldMode::Read => "read",
+            HoldMode::Lease => "lease",
+        }
+    }
+}
+
+/// One owner of a lock.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The owner field, `<client uuid>:<task id>` (a permit id for a lease).
+    pub owner: String,
+    /// Hold count (re-entries).
+    pub count: i64,
+    /// How it holds.
+    pub mode: HoldMode,
+    /// Time until the hold ends by itself, where the hold has its own deadline (a reader, a
+    /// leased permit); `None` when it lives as long as the key ([`LockInfo::ttl`]).
+    pub expires_in: Option<Duration>,
+}
+
+/// A queued waiter: a `FairLock` queue entry or a `RwLock` waiting writer.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueEntry {
+    /// The waiter id (`<owner>:<n>` for a fair waiter, the owner for a writer).
+    pub id: String,
+    /// Milliseconds until the entry's deadline (negative: passed, the entry is stale);
+    /// `None` when it has no deadline.
+    pub deadline_in_ms: Option<i64>,
+}
+
+/// One Redis key of a lock.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyInfo {
+    /// The key.
+    pub key: String,
+    /// Its role in the layout (`lock`, `fence`, `fairqueue`, ...: README, "How it works").
+    pub role: &'static str,
+    /// Its time to live; `None` when it has none.
+    pub ttl: Option<Duration>,
+}
+
+/// Everything the keys say about one lock of one kind.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockInfo {
+    /// The lock name.
+    pub name: String,
+    /// The kind.
+    pub kind: LockKind,
+    /// Who holds it, with hold counts.
+    pub holders: Vec<Holder>,
+    /// The time to live of the kind's main key (lock hash, writer or readers hash, latch,
+    /// permits); `None` when that key is absent or has no TTL.
+    pub ttl: Option<Duration>,
+    /// Length of the fair queue, or number of waiting writers of a `RwLock`.
+    pub queue_len: u64,
+    /// The first entries of that queue (at most 100), oldest first for a fair queue.
+    pub queue: Vec<QueueEntry>,
+    /// Connections subscribed to the kind's wakeup channels (`PUBSUB NUMSUB`, or
+    /// `PUBSUB SHARDNUMSUB` on a Cluster with sharded pub/sub): the waiters now blocked.
+    pub waiters: u64,
+    /// `FencedLock`: the holder's fencing token while it is held, else the last token
+    /// handed out (the fencing counter).
+    pub token: Option<u64>,
+    /// Available permits (`Semaphore`, `LeaseSemaphore`) or the remaining count
+    /// (`CountDownLatch`).
+    pub permits: Option<i64>,
+    /// Every key of this lock that exists.
+    pub keys: Vec<KeyInfo>,
+}
+
+impl LockInfo {
+    /// How contended the lock is: waiters subscribed plus queued entries. [`Admin::list`]
+    /// sorts by it, largest first.
+    pub fn contention(&self) -> u64 {
+        self.waiters + self.queue_len
+    }
+}
+
+/// What [`Admin::list`] found.
+#[non_exhaustive]
+#[derive(Debug, Clone)]
+pub struct Listing {
+    /// The locks, most contended first (then most holders, then by name).
+    pub locks: Vec<LockInfo>,
+    /// How many keys the scan looked at.
+    pub scanned: usize,
+    /// Whether the scan went through the whole keyspace (false: it stopped at the limit).
+    pub complete: bool,
+}
+
+impl Client {
+    /// Operator views of this client's namespace: list, inspect, leaks, force unlock (see
+    /// [`Admin`]). Cheap; nothing is sent to Redis.
+    pub fn admin(&self) -> Admin {
+        Admin {
+            client: self.clone(),
+        }
+    }
+}
+
+impl Admin {
+    /// Every lock of the namespace found within `limit` scanned keys (SCAN `MATCH <ns>:*`
+    /// on every master, never KEYS), most contended first. Costs the scan plus about 20
+    /// commands per lock name.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `limit` is 0; [`Error::Redis`] when Redis fails or
+    /// refuses a command (SCAN, PUBSUB); [`Error::UnexpectedReply`] for a key of a wrong
+    /// type under a lockwise name.
+    ///
+    /// # Cancel safety
+    /// Read-only: dropping the future changes nothing.
+    pub async fn list(&self, limit: usize) -> Result<Listing> {
+        let scan = nodes::scan(self.client.core(), limit).await?;
+        let names: BTreeSet<String> = scan
+            .keys
+            .iter()
+            .filter_map(|k| parse(self.client.namespace(), k).map(|(_, name)| name))
+            .collect();
+        let mut locks = Vec::new();
+        for name in names {
+            locks.extend(read::lock_infos(self.client.core(), &name).await?);
+        }
+        locks.sort_by(|a, b| {
+            b.contention()
+                .cmp(&a.contention())
+                .then(b.holders.len().cmp(&a.holders.len()))
+                .then_with(|| a.name.cmp(&b.name))
+                .then(a.kind.cmp(&b.kind))
+        });
+        Ok(Listing {
+            locks,
+            scanned: scan.keys.len(),
+            complete: scan.complete,
+        })
+    }
+
+    /// Everything about the locks named `name`: one [`LockInfo`] per kind whose keys exist
+    /// (empty when none do). Reads the name's keys directly, no scan.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails;
+    /// [`Error::UnexpectedReply`] for a key of a wrong type under the name.
+    ///
+    /// # Cancel safety
+    /// Read-only: dropping the future changes nothing.
+    pub async fn inspect(&self, name: &str) -> Result<Vec<LockInfo>> {
+        check_name(name)?;
+        read::lock_infos(self.client.core(), name).await
+    }
+
+    /// Looks for leaks within `limit` scanned keys: keys of the namespace without a TTL
+    /// (except fencing counters, TTL-less by design), fair-queue entries whose deadline
+    /// passed or that have none, and holds whose owner client has no connection left.
+    ///
+    /// The last check reads `CLIENT LIST` on every master and matches a hold's owner
+    /// `<uuid>:<task>` to the library name `lockwise:<uuid>` each connection of a `Client`
+    /// announces (`CLIENT SETINFO`, Redis >= 7.2 or Valkey). It needs the right to run
+    /// `CLIENT LIST`; when the server shows no names (older Redis, Cluster connections,
+    /// or no right), it is skipped and [`LeakReport::owner_check`] says why. A client that
+    /// is reconnecting at that moment looks gone: check twice before acting.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `limit` is 0; [`Error::Redis`] when Redis fails or
+    /// refuses SCAN; [`Error::UnexpectedReply`] for a key of a wrong type.
+    ///
+    /// # Cancel safety
+    /// Read-only: dropping the future changes nothing.
+    pub async fn leaks(&self, limit: usize) -> Result<LeakReport> {
+        leaks::find(&self.client, limit).await
+    }
+
+    /// Releases the locks named `name` whoever holds them, and wakes their waiters: the
+    /// mutex (through [`FairLock::force_unlock`](crate::FairLock::force_unlock) when it has
+    /// a fair queue, else [`RLock::force_unlock`](crate::RLock::force_unlock)) and the
+    /// [`RwLock`](crate::RwLock::force_unlock). Returns the kinds that were held. Semaphores
+    /// and latches have no owner to unlock and are left alone.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails;
+    /// [`Error::UnexpectedReply`] for a key of a wrong type under the name.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have released the locks.
+    pub async fn force_unlock(&self, name: &str) -> Result<Vec<LockKind>> {
+        check_name(name)?;
+        let mut released = Vec::new();
+        let infos = read::lock_infos(self.client.core(), name).await?;
+        let fair = infos.iter().any(|i| i.kind == LockKind::FairLock);
+        if fair {
+            if self.client.fair_lock(name).force_unlock().await? {
+                released.push(LockKind::FairLock);
+            }
+        } else if self.client.lock(name).force_unlock().await? {
+            let fenced = infos.iter().any(|i| i.kind == LockKind::FencedLock);
+            released.push(if fenced {
+                LockKind::FencedLock
+            } else {
+                LockKind::Lock
+            });
+        }
+        if self.client.rw_lock(name).force_unlock().await? {
+            released.push(LockKind::RwLock);
+        }
+        Ok(released)
+    }
+}
+
+/// A reply that did not have the expected shape.
+fn unexpected(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::UnexpectedReply(format!("{what}: {e}"))
+}
