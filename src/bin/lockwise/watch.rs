@@ -1,0 +1,49 @@
+//! `watch`: clear the terminal and redraw the busiest locks every interval (plain ANSI).
+
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lockwise::Admin;
+
+use crate::render;
+
+/// Redraws until `iterations` refreshes were shown (forever when `None`). With `json`, one
+/// JSON line per refresh instead of a screen.
+pub(crate) async fn run(
+    out: &mut impl Write,
+    admin: &Admin,
+    every: Duration,
+    iterations: Option<u64>,
+    top: usize,
+    limit: usize,
+    json: bool,
+) -> Result<(), crate::Failure> {
+    let mut shown = 0u64;
+    loop {
+        let listing = admin.list(limit).await?;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        if json {
+            render::listing(out, &listing, top, true)?;
+        } else {
+            // Clear the screen, cursor home.
+            write!(out, "\x1b[2J\x1b[H")?;
+            writeln!(
+                out,
+                "lockwise watch: {} locks, {} keys scanned, every {:.1}s (unix time {now})\n",
+                listing.locks.len(),
+                listing.scanned,
+                every.as_secs_f64()
+            )?;
+            render::table(out, &render::lock_rows(&listing.locks, top))?;
+        }
+        out.flush()?;
+        shown += 1;
+        if iterations.is_some_and(|n| shown >= n) {
+            return Ok(());
+        }
+        tokio::time::sleep(every).await;
+    }
+}
