@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | `baseline` | 2 tasks lock, increment a Redis counter non-atomically, unlock, until the target | `baseline_8_processes_x_2_tasks` |
 //! | `stalled-holder` | holds two fenced locks, waits for `go` (stopped meanwhile), writes late, unlocks | `holder_stall_sigstop_2x_lease` |
-//! | `holder` | takes an RLock or FairLock, holds it for a while, unlocks | `holder_crash_sigkill`, `fair_waiter_crash_sigkill`, `fair_killed_waiter_process_is_skipped` |
+//! | `holder` | takes an RLock or FairLock (kind `rlock-lease`: an RLock with a 60 s lease), holds it for a while, unlocks | `holder_crash_sigkill`, `fair_waiter_crash_sigkill`, `fair_killed_waiter_process_is_skipped`, `cli::leaks_*` |
 //! | `semaphore-holder` | takes permits of a Semaphore, holds them for a while, releases | `semaphore::a_killed_holders_permits_are_lost` |
 //! | `lease-holder` | takes a `LeaseSemaphore` permit with a lease, holds it until killed | `killed_holder_permit_comes_back_after_its_lease` |
 
@@ -263,6 +263,17 @@ async fn holder(url: String, ns: String, label: String) {
         let (owner, unlock): (String, futures_unlock::Unlock) = match kind.as_str() {
             "rlock" => {
                 let g = c.lock(&name).lock().await.unwrap();
+                (
+                    g.owner().to_string(),
+                    Box::pin(async move { g.unlock().await }),
+                )
+            }
+            "rlock-lease" => {
+                let g = c
+                    .lock(&name)
+                    .lock_with_lease(Duration::from_secs(60))
+                    .await
+                    .unwrap();
                 (
                     g.owner().to_string(),
                     Box::pin(async move { g.unlock().await }),
