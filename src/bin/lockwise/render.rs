@@ -6,13 +6,14 @@ use std::time::Duration;
 use lockwise::{Holder, KeyInfo, LeakReport, Listing, LockInfo, LockKind, OwnerCheck, QueueEntry};
 use serde_json::{json, Value};
 
-/// `d` as `12.3s` (or `persist` for a key without a TTL).
+/// `d` as `12.3s`, `9m57s` or `23h59m`; `-` for none.
 pub(crate) fn ttl(d: Option<Duration>) -> String {
     match d {
         None => "-".to_string(),
         Some(d) if d.as_secs() >= 3600 => {
             format!("{}h{:02}m", d.as_secs() / 3600, d.as_secs() / 60 % 60)
         }
+        Some(d) if d.as_secs() >= 60 => format!("{}m{:02}s", d.as_secs() / 60, d.as_secs() % 60),
         Some(d) => format!("{:.1}s", d.as_secs_f64()),
     }
 }
@@ -36,12 +37,12 @@ fn holders_cell(holders: &[Holder]) -> String {
     let mut cell: Vec<String> = holders
         .iter()
         .take(3)
-        .map(|h| format!("{}x{}", short_owner(&h.owner), h.count))
+        .map(|h| format!("{} x{}", short_owner(&h.owner), h.count))
         .collect();
     if holders.len() > 3 {
         cell.push(format!("+{}", holders.len() - 3));
     }
-    cell.join(",")
+    cell.join(", ")
 }
 
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -182,11 +183,11 @@ pub(crate) fn inspection(
             writeln!(out, "  {what:<8}  {p}")?;
         }
         writeln!(out, "  waiters:  {}", l.waiters)?;
-        writeln!(
-            out,
-            "  holders:  {}",
-            if l.holders.is_empty() { "none" } else { "" }
-        )?;
+        if l.holders.is_empty() {
+            writeln!(out, "  holders:  none")?;
+        } else {
+            writeln!(out, "  holders:")?;
+        }
         for h in &l.holders {
             let until = h
                 .expires_in
@@ -262,10 +263,11 @@ pub(crate) fn leaks(out: &mut impl Write, r: &LeakReport, as_json: bool) -> io::
     } else {
         " (limit reached: not every key was scanned)"
     };
+    let n = r.leaks.len();
+    let s = if n == 1 { "" } else { "s" };
     writeln!(
         out,
-        "{} leaks, {} keys scanned{more}; {owner_check}",
-        r.leaks.len(),
+        "{n} leak{s}, {} keys scanned{more}; {owner_check}",
         r.scanned
     )
 }

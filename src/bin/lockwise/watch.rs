@@ -25,6 +25,12 @@ pub(crate) async fn run(
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs();
+        let clock = format!(
+            "{:02}:{:02}:{:02} UTC",
+            now / 3600 % 24,
+            now / 60 % 60,
+            now % 60
+        );
         if json {
             render::listing(out, &listing, top, true)?;
         } else {
@@ -32,7 +38,7 @@ pub(crate) async fn run(
             write!(out, "\x1b[2J\x1b[H")?;
             writeln!(
                 out,
-                "lockwise watch: {} locks, {} keys scanned, every {:.1}s (unix time {now})\n",
+                "lockwise watch  {clock}  {} locks, {} keys scanned, every {:.1}s\n",
                 listing.locks.len(),
                 listing.scanned,
                 every.as_secs_f64()
