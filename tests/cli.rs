@@ -22,7 +22,7 @@ use redis::AsyncCommands;
 use serde_json::Value;
 use support::kit::{assert_ns_clean, fresh_client, peer, within};
 use support::{no_channels_within, Conn, RedisServer};
-use topology::RedisCluster;
+use topology::{RedisCluster, RedisSentinel};
 
 const EXE: &str = env!("CARGO_BIN_EXE_lockwise");
 
@@ -673,4 +673,59 @@ async fn cluster_list_leaks_and_force_unlock_cover_every_master() {
     let after = json(&run_c(&["--json", "list"]), 0);
     assert_eq!(after["locks"].as_array().unwrap().len(), 0, "{after}");
     assert_eq!(code(&run_c(&["leaks"])), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_scans_the_current_master_before_and_after_a_failover() {
+    let mut sentinel = tokio::task::block_in_place(RedisSentinel::start);
+    let ns = support::unique_ns("cli_sentinel");
+    let client = Client::sentinel_builder(sentinel.sentinel_urls(), sentinel.master_name())
+        .namespace(ns.clone())
+        .build()
+        .await
+        .unwrap();
+    let held = client.lock("s1").lock().await.unwrap();
+    let sentinel_ports = sentinel.sentinel_ports();
+    let master_name = sentinel.master_name();
+    let run_s = |extra: &[&str]| {
+        let mut args: Vec<String> = Vec::new();
+        for port in &sentinel_ports {
+            args.extend(["--sentinel".to_string(), format!("127.0.0.1:{port}")]);
+        }
+        args.extend(["--master", master_name, "--namespace", &ns].map(String::from));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Command::new(EXE)
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let doc = json(&run_s(&["--json", "list"]), 0);
+    assert_eq!(doc["locks"].as_array().unwrap().len(), 1, "{doc}");
+    assert_eq!(owners(&doc["locks"][0]), vec![held.owner().to_string()]);
+    let leaks = json(&run_s(&["--json", "leaks"]), 0);
+    assert_eq!(leaks["leaks"].as_array().unwrap().len(), 0, "{leaks}");
+
+    // After a failover the CLI scans the new master: a TTL-less key written there is found.
+    let old = tokio::task::block_in_place(|| sentinel.kill_master());
+    let new = tokio::task::block_in_place(|| sentinel.wait_for_failover(Duration::from_secs(30)));
+    assert_ne!(old, new);
+    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{new}/"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let stuck = format!("{ns}:lock:{{after}}");
+    let _: () = conn.hset(&stuck, "x:1", 1).await.unwrap();
+    let leaks = json(&run_s(&["--json", "leaks"]), 1);
+    assert!(
+        leaks["leaks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["key"] == stuck.as_str() && l["reason"] == "no TTL"),
+        "{leaks}"
+    );
+    let _: () = conn.del(&stuck).await.unwrap();
+    drop(held);
 }
