@@ -61,7 +61,7 @@ async fn main() -> lockwise::Result<()> {
             holders.join(", ")
         );
     }
-    let leaks = admin.leaks(lockwise::DEFAULT_SCAN_LIMIT).await?;
+    let leaks = admin.leaks(lockwise::DEFAULT_SCAN_LIMIT, true).await?;
     for leak in &leaks.leaks {
         println!("leak: {} {}", leak.key, leak.reason.describe());
     }

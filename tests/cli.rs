@@ -384,7 +384,7 @@ async fn leaks_finds_ttl_less_keys_stale_queue_entries_and_gone_owners() {
     }
 
     // The same through the library.
-    let report = a.admin().leaks(1000).await.unwrap();
+    let report = a.admin().leaks(1000, true).await.unwrap();
     assert!(report.complete);
     assert!(report
         .leaks
@@ -402,6 +402,21 @@ async fn leaks_finds_ttl_less_keys_stale_queue_entries_and_gone_owners() {
         OwnerCheck::Skipped { .. } => assert!(!names),
         other => panic!("{other:?}"),
     }
+
+    // Without the owner check, the orphaned hold is not reported and the summary says so.
+    let unchecked = json(
+        &run(server.url(), &ns, &["--json", "leaks", "--no-owner-check"]),
+        1,
+    );
+    assert_eq!(
+        unchecked["leaks"].as_array().unwrap().len(),
+        3,
+        "{unchecked}"
+    );
+    assert_eq!(
+        unchecked["owner_check"],
+        "owner check skipped: not asked for"
+    );
 
     // The text form: one row per leak, then the summary; exit code 1 for cron.
     let text = run(server.url(), &ns, &["leaks"]);

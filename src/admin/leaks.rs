@@ -37,8 +37,8 @@ pub enum OwnerCheck {
         /// Distinct lockwise client ids seen in `CLIENT LIST`.
         live_clients: usize,
     },
-    /// It could not run, for this reason (the server shows no client names, or refused
-    /// `CLIENT LIST`).
+    /// It did not run, for this reason (not asked for, the server shows no client names,
+    /// or it refused `CLIENT LIST`).
     Skipped {
         /// Why.
         reason: String,
@@ -103,7 +103,7 @@ impl LeakReason {
     }
 }
 
-pub(super) async fn find(client: &Client, limit: usize) -> Result<LeakReport> {
+pub(super) async fn find(client: &Client, limit: usize, check_owners: bool) -> Result<LeakReport> {
     let core = client.core();
     let ns = client.namespace();
     let scan = nodes::scan(core, limit).await?;
@@ -166,7 +166,12 @@ pub(super) async fn find(client: &Client, limit: usize) -> Result<LeakReport> {
             }
         }
     }
-    let owner_check = match live_clients(client).await {
+    let live = if check_owners {
+        live_clients(client).await
+    } else {
+        Err("not asked for".to_string())
+    };
+    let owner_check = match live {
         Err(reason) => OwnerCheck::Skipped { reason },
         Ok(live) => {
             for name in &held {

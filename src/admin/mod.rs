@@ -250,14 +250,17 @@ impl Admin {
 
     /// Looks for leaks within `limit` scanned keys: keys of the namespace without a TTL
     /// (except fencing counters, TTL-less by design), fair-queue entries whose deadline
-    /// passed or that have none, and holds whose owner client has no connection left.
+    /// passed or that have none, and, with `check_owners`, holds whose owner client has no
+    /// connection left.
     ///
-    /// The last check reads `CLIENT LIST` on every master and matches a hold's owner
+    /// The owner check reads `CLIENT LIST` on every master and matches a hold's owner
     /// `<uuid>:<task>` to the library name `lockwise:<uuid>` each connection of a `Client`
     /// announces (`CLIENT SETINFO`, Redis >= 7.2 or Valkey). It needs the right to run
     /// `CLIENT LIST`; when the server shows no names (older Redis, Cluster connections,
     /// or no right), it is skipped and [`LeakReport::owner_check`] says why. A client that
-    /// is reconnecting at that moment looks gone: check twice before acting.
+    /// is reconnecting at that moment looks gone: check twice before acting. A `RedLock`'s
+    /// owner is its set's id, which no connection carries, so its holds are reported as
+    /// gone owners too: pass `check_owners = false` where `RedLock` is used.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `limit` is 0; [`Error::Redis`] when Redis fails or
@@ -265,8 +268,8 @@ impl Admin {
     ///
     /// # Cancel safety
     /// Read-only: dropping the future changes nothing.
-    pub async fn leaks(&self, limit: usize) -> Result<LeakReport> {
-        leaks::find(&self.client, limit).await
+    pub async fn leaks(&self, limit: usize, check_owners: bool) -> Result<LeakReport> {
+        leaks::find(&self.client, limit, check_owners).await
     }
 
     /// Releases the locks named `name` whoever holds them, and wakes their waiters: the
