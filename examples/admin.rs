@@ -46,7 +46,7 @@ async fn main() -> lockwise::Result<()> {
     assert!(status.success());
 
     let admin = a.admin();
-    for lock in admin.list(lockwise::DEFAULT_SCAN_LIMIT).await?.locks {
+    for lock in admin.list().await?.locks {
         let holders: Vec<String> = lock
             .holders
             .iter()
@@ -61,7 +61,7 @@ async fn main() -> lockwise::Result<()> {
             holders.join(", ")
         );
     }
-    let leaks = admin.leaks(lockwise::DEFAULT_SCAN_LIMIT, true).await?;
+    let leaks = admin.leaks().await?;
     for leak in &leaks.leaks {
         println!("leak: {} {}", leak.key, leak.reason.describe());
     }

@@ -384,7 +384,7 @@ async fn leaks_finds_ttl_less_keys_stale_queue_entries_and_gone_owners() {
     }
 
     // The same through the library.
-    let report = a.admin().leaks(1000, true).await.unwrap();
+    let report = a.admin().scan_limit(1000).leaks().await.unwrap();
     assert!(report.complete);
     assert!(report
         .leaks
@@ -575,7 +575,7 @@ async fn bad_input_is_a_typed_error_with_exit_code_2_and_changes_nothing() {
     let value: String = conn.get(&after[0].0).await.unwrap();
     assert_eq!(value, "a string");
     assert!(matches!(
-        a.admin().list(0).await,
+        a.admin().scan_limit(0).list().await,
         Err(lockwise::Error::InvalidArgument { .. })
     ));
     assert!(matches!(

@@ -29,11 +29,13 @@ pub const DEFAULT_SCAN_LIMIT: usize = 10_000;
 
 /// Operator views of the locks of one [`Client`]'s namespace; from [`Client::admin`].
 ///
-/// Every call is bounded: the scans stop after a key limit (and say so), and each lock name
-/// costs a few commands. Cheap to clone.
+/// Every call is bounded: the scans stop after [`scan_limit`](Self::scan_limit) keys (and
+/// say so), and each lock name costs a few commands. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Admin {
     client: Client,
+    limit: usize,
+    check_owners: bool,
 }
 
 /// Which lock kind a [`LockInfo`] describes, as far as the keys tell it.
@@ -193,24 +195,41 @@ impl Client {
     pub fn admin(&self) -> Admin {
         Admin {
             client: self.clone(),
+            limit: DEFAULT_SCAN_LIMIT,
+            check_owners: true,
         }
     }
 }
 
 impl Admin {
-    /// Every lock of the namespace found within `limit` scanned keys (SCAN `MATCH <ns>:*`
+    /// How many keys [`list`](Self::list) and [`leaks`](Self::leaks) look at, at most
+    /// (default [`DEFAULT_SCAN_LIMIT`]); past it they stop and report the scan as partial.
+    /// 0 is refused by those calls with [`Error::InvalidArgument`].
+    pub fn scan_limit(mut self, keys: usize) -> Admin {
+        self.limit = keys;
+        self
+    }
+
+    /// Whether [`leaks`](Self::leaks) matches holds to live clients (default on; see
+    /// there). Turn it off where `RedLock` is used.
+    pub fn owner_check(mut self, on: bool) -> Admin {
+        self.check_owners = on;
+        self
+    }
+
+    /// Every lock of the namespace found within the scan limit (SCAN `MATCH <ns>:*`
     /// on every master, never KEYS), most contended first. Costs the scan plus about 20
     /// commands per lock name.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when `limit` is 0; [`Error::Redis`] when Redis fails or
-    /// refuses a command (SCAN, PUBSUB); [`Error::UnexpectedReply`] for a key of a wrong
+    /// [`Error::InvalidArgument`] when the scan limit is 0; [`Error::Redis`] when Redis
+    /// fails or refuses a command (SCAN, PUBSUB); [`Error::UnexpectedReply`] for a key of a wrong
     /// type under a lockwise name.
     ///
     /// # Cancel safety
     /// Read-only: dropping the future changes nothing.
-    pub async fn list(&self, limit: usize) -> Result<Listing> {
-        let scan = nodes::scan(self.client.core(), limit).await?;
+    pub async fn list(&self) -> Result<Listing> {
+        let scan = nodes::scan(self.client.core(), self.limit).await?;
         let names: BTreeSet<String> = scan
             .keys
             .iter()
@@ -248,10 +267,10 @@ impl Admin {
         read::lock_infos(self.client.core(), name).await
     }
 
-    /// Looks for leaks within `limit` scanned keys: keys of the namespace without a TTL
-    /// (except fencing counters, TTL-less by design), fair-queue entries whose deadline
-    /// passed or that have none, and, with `check_owners`, holds whose owner client has no
-    /// connection left.
+    /// Looks for leaks within the scan limit: keys of the namespace without a TTL (except
+    /// fencing counters, TTL-less by design), fair-queue entries whose deadline passed or
+    /// that have none, and, unless [`owner_check`](Self::owner_check) is off, holds whose
+    /// owner client has no connection left.
     ///
     /// The owner check reads `CLIENT LIST` on every master and matches a hold's owner
     /// `<uuid>:<task>` to the library name `lockwise:<uuid>` each connection of a `Client`
@@ -260,16 +279,16 @@ impl Admin {
     /// or no right), it is skipped and [`LeakReport::owner_check`] says why. A client that
     /// is reconnecting at that moment looks gone: check twice before acting. A `RedLock`'s
     /// owner is its set's id, which no connection carries, so its holds are reported as
-    /// gone owners too: pass `check_owners = false` where `RedLock` is used.
+    /// gone owners too: turn the check off where `RedLock` is used.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when `limit` is 0; [`Error::Redis`] when Redis fails or
-    /// refuses SCAN; [`Error::UnexpectedReply`] for a key of a wrong type.
+    /// [`Error::InvalidArgument`] when the scan limit is 0; [`Error::Redis`] when Redis
+    /// fails or refuses SCAN; [`Error::UnexpectedReply`] for a key of a wrong type.
     ///
     /// # Cancel safety
     /// Read-only: dropping the future changes nothing.
-    pub async fn leaks(&self, limit: usize, check_owners: bool) -> Result<LeakReport> {
-        leaks::find(&self.client, limit, check_owners).await
+    pub async fn leaks(&self) -> Result<LeakReport> {
+        leaks::find(&self.client, self.limit, self.check_owners).await
     }
 
     /// Releases the locks named `name` whoever holds them, and wakes their waiters: the

@@ -163,10 +163,11 @@ type Failure = Box<dyn std::error::Error>;
 async fn run(cli: Cli) -> Result<u8, Failure> {
     let client = connect(&cli).await?;
     let admin = client.admin();
+    let scanning = |limit: usize| admin.clone().scan_limit(limit);
     let out = &mut std::io::stdout().lock();
     match &cli.command {
         Command::List { limit } => {
-            let listing = admin.list(*limit).await?;
+            let listing = scanning(*limit).list().await?;
             render::listing(out, &listing, usize::MAX, cli.json)?;
             Ok(0)
         }
@@ -179,7 +180,10 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
             limit,
             no_owner_check,
         } => {
-            let report = admin.leaks(*limit, !no_owner_check).await?;
+            let report = scanning(*limit)
+                .owner_check(!no_owner_check)
+                .leaks()
+                .await?;
             render::leaks(out, &report, cli.json)?;
             Ok(if report.leaks.is_empty() { 0 } else { 1 })
         }
@@ -202,7 +206,7 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                 return Err(format!("--interval must be at least 0.05 s, got {interval}").into());
             }
             let every = Duration::from_secs_f64(*interval);
-            watch::run(out, &admin, every, *iterations, *top, *limit, cli.json).await?;
+            watch::run(out, &scanning(*limit), every, *iterations, *top, cli.json).await?;
             Ok(0)
         }
     }

@@ -15,12 +15,11 @@ pub(crate) async fn run(
     every: Duration,
     iterations: Option<u64>,
     top: usize,
-    limit: usize,
     json: bool,
 ) -> Result<(), crate::Failure> {
     let mut shown = 0u64;
     loop {
-        let listing = admin.list(limit).await?;
+        let listing = admin.list().await?;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
