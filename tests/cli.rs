@@ -744,3 +744,62 @@ async fn sentinel_scans_the_current_master_before_and_after_a_failover() {
     let _: () = conn.del(&stuck).await.unwrap();
     drop(held);
 }
+
+/// Runs `lockwise <args>` on a pseudo-terminal (util-linux `script`), typing `answer`.
+fn run_on_tty(url: &str, ns: &str, args: &str, answer: &str) -> Output {
+    use std::io::Write as _;
+    let cmd = format!("{EXE} --url {url} --namespace {ns} {args}");
+    let mut child = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("util-linux `script` runs the CLI on a pseudo-terminal (apt-get install bsdutils)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answer.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_asks_on_a_terminal() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let a = fresh_client(&server, "cli_tty").await;
+    let ns = a.namespace().to_string();
+    let held = a
+        .lock("job")
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let (url, ns2) = (server.url().to_string(), ns.clone());
+    let no = tokio::task::spawn_blocking(move || run_on_tty(&url, &ns2, "force-unlock job", "n\n"))
+        .await
+        .unwrap();
+    assert_eq!(code(&no), 3, "{}", stdout(&no));
+    assert!(
+        stdout(&no).contains("Force-unlock \"job\"? "),
+        "{}",
+        stdout(&no)
+    );
+    assert!(a.lock("job").is_locked().await.unwrap());
+    let (url, ns2) = (server.url().to_string(), ns.clone());
+    let yes =
+        tokio::task::spawn_blocking(move || run_on_tty(&url, &ns2, "force-unlock job", "y\n"))
+            .await
+            .unwrap();
+    assert_eq!(code(&yes), 0, "{}", stdout(&yes));
+    assert!(
+        stdout(&yes).contains("job: released (lock)"),
+        "{}",
+        stdout(&yes)
+    );
+    assert!(!a.lock("job").is_locked().await.unwrap());
+    assert!(held.unlock().await.unwrap_err().is_not_held());
+    clean_after(&conn, &ns).await;
+}
