@@ -582,6 +582,22 @@ async fn bad_input_is_a_typed_error_with_exit_code_2_and_changes_nothing() {
         a.admin().inspect("wrong").await,
         Err(lockwise::Error::UnexpectedReply(_))
     ));
+    // `list` does not fail on the wrong key: it lists the other locks and names this one.
+    let g = a.lock("fine").lock().await.unwrap();
+    let listing = a.admin().list().await.unwrap();
+    assert_eq!(listing.locks.len(), 1, "{listing:?}");
+    assert_eq!(listing.locks[0].name, "fine");
+    assert_eq!(listing.unreadable.len(), 1, "{listing:?}");
+    assert_eq!(listing.unreadable[0].0, "wrong");
+    assert!(listing.unreadable[0].1.contains("WRONGTYPE"), "{listing:?}");
+    let out = run(server.url(), &ns, &["list"]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("unreadable: wrong"),
+        "{}",
+        stdout(&out)
+    );
+    g.unlock().await.unwrap();
     clean_after(&conn, &ns).await;
 }
 

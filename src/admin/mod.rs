@@ -187,6 +187,10 @@ pub struct Listing {
     pub scanned: usize,
     /// Whether the scan went through the whole keyspace (false: it stopped at the limit).
     pub complete: bool,
+    /// Names that could not be read as a lockwise kind (a key of another type, or another
+    /// program's value, under a lockwise key name), with the reason; they are left out of
+    /// [`locks`](Self::locks) instead of failing the whole listing.
+    pub unreadable: Vec<(String, String)>,
 }
 
 impl Client {
@@ -223,8 +227,9 @@ impl Admin {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when the scan limit is 0; [`Error::Redis`] when Redis
-    /// fails or refuses a command (SCAN, PUBSUB); [`Error::UnexpectedReply`] for a key of a wrong
-    /// type under a lockwise name.
+    /// fails or refuses a command (SCAN, PUBSUB). A name whose keys cannot be read (a key of a
+    /// wrong type under a lockwise name) does not fail the listing: it is reported in
+    /// [`Listing::unreadable`].
     ///
     /// # Cancel safety
     /// Read-only: dropping the future changes nothing.
@@ -235,9 +240,13 @@ impl Admin {
             .iter()
             .filter_map(|k| parse(self.client.namespace(), k).map(|(_, name)| name))
             .collect();
-        let mut locks = Vec::new();
+        let (mut locks, mut unreadable) = (Vec::new(), Vec::new());
         for name in names {
-            locks.extend(read::lock_infos(self.client.core(), &name).await?);
+            match read::lock_infos(self.client.core(), &name).await {
+                Ok(infos) => locks.extend(infos),
+                Err(Error::UnexpectedReply(why)) => unreadable.push((name, why)),
+                Err(e) => return Err(e),
+            }
         }
         locks.sort_by(|a, b| {
             b.contention()
@@ -250,6 +259,7 @@ impl Admin {
             locks,
             scanned: scan.keys.len(),
             complete: scan.complete,
+            unreadable,
         })
     }
 

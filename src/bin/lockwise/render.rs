@@ -135,10 +135,14 @@ pub(crate) fn listing(
             "locks": l.locks.iter().take(top).map(lock_json).collect::<Vec<_>>(),
             "scanned": l.scanned,
             "complete": l.complete,
+            "unreadable": l.unreadable.iter().map(|(name, why)| json!({"name": name, "error": why})).collect::<Vec<_>>(),
         });
         return writeln!(out, "{doc}");
     }
     table(out, &lock_rows(&l.locks, top))?;
+    for (name, why) in &l.unreadable {
+        writeln!(out, "unreadable: {name}: {why}")?;
+    }
     let more = if l.complete {
         ""
     } else {
