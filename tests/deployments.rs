@@ -19,6 +19,8 @@ mod topology;
 
 #[path = "deployments/fixture.rs"]
 mod fixture;
+#[path = "deployments/synchronizers.rs"]
+mod synchronizers;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
