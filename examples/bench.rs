@@ -15,6 +15,8 @@
 //! 7. rwlock: 64 readers vs the plain lock; write handoff gap (`common/bench_rwlock.rs`).
 //! 8. semaphore: 64 tasks, 8 permits, acquire -> release vs its scripts' ceiling (`common/bench_semaphore.rs`).
 //! 9. lease semaphore: 64 tasks on 8 permits vs its raw scripts (`common/bench_lease_semaphore.rs`).
+//! 10. throughput sweep: `SET NX PX` reference, ceiling and lockwise at 1, 8, 64 and 256
+//!     tasks; lone-caller latency; script calls per pair (`common/bench_throughput.rs`).
 
 #[path = "common/bench_lease_semaphore.rs"]
 mod bench_lease_semaphore;
@@ -22,6 +24,8 @@ mod bench_lease_semaphore;
 mod bench_rwlock;
 #[path = "common/bench_semaphore.rs"]
 mod bench_semaphore;
+#[path = "common/bench_throughput.rs"]
+mod bench_throughput;
 #[path = "../tests/support/server.rs"]
 mod server;
 
@@ -190,6 +194,8 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     report.insert("semaphore".into(), sem.json);
     let lease = bench_lease_semaphore::run(&url, args.seconds).await?;
     report.insert("lease_semaphore".into(), lease);
+    let sweep = bench_throughput::run(&url, args.seconds).await?;
+    report.insert("throughput".into(), sweep);
 
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&Json::Object(report))?)?;
@@ -212,6 +218,14 @@ fn print_contended(label: &str, c: &Contended, ping_p50: f64) {
         c.counter,
         c.acquisitions
     );
+    let worst_p99 = c.per_client.iter().map(|p| p.1).fold(0.0, f64::max);
+    let worst_max = c.per_client.iter().map(|p| p.2).fold(0.0, f64::max);
+    let shares: Vec<usize> = c.per_client.iter().map(|p| p.0).collect();
+    println!(
+        "{:<24} wait per Client: worst p99 {worst_p99:.1} ms, worst max {worst_max:.1} ms; \
+         acquisitions per Client {shares:?}",
+        ""
+    );
 }
 
 fn contended_json(c: &Contended, ping_p50: f64) -> Json {
@@ -219,7 +233,8 @@ fn contended_json(c: &Contended, ping_p50: f64) -> Json {
            "gap_p50_us": c.gap_p50, "gap_p99_us": c.gap_p99, "gap_max_us": c.gap_max,
            "gap_p50_over_ping_p50": c.gap_p50 / ping_p50,
            "lock_script_calls_per_acquisition": c.lock_calls_per_acquisition,
-           "overlaps": c.overlaps, "counter": c.counter})
+           "overlaps": c.overlaps, "counter": c.counter,
+           "per_client": c.per_client.iter().map(|(n, p99, max)| json!({"acquisitions": n, "wait_p99_ms": p99, "wait_max_ms": max})).collect::<Vec<_>>()})
 }
 
 async fn machine(url: &str) -> Result<Json, BoxError> {
@@ -286,6 +301,8 @@ struct Rate {
     rate: f64,
     p50: f64,
     p99: f64,
+    /// Pairs completed in the round.
+    pairs: usize,
 }
 
 /// Runs `CONCURRENCY` tasks of `pair` for `seconds`; pairs/s and pair latency percentiles.
@@ -294,11 +311,21 @@ where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<(), BoxError>> + Send,
 {
+    timed_pairs_at(CONCURRENCY, seconds, pair).await
+}
+
+/// Runs `tasks` tasks of `pair` for `seconds`; pairs/s and pair latency percentiles.
+async fn timed_pairs_at<F, Fut>(tasks: usize, seconds: f64, pair: F) -> Result<Rate, BoxError>
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(), BoxError>> + Send,
+{
+    let concurrency = tasks;
     let pair = Arc::new(pair);
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for i in 0..CONCURRENCY {
+    for i in 0..concurrency {
         let pair = pair.clone();
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
@@ -320,11 +347,17 @@ where
         rate: all.len() as f64 / elapsed,
         p50: percentile(&all, 0.5),
         p99: percentile(&all, 0.99),
+        pairs: all.len(),
     })
 }
 
 /// 1. The raw scripts through the same kind of connection: what Redis itself can serve.
 async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
+    ceiling_at(url, seconds, CONCURRENCY).await
+}
+
+/// The raw lock and unlock scripts with `tasks` tasks, each on its own key.
+async fn ceiling_at(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
     // The library's unlock script is lua/unlock.lua after the shared fair-queue helpers.
     let unlock_source = format!(
@@ -344,7 +377,7 @@ async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
             .await?;
     }
     let run_id = uuid::Uuid::new_v4().simple().to_string();
-    timed_pairs(seconds, move |i| {
+    timed_pairs_at(tasks, seconds, move |i| {
         let mut conn = conn.clone();
         let (lock_sha, unlock_sha) = (lock_sha.clone(), unlock_sha.clone());
         let key = format!("bench:ceiling:lock:{{{run_id}-{i}}}");
@@ -385,16 +418,18 @@ async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
 
 /// 2. The library: lock() -> unlock() with the watchdog, each task on its own lock.
 async fn uncontended(url: &str, seconds: f64) -> Result<Rate, BoxError> {
+    uncontended_at(url, seconds, CONCURRENCY).await
+}
+
+/// `lock()` -> `unlock()` with `tasks` tasks of one `Client`, each on its own lock.
+async fn uncontended_at(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
     let client = lockwise::Client::builder(url)
         .namespace("bench-uncontended")
         .build()
         .await?;
-    let locks: Arc<Vec<lockwise::RLock>> = Arc::new(
-        (0..CONCURRENCY)
-            .map(|i| client.lock(format!("k{i}")))
-            .collect(),
-    );
-    timed_pairs(seconds, move |i| {
+    let locks: Arc<Vec<lockwise::RLock>> =
+        Arc::new((0..tasks).map(|i| client.lock(format!("k{i}"))).collect());
+    timed_pairs_at(tasks, seconds, move |i| {
         let lock = locks[i].clone();
         async move {
             lock.lock().await?.unlock().await?;
@@ -413,6 +448,9 @@ struct Contended {
     overlaps: usize,
     counter: u64,
     lock_calls_per_acquisition: f64,
+    /// Per Client: (acquisitions, wait p99 ms, wait max ms), the wait measured from the
+    /// `lock()` call to its return.
+    per_client: Vec<(usize, f64, f64)>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -457,10 +495,12 @@ async fn contended(url: &str, kind: LockKind, total: usize) -> Result<Contended,
     let holds: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for client in &clients {
+    let waits: Arc<Mutex<Vec<(usize, f64)>>> = Arc::new(Mutex::new(Vec::new()));
+    for (ci, client) in clients.iter().enumerate() {
         for _ in 0..8 {
             let (plain, fair) = (client.lock("the-lock"), client.fair_lock("the-fair-lock"));
             let (remaining, counter, holds) = (remaining.clone(), counter.clone(), holds.clone());
+            let waits = waits.clone();
             tasks.push(tokio::spawn(async move {
                 loop {
                     if remaining
@@ -469,11 +509,14 @@ async fn contended(url: &str, kind: LockKind, total: usize) -> Result<Contended,
                     {
                         return Ok::<_, BoxError>(());
                     }
+                    let asked = Instant::now();
                     let guard = match kind {
                         LockKind::Plain => AnyGuard::Plain(plain.lock().await?),
                         LockKind::Fair => AnyGuard::Fair(fair.lock().await?),
                     };
                     let acquired = Instant::now();
+                    let waited = (acquired - asked).as_secs_f64() * 1e3;
+                    waits.lock().unwrap().push((ci, waited));
                     // The protected read-modify-write: racy without the lock.
                     let v = counter.load(Ordering::Relaxed);
                     tokio::task::yield_now().await;
@@ -502,7 +545,24 @@ async fn contended(url: &str, kind: LockKind, total: usize) -> Result<Contended,
         }
     }
     gaps.sort_by(f64::total_cmp);
+    let waits = std::mem::take(&mut *waits.lock().unwrap());
+    let per_client = (0..clients.len())
+        .map(|ci| {
+            let mut w: Vec<f64> = waits
+                .iter()
+                .filter(|(c, _)| *c == ci)
+                .map(|(_, ms)| *ms)
+                .collect();
+            w.sort_by(f64::total_cmp);
+            (
+                w.len(),
+                percentile(&w, 0.99),
+                w.last().copied().unwrap_or(0.0),
+            )
+        })
+        .collect();
     Ok(Contended {
+        per_client,
         acquisitions: holds.len(),
         rate: holds.len() as f64 / elapsed,
         gap_p50: percentile(&gaps, 0.5),
