@@ -19,6 +19,7 @@
 //                     owners (task, per hold, named)
 //     call.rs         acquire calls that never leak a hold; tickets; replica sync
 //     kind.rs         what a lock kind gives the engine (client, name, release script)
+//     deadline.rs     how long a key surely lives after a call (the loss deadline's margin)
 //     registry.rs     local holds per (lock, owner), calls in flight, loss deadlines;
 //                     the `Watchdog` handle that owns them
 //     settle.rs       settlements: the server's hold count back to the live guards

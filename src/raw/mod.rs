@@ -64,6 +64,7 @@
 
 pub(crate) mod call;
 mod core;
+mod deadline;
 pub(crate) mod handle;
 pub(crate) mod hold;
 pub(crate) mod inspect;

@@ -1,8 +1,8 @@
 //! The hold registry: per (lock key, owner), the guards alive in this client, the calls in
 //! flight that may change the server's hold count, doubts to settle, and the loss deadline.
 //!
-//! Every operation is an O(1) map operation plus, for the first and last watchdog guard of a
-//! lock, one message to the watchdog task. The registry is the one place that decides
+//! Every operation is an O(1) map operation; a new watch joins a list the watchdog task picks
+//! up once per grid step, and only a watch the task had armed sends it a message when it ends. The registry is the one place that decides
 //! whether a granted reply joins the owner's current run of holds or starts a new one, and
 //! when a settlement must run (see "Settling" in [`raw`](super)).
 
@@ -15,6 +15,8 @@ use dashmap::DashMap;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use super::deadline::safe_until;
 
 /// (lock key, owner field): one local hold entry.
 pub(crate) type HoldKey = (Arc<str>, Arc<str>);
@@ -60,6 +62,8 @@ pub(super) struct Hold {
     pub(super) hint: Option<u32>,
     /// Notified when a settlement ends (created by the first waiter).
     pub(super) settled: Option<Arc<Notify>>,
+    /// The watchdog task has a timer for the current watch (it must be told when it ends).
+    pub(super) armed: bool,
 }
 
 impl Hold {
@@ -80,6 +84,7 @@ impl Hold {
             hint: None,
             settling: false,
             settled: None,
+            armed: false,
         }
     }
 
@@ -110,8 +115,8 @@ impl Hold {
         None
     }
 
-    /// Counts one guard less. Returns the generation of a watch that ended (the last guard
-    /// that wanted renewals).
+    /// Counts one guard less. Returns the generation of an armed watch that ended (the last
+    /// guard that wanted renewals), whose timer the watchdog task should drop.
     fn remove_guard(&mut self, watch: bool, next_gen: impl FnOnce() -> u64) -> Option<u64> {
         self.holds = self.holds.saturating_sub(1);
         if watch && self.watch_refs > 0 {
@@ -119,7 +124,7 @@ impl Hold {
             if self.watch_refs == 0 {
                 let ended = self.gen;
                 self.gen = next_gen();
-                return Some(ended);
+                return std::mem::take(&mut self.armed).then_some(ended);
             }
         }
         None
@@ -198,33 +203,24 @@ pub(crate) enum Outcome {
 }
 
 pub(super) enum Cmd {
-    Watch(HoldKey, u64),
     Unwatch(u64),
 }
+
+/// Watches started since the watchdog task last looked: (lock, generation, started at).
+pub(super) type Recent = std::sync::Mutex<Vec<(HoldKey, u64, Instant)>>;
 
 /// The client's hold registry, and the handle to its watchdog task (started by
 /// [`Watchdog::start`] in [`watchdog`](super::watchdog)).
 pub(crate) struct Watchdog {
     pub(super) registry: Arc<DashMap<HoldKey, Hold>>,
     pub(super) tx: mpsc::UnboundedSender<Cmd>,
+    /// New watches, picked up by the task (see [`Watchdog::watch`]).
+    pub(super) recent: Arc<Recent>,
+    /// Wakes the task when `recent` stops being empty.
+    pub(super) wake: Arc<Notify>,
     pub(super) shutdown: CancellationToken,
     pub(super) next_gen: AtomicU64,
     pub(super) timeout: Duration,
-}
-
-/// Safety margin of the loss deadline: clock-rate differences between client and server (as
-/// Redlock's drift: 1 % of the TTL + 2 ms), but at least 100 ms (capped at a tenth of the
-/// TTL) for scheduling delays: on a loaded 2-core machine the watchdog task and the holder's
-/// own task ran up to ~40 ms late, and a holder told 4 ms after the lock expired during a
-/// cluster failover overlapped the next owner (tests/deployments.rs).
-fn drift(timeout: Duration) -> Duration {
-    let clock = timeout / 100 + Duration::from_millis(2);
-    clock.max((timeout / 10).min(Duration::from_millis(100)))
-}
-
-/// The moment a key whose TTL was set to `ttl` by a call sent at `sent` surely still lives.
-pub(super) fn safe_until(sent: Instant, ttl: Duration) -> Instant {
-    sent + ttl.saturating_sub(drift(ttl))
 }
 
 impl Watchdog {
@@ -232,11 +228,18 @@ impl Watchdog {
         self.next_gen.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Starts the watch `gen` of `key` in the watchdog task; with no task left, the lock
-    /// will expire, so its guards are told at once.
+    /// Starts the watch `gen` of `key`: it joins the `recent` list, and the task is woken
+    /// only when the list was empty, not per lock. With no task left, the lock will expire,
+    /// so its guards are told at once.
     fn watch(&self, key: &HoldKey, gen: u64, lost: &CancellationToken) {
-        if self.shutdown.is_cancelled() || self.tx.send(Cmd::Watch(key.clone(), gen)).is_err() {
+        if self.shutdown.is_cancelled() || self.tx.is_closed() {
             lost.cancel();
+            return;
+        }
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.push((key.clone(), gen, Instant::now()));
+        if recent.len() == 1 {
+            self.wake.notify_one();
         }
     }
 
@@ -525,19 +528,5 @@ impl Watchdog {
     #[allow(dead_code)]
     pub(crate) fn watched(&self) -> usize {
         self.registry.iter().filter(|h| h.watch_refs > 0).count()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn loss_margin_covers_clock_drift_and_scheduling() {
-        let ms = Duration::from_millis;
-        assert_eq!(drift(Duration::from_secs(30)), ms(302)); // 1 % + 2 ms
-        assert_eq!(drift(Duration::from_secs(3)), ms(100)); // scheduling floor
-        assert_eq!(drift(Duration::from_secs(1)), ms(100));
-        assert_eq!(drift(ms(100)), ms(10)); // a tenth of a tiny TTL
     }
 }

@@ -2,8 +2,12 @@
 //!
 //! Locally held locks live in a registry keyed by (lock key, owner): how many guards hold it,
 //! how many of those want renewals, a generation number and the "lost" token the guards
-//! expose. Registering and releasing are O(1) map operations plus, for the first and last
-//! watchdog guard, one message to the task.
+//! expose. Registering and releasing are O(1) map operations. A new watch joins a shared list
+//! (waking the task only when the list was empty); the task takes the list one grid step
+//! later and arms the watches still current, so a lock held for less than that never costs
+//! the task a wakeup, a timer or a message (a lone caller's lock -> unlock sent two
+//! messages, two thread wakeups, per pair before). Only the end of an armed watch sends the
+//! task a message, to drop its timer.
 //!
 //! The task owns a timer wheel ([`DelayQueue`], O(1) insert and remove) with one timer per
 //! watched lock. Deadlines are rounded up to a grid of a quarter period, so locks taken at
@@ -26,14 +30,15 @@ use std::time::Duration;
 use dashmap::DashMap;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::{delay_queue, DelayQueue};
 
 use redis::cluster_routing::Slot;
 
-use super::registry::{safe_until, Cmd, Hold, HoldKey, Watchdog};
+use super::deadline::safe_until;
+use super::registry::{Cmd, Hold, HoldKey, Recent, Watchdog};
 use crate::deploy::Commands;
 use crate::scripts::RENEW;
 
@@ -58,8 +63,11 @@ impl Watchdog {
         let registry = Arc::new(DashMap::new());
         let (tx, rx) = mpsc::unbounded_channel();
         let shutdown = CancellationToken::new();
+        let (recent, wake) = (Arc::new(Recent::default()), Arc::new(Notify::new()));
         let task = Task {
             registry: registry.clone(),
+            recent: recent.clone(),
+            wake: wake.clone(),
             by_slot: conn.is_cluster(),
             conn,
             timeout,
@@ -75,6 +83,8 @@ impl Watchdog {
         Watchdog {
             registry,
             tx,
+            recent,
+            wake,
             shutdown,
             next_gen: AtomicU64::new(1),
             timeout,
@@ -108,6 +118,9 @@ impl Watchdog {
 
 struct Task {
     registry: Arc<DashMap<HoldKey, Hold>>,
+    /// Watches started since the last look, and the signal that the list stopped being empty.
+    recent: Arc<Recent>,
+    wake: Arc<Notify>,
     conn: Commands,
     /// On a cluster, one script call may only touch keys of one slot: batches are per slot.
     by_slot: bool,
@@ -128,6 +141,14 @@ struct Task {
     deadline_keys: HashMap<u64, delay_queue::Key>,
 }
 
+/// Sleeps until `at` (never completes for `None`; the caller's `select!` guard skips it).
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A finished renew call: its batch, when it was sent, and the reply.
 type Renewal = (Vec<(HoldKey, u64)>, Instant, redis::RedisResult<Vec<i64>>);
 
@@ -136,6 +157,8 @@ impl Task {
         let mut inflight = FuturesUnordered::new();
         let mut pending: VecDeque<Vec<(HoldKey, u64)>> = VecDeque::new();
         let mut commands = Vec::with_capacity(COMMAND_BATCH);
+        // When to take the `recent` list: one grid step after it stopped being empty.
+        let mut take_recent: Option<Instant> = None;
         loop {
             let max_inflight = if self.by_slot {
                 MAX_INFLIGHT_CLUSTER
@@ -161,10 +184,16 @@ impl Task {
                     if n == 0 {
                         break;
                     }
-                    let now = Instant::now();
                     for cmd in commands.drain(..) {
-                        self.command(cmd, now);
+                        self.command(cmd);
                     }
+                }
+                _ = self.wake.notified(), if take_recent.is_none() => {
+                    take_recent = Some(Instant::now() + self.grid);
+                }
+                _ = sleep_until_some(take_recent), if take_recent.is_some() => {
+                    take_recent = None;
+                    self.arm_recent();
                 }
                 Some(done) = inflight.next(), if !inflight.is_empty() => self.settle(done),
                 Some(expired) = self.deadlines.next(), if !self.deadlines.is_empty() => {
@@ -198,13 +227,26 @@ impl Task {
         }
     }
 
-    fn command(&mut self, cmd: Cmd, now: Instant) {
+    /// Arms the watches started since the last look that are still current: their loss
+    /// deadline, and their first renewal one period after they started. Ended ones are
+    /// skipped (their holds were released meanwhile; nothing to undo).
+    fn arm_recent(&mut self) {
+        let started = std::mem::take(&mut *self.recent.lock().unwrap_or_else(|p| p.into_inner()));
+        for (key, gen, at) in started {
+            let until = match self.registry.get_mut(&key) {
+                Some(mut h) if h.watch_refs > 0 && h.gen == gen && !h.is_lost => {
+                    h.armed = true;
+                    h.valid_until
+                }
+                _ => continue,
+            };
+            self.set_deadline(&key, gen, until);
+            self.arm(key, gen, at + self.period);
+        }
+    }
+
+    fn command(&mut self, cmd: Cmd) {
         match cmd {
-            Cmd::Watch(key, gen) => {
-                let until = self.registry.get(&key).map_or(now, |h| h.valid_until);
-                self.set_deadline(&key, gen, until);
-                self.arm(key, gen, now + self.period);
-            }
             Cmd::Unwatch(gen) => {
                 if let Some(timer) = self.timers.remove(&gen) {
                     self.wheel.try_remove(&timer);
