@@ -197,12 +197,19 @@ impl CountDownLatch {
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<Option<()>> {
         self.check()?;
         let core = &self.inner.core;
-        let open = raw::wait::acquire(core, &self.inner.channel, deadline, || async {
-            match self.state().await? {
-                (0, _) => Ok(Attempt::Acquired(())),
-                (_, ttl) => Ok(Attempt::Held(ttl)),
-            }
-        })
+        let open = raw::wait::acquire_as(
+            core,
+            &self.inner.channel,
+            deadline,
+            "latch",
+            &self.inner.name,
+            || async {
+                match self.state().await? {
+                    (0, _) => Ok(Attempt::Acquired(())),
+                    (_, ttl) => Ok(Attempt::Held(ttl)),
+                }
+            },
+        )
         .await?;
         if open.is_some() {
             // Pass it on: the others of this client may have missed the broadcast (a

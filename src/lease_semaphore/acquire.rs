@@ -97,9 +97,14 @@ impl LeaseSemaphore {
         }
         let core = &self.inner.core;
         let waiter = Waiter::new(&core.id_str, &self.inner.channel, k);
-        let ids = raw::wait::acquire(core, &self.inner.channel, deadline, || {
-            self.attempt(k, lease_ms, &waiter)
-        })
+        let ids = raw::wait::acquire_as(
+            core,
+            &self.inner.channel,
+            deadline,
+            "lease_semaphore",
+            &self.inner.name,
+            || self.attempt(k, lease_ms, &waiter),
+        )
         .await?;
         Ok(ids.map(|ids| {
             ids.into_iter()

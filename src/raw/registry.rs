@@ -16,6 +16,8 @@ use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::observe::{self, Meta};
+
 /// (lock key, owner field): one local hold entry.
 pub(crate) type HoldKey = (Arc<str>, Arc<str>);
 
@@ -60,6 +62,8 @@ pub(super) struct Hold {
     pub(super) hint: Option<u32>,
     /// Notified when a settlement ends (created by the first waiter).
     pub(super) settled: Option<Arc<Notify>>,
+    /// Kind, name and acquire span of the run's first guard, for logs of background work.
+    pub(super) meta: Option<Arc<Meta>>,
 }
 
 impl Hold {
@@ -80,6 +84,7 @@ impl Hold {
             hint: None,
             settling: false,
             settled: None,
+            meta: None,
         }
     }
 
@@ -139,7 +144,7 @@ impl Hold {
         if !self.is_lost {
             self.is_lost = true;
             if self.holds > 0 {
-                tracing::warn!(lock = %key.0, owner = %key.1, reason = why, "lock lost");
+                observe::lost(self.meta.as_deref(), &key.0, &key.1, why);
             }
             self.lost.cancel();
         }
@@ -310,6 +315,7 @@ impl Watchdog {
         server_holds: u32,
         watch: bool,
         ttl: Duration,
+        meta: &Arc<Meta>,
     ) -> (CancellationToken, u64, bool) {
         let schedule;
         let (token, epoch, settle) = {
@@ -338,6 +344,7 @@ impl Watchdog {
                 h.hint = None;
             }
             schedule = h.add_guard(safe_until(sent.at, ttl), ttl, watch, || self.new_epoch());
+            h.meta.get_or_insert_with(|| meta.clone());
             let settle = h.start_settling();
             (h.lost.clone(), h.epoch, settle)
         };
@@ -473,6 +480,7 @@ impl Watchdog {
         from: &HoldKey,
         to: &HoldKey,
         watch: bool,
+        meta: &Arc<Meta>,
     ) -> (CancellationToken, u64) {
         let (mut valid_until, mut ttl_ceiling) = (Instant::now(), Duration::ZERO);
         let mut unwatch = None;
@@ -496,6 +504,7 @@ impl Watchdog {
                 .or_insert_with(|| Hold::new(self.new_epoch()));
             h.inflight = h.inflight.saturating_sub(1);
             let schedule = h.add_guard(valid_until, ttl_ceiling, watch, || self.new_epoch());
+            h.meta.get_or_insert_with(|| meta.clone());
             (h.lost.clone(), h.epoch, schedule)
         };
         if let Some(gen) = schedule {
@@ -519,12 +528,6 @@ impl Watchdog {
     /// Whether a settlement runs for `key`.
     pub(crate) fn is_settling(&self, key: &HoldKey) -> bool {
         self.registry.get(key).is_some_and(|h| h.settling)
-    }
-
-    /// Number of locks with a live watch (for tests and metrics).
-    #[allow(dead_code)]
-    pub(crate) fn watched(&self) -> usize {
-        self.registry.iter().filter(|h| h.watch_refs > 0).count()
     }
 }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::listener::Subscription;
 use super::Core;
@@ -83,6 +84,30 @@ where
             () = core.watchdog.closed() => return Err(Error::ClientClosed),
         }
     }
+}
+
+/// [`acquire`], observed as one acquire of `kind` on the lock `name` by `owner` (its span,
+/// the wait histogram and the counters of [`observe`](super::observe)), for kinds whose
+/// acquisitions hold no [`Hold`](super::Hold) (semaphores, latches).
+pub(crate) async fn acquire_as<T, F, Fut>(
+    core: &Arc<Core>,
+    channel: &str,
+    deadline: Option<Instant>,
+    kind: &'static str,
+    name: &str,
+    attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>>>,
+{
+    let observed = super::observe::Acquire::start(core, kind, name, &core.id_str);
+    let span = observed.span().clone();
+    let result = acquire(core, channel, deadline, attempt)
+        .instrument(span)
+        .await;
+    observed.finish(&result);
+    result
 }
 
 /// Hands a consumed wakeup to the next local waiter if the waiting future is dropped before

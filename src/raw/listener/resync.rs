@@ -61,7 +61,7 @@ impl Shared {
                 return;
             }
         }
-        tracing::warn!("subscription connection restored; resubscribing");
+        super::super::observe::resubscribed();
         self.wake_one_each();
         // redis-rs replayed the subscriptions it had on record, but ignores the replies: the
         // server may have refused them (NOPERM after an ACL change; one refused channel fails
