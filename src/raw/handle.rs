@@ -18,7 +18,7 @@ use super::call::{ticketed_call, Synced, Ticket};
 use super::hold::Hold;
 use super::kind::Kind;
 use super::registry::HoldKey;
-use super::wait::{acquire, pttl_from, Attempt, Owner};
+use super::wait::{acquire_named, pttl_from, Attempt, Owner};
 use super::{inspect, observe, Core};
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys, Role};
@@ -248,7 +248,7 @@ where
     };
     let observed = observe::Acquire::start(&base.core, label, &base.name, &owner);
     let hold_key: HoldKey = (base.key.clone(), owner);
-    let granted = acquire(&base.core, channel, deadline, || {
+    let granted = acquire_named(&base.core, channel, &base.name, deadline, || {
         attempt(&hold_key, lease_ms)
     })
     .instrument(observed.span().clone())

@@ -24,10 +24,13 @@ pub(crate) enum Attempt<T> {
 }
 
 /// Runs the waiting protocol described in the module docs: `attempt` until it acquires or
-/// `deadline` passes (`None` = no limit). Returns `Ok(None)` on timeout.
-pub(crate) async fn acquire<T, F, Fut>(
+/// `deadline` passes (`None` = no limit). Returns `Ok(None)` on timeout. `lock` is the lock's
+/// name, which the logs of its channel (resubscriptions) carry. Not observed: kinds call
+/// [`acquire_as`], or observe it themselves as [`take`](super::take) does.
+pub(crate) async fn acquire_named<T, F, Fut>(
     core: &Arc<Core>,
     channel: &str,
+    lock: &str,
     deadline: Option<Instant>,
     mut attempt: F,
 ) -> Result<Option<T>>
@@ -43,7 +46,7 @@ where
         return Ok(None);
     }
     // 2. Subscribe before the next attempt; the share is released on every exit (drop).
-    let subscription = core.listener.subscribe(channel).await?;
+    let subscription = core.listener.subscribe(channel, lock).await?;
     // A wakeup we consumed but did not act on yet; passed on if we are cancelled meanwhile.
     let mut woken = PassOn {
         subscription: &subscription,
@@ -86,7 +89,7 @@ where
     }
 }
 
-/// [`acquire`], observed as one acquire of `kind` on the lock `name` by `owner` (its span,
+/// [`acquire_named`], observed as one acquire of `kind` on the lock `name` by `owner` (its span,
 /// the wait histogram and the counters of [`observe`](super::observe)), for kinds whose
 /// acquisitions hold no [`Hold`](super::Hold) (semaphores, latches).
 pub(crate) async fn acquire_as<T, F, Fut>(
@@ -103,7 +106,7 @@ where
 {
     let observed = super::observe::Acquire::start(core, kind, name, &core.id_str);
     let span = observed.span().clone();
-    let result = acquire(core, channel, deadline, attempt)
+    let result = acquire_named(core, channel, name, deadline, attempt)
         .instrument(span)
         .await;
     observed.finish(&result);
