@@ -435,6 +435,8 @@ impl ClientBuilder {
             watchdog_ms,
             handle: tokio::runtime::Handle::current(),
             metrics_lock_names: self.metrics_lock_names,
+            #[cfg(feature = "metrics")]
+            metrics: Default::default(),
         });
         Ok(Client {
             inner: Arc::new(ClientHandle { core }),

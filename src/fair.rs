@@ -262,7 +262,7 @@ impl FairLock {
             Ok(Some((hold, behind))) => {
                 queued.armed = false;
                 if let Some(span) = hold.span() {
-                    raw::observe::fair_queue("fair", span, behind);
+                    raw::observe::fair_queue(&self.inner.base.core, "fair", span, behind);
                 }
                 Ok(Some(FairLockGuard { hold }))
             }

@@ -21,6 +21,13 @@ use support::{Conn, RedisServer};
 /// One test at a time: a snapshot drains the recorder.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// Installs the recorder (before any client records: clients cache their handles on first
+/// use), then waits for this test's turn.
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    snapshotter();
+    SERIAL.lock().await
+}
+
 fn snapshotter() -> &'static Snapshotter {
     static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
     SNAPSHOTTER.get_or_init(|| {
@@ -148,7 +155,7 @@ async fn assert_clean(conn: &mut Conn, client: &Client) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_release_and_timeout_move_their_metrics() {
-    let _serial = SERIAL.lock().await;
+    let _serial = serial().await;
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     let client = named_client(&server, "m_acquire", WATCHDOG).await;
@@ -207,7 +214,7 @@ async fn acquire_release_and_timeout_move_their_metrics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_wait_is_recorded_as_cancelled() {
-    let _serial = SERIAL.lock().await;
+    let _serial = serial().await;
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     let client = named_client(&server, "m_cancel", WATCHDOG).await;
@@ -232,7 +239,7 @@ async fn a_cancelled_wait_is_recorded_as_cancelled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_counted_by_kind_operation_and_class() {
-    let _serial = SERIAL.lock().await;
+    let _serial = serial().await;
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     let client = named_client(&server, "m_errors", WATCHDOG).await;
@@ -300,7 +307,7 @@ async fn errors_are_counted_by_kind_operation_and_class() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_renewals_and_renew_calls_are_counted() {
-    let _serial = SERIAL.lock().await;
+    let _serial = serial().await;
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     // Renewals every 200 ms.
@@ -325,7 +332,7 @@ async fn watchdog_renewals_and_renew_calls_are_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lock_is_counted() {
-    let _serial = SERIAL.lock().await;
+    let _serial = serial().await;
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     let client = named_client(&server, "m_lost", Duration::from_millis(600)).await;
@@ -355,7 +362,7 @@ async fn a_lost_lock_is_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_subscription_connection_counts_a_reconnect() {
-    let _serial = SERIAL.lock().await;
+    let _serial = serial().await;
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     let client = named_client(&server, "m_reconnect", WATCHDOG).await;
@@ -389,7 +396,7 @@ async fn a_killed_subscription_connection_counts_a_reconnect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_queue_length_is_recorded_at_acquire() {
-    let _serial = SERIAL.lock().await;
+    let _serial = serial().await;
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     let client = named_client(&server, "m_fair", WATCHDOG).await;
@@ -420,7 +427,7 @@ async fn fair_queue_length_is_recorded_at_acquire() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphores_and_latches_record_their_waits() {
-    let _serial = SERIAL.lock().await;
+    let _serial = serial().await;
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     let client = named_client(&server, "m_sem", WATCHDOG).await;

@@ -63,7 +63,7 @@ impl<K: Kind> Hold<K> {
             name: kind.name().into(),
             span,
         });
-        observe::held(label, 1.0);
+        observe::held(core, label, 1.0);
         let (lost, epoch, settle) = core.watchdog.acquired(
             &hold_key,
             ticket.sent,
@@ -195,7 +195,7 @@ impl<K: Kind> Hold<K> {
             name: state.kind.name().to_string(),
         };
         let watch = state.lease.is_none();
-        observe::held(state.meta.kind, -1.0);
+        observe::held(&core, state.meta.kind, -1.0);
         match core.watchdog.released(&state.hold_key, watch, state.epoch) {
             Release::Stale { settle } => {
                 // The hold expired and this owner took the lock again: that hold is not ours.
@@ -224,7 +224,7 @@ impl<K: Kind> Hold<K> {
                 let reply = Inflight::new(core.handle.clone(), call, |_| async {}.boxed())
                     .instrument(span.clone())
                     .await;
-                observe::released(state.meta.kind, &span, &reply);
+                observe::released(&core, state.meta.kind, &span, &reply);
                 match reply? {
                     -1 => Err(not_held()),
                     n if n >= 0 => Ok(()),
@@ -329,7 +329,7 @@ impl<K: Kind> Drop for Hold<K> {
         };
         let core = state.kind.core().clone();
         let watch = state.lease.is_none();
-        observe::held(state.meta.kind, -1.0);
+        observe::held(&core, state.meta.kind, -1.0);
         match core.watchdog.released(&state.hold_key, watch, state.epoch) {
             Release::Stale { settle } => {
                 if settle {
@@ -345,7 +345,7 @@ impl<K: Kind> Drop for Hold<K> {
                 let in_span = span.clone();
                 let task = async move {
                     let reply = release.await;
-                    observe::released(state.meta.kind, &span, &reply);
+                    observe::released(state.kind.core(), state.meta.kind, &span, &reply);
                     if let Err(e) = reply {
                         tracing::warn!(
                             lock = %state.kind.name(),

@@ -25,6 +25,11 @@ use tracing::Span;
 use super::Core;
 use crate::error::{Error, Result};
 
+#[cfg(feature = "metrics")]
+mod cache;
+#[cfg(feature = "metrics")]
+pub(crate) use cache::Cache;
+
 /// The metric names, as the engine records them (Prometheus conventions: `_seconds`,
 /// `_total`). The README lists their types, labels and meaning.
 pub mod names {
@@ -103,8 +108,13 @@ pub(crate) struct Meta {
 
 /// One acquire call being observed: its span, and its outcome recorded exactly once
 /// (`cancelled` when dropped before [`finish`](Acquire::finish)).
-pub(crate) struct Acquire {
+pub(crate) struct Acquire<'a> {
     kind: &'static str,
+    /// The client's cached handles of this kind.
+    #[cfg(feature = "metrics")]
+    handles: Option<&'a cache::Kind>,
+    #[cfg(not(feature = "metrics"))]
+    handles: std::marker::PhantomData<&'a ()>,
     started: Instant,
     span: Span,
     done: bool,
@@ -113,8 +123,8 @@ pub(crate) struct Acquire {
     name: Option<metrics::SharedString>,
 }
 
-impl Acquire {
-    pub(crate) fn start(core: &Core, kind: &'static str, name: &str, owner: &str) -> Acquire {
+impl<'a> Acquire<'a> {
+    pub(crate) fn start(core: &'a Core, kind: &'static str, name: &str, owner: &str) -> Self {
         let span = tracing::debug_span!(
             "lockwise.acquire",
             kind,
@@ -129,6 +139,10 @@ impl Acquire {
         let _ = core;
         Acquire {
             kind,
+            #[cfg(feature = "metrics")]
+            handles: core.metrics.kind(kind),
+            #[cfg(not(feature = "metrics"))]
+            handles: std::marker::PhantomData,
             started: Instant::now(),
             span,
             done: false,
@@ -171,26 +185,26 @@ impl Acquire {
         }
         #[cfg(feature = "metrics")]
         {
-            let (kind, secs) = (self.kind, waited.as_secs_f64());
+            let (kind, secs, handles) = (self.kind, waited.as_secs_f64(), self.handles);
             match self.name.take() {
                 Some(name) => metrics::histogram!(names::ACQUIRE_WAIT_SECONDS,
                     "kind" => kind, "outcome" => outcome, "name" => name)
                 .record(secs),
-                None => metrics::histogram!(names::ACQUIRE_WAIT_SECONDS,
-                    "kind" => kind, "outcome" => outcome)
-                .record(secs),
+                None => {
+                    let index = cache::OUTCOMES.iter().position(|o| *o == outcome);
+                    cache::wait(handles, kind, index.unwrap_or(0), secs);
+                }
             }
             match outcome {
-                "acquired" => metrics::counter!(names::ACQUISITIONS_TOTAL, "kind" => kind),
-                "timeout" => metrics::counter!(names::TIMEOUTS_TOTAL, "kind" => kind),
-                _ => return,
+                "acquired" => cache::acquisition(handles, kind),
+                "timeout" => cache::timeout(handles, kind),
+                _ => {}
             }
-            .increment(1);
         }
     }
 }
 
-impl Drop for Acquire {
+impl Drop for Acquire<'_> {
     fn drop(&mut self) {
         if !self.done {
             self.end("cancelled");
@@ -209,11 +223,11 @@ pub(crate) fn fencing_token(span: &Span, token: u64) {
 }
 
 /// A hold began (+1) or ended (-1) in this process.
-pub(crate) fn held(kind: &'static str, delta: f64) {
+pub(crate) fn held(core: &Core, kind: &'static str, delta: f64) {
     #[cfg(feature = "metrics")]
-    metrics::gauge!(names::HOLDS, "kind" => kind).increment(delta);
+    cache::holds(core.metrics.kind(kind), kind, delta);
     #[cfg(not(feature = "metrics"))]
-    let _ = (kind, delta);
+    let _ = (core, kind, delta);
 }
 
 /// The span of one release, linked to the acquire that created the hold. `background`: the
@@ -233,14 +247,16 @@ pub(crate) fn release_span(meta: &Meta, owner: &str, background: bool) -> Span {
 }
 
 /// A release ended: `Ok(n)` is the unlock script's reply (n >= 0 released, -1 not held).
-pub(crate) fn released(kind: &'static str, span: &Span, reply: &Result<i64>) {
+pub(crate) fn released(core: &Core, kind: &'static str, span: &Span, reply: &Result<i64>) {
     match reply {
         Ok(n) if *n >= 0 => {
             span.record("outcome", "released");
             span.record("remaining", n);
             tracing::debug!(parent: span, remaining = n, "lock released");
             #[cfg(feature = "metrics")]
-            metrics::counter!(names::RELEASES_TOTAL, "kind" => kind).increment(1);
+            cache::release(core.metrics.kind(kind), kind);
+            #[cfg(not(feature = "metrics"))]
+            let _ = core;
         }
         Ok(_) => {
             span.record("outcome", "not_held");
@@ -339,10 +355,10 @@ pub(crate) fn resubscribed() {
 }
 
 /// A fair lock was acquired with `len` waiters still queued behind.
-pub(crate) fn fair_queue(kind: &'static str, span: &Span, len: u64) {
+pub(crate) fn fair_queue(core: &Core, kind: &'static str, span: &Span, len: u64) {
     tracing::debug!(parent: span, queued = len, "fair lock taken");
     #[cfg(feature = "metrics")]
-    metrics::histogram!(names::FAIR_QUEUE_LENGTH, "kind" => kind).record(len as f64);
+    cache::queue(core.metrics.kind(kind), kind, len as f64);
     #[cfg(not(feature = "metrics"))]
-    let _ = kind;
+    let _ = (core, kind);
 }
