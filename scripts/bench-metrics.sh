@@ -3,10 +3,12 @@
 #
 # What the `metrics` feature costs when no recorder is installed: builds the bench (release)
 # without the feature and with it, then runs the uncontended workload (64 tasks, each
-# lock() -> unlock() on its own lock; `bench --metrics-only`) from each build in turn, so
-# drift on a shared machine hits both, and prints pairs/s per round and the ratio
-# with / without. Each run starts its own throwaway redis-server (or uses REDIS_URL).
-# What recording costs (Prometheus recorder on vs off) is workload 10 of the full bench:
+# lock() -> unlock() on its own lock; `bench --metrics-only`) from each build in turn (the
+# order alternates, so drift on a shared machine hits both), and prints per round the
+# pairs/s and the client's CPU time per pair of each, and the ratios with / without (CPU
+# per pair is the steadier figure when other work shares the cores). Each run starts its
+# own throwaway redis-server (or uses REDIS_URL). What recording costs (Prometheus
+# recorder on vs off) is workload 10 of the full bench:
 # `cargo run --release --features metrics --example bench`.
 set -euo pipefail
 
@@ -22,25 +24,24 @@ cp target/release/examples/bench "$scratch/bench-off"
 cargo build -j 1 --release --features metrics --example bench
 cp target/release/examples/bench "$scratch/bench-on"
 
-rate() { "$scratch/$1" --metrics-only --seconds "$seconds" | sed -n 's/^uncontended //p'; }
+# "<pairs/s> <cpu µs per pair>"
+run() { "$scratch/$1" --metrics-only --seconds "$seconds" | sed -n 's/^uncontended //p'; }
 
-off=()
-on=()
+results=()
 for ((i = 1; i <= rounds; i++)); do
-    # Alternate which build goes first.
     if ((i % 2)); then
-        a=$(rate bench-off); b=$(rate bench-on)
+        off=$(run bench-off); on=$(run bench-on)
     else
-        b=$(rate bench-on); a=$(rate bench-off)
+        on=$(run bench-on); off=$(run bench-off)
     fi
-    off+=("$a"); on+=("$b")
-    printf 'round %d: without the feature %8s pairs/s, with it (no recorder) %8s pairs/s, ratio %s\n' \
-        "$i" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", b / a }')"
+    results+=("$off $on")
+    echo "$i $off $on" | awk '{ printf "round %d: without the feature %6.0f pairs/s %6.2f µs CPU/pair; with it (no recorder) %6.0f pairs/s %6.2f µs CPU/pair; ratios: throughput %.3f, CPU/pair %.3f\n", $1, $2, $3, $4, $5, $4 / $2, $5 / $3 }'
 done
-awk -v off="${off[*]}" -v on="${on[*]}" 'BEGIN {
-    n = split(off, o, " "); split(on, w, " ");
-    for (i = 1; i <= n; i++) { so += o[i]; sw += w[i]; r = w[i] / o[i];
-        if (i == 1 || r < lo) lo = r; if (i == 1 || r > hi) hi = r }
-    printf "mean: without %.0f pairs/s, with %.0f pairs/s: ratio %.3f (rounds %.3f .. %.3f)\n",
-        so / n, sw / n, sw / so, lo, hi
+printf '%s\n' "${results[@]}" | awk '{
+    n++; r = $3 / $1; c = $4 / $2; so += $1; sw += $3; co += $2; cw += $4;
+    if (n == 1 || r < rlo) rlo = r; if (n == 1 || r > rhi) rhi = r;
+    if (n == 1 || c < clo) clo = c; if (n == 1 || c > chi) chi = c }
+END {
+    printf "mean of %d rounds: throughput without %.0f, with %.0f pairs/s: ratio %.3f (rounds %.3f .. %.3f)\n", n, so / n, sw / n, sw / so, rlo, rhi
+    printf "                   CPU per pair without %.2f, with %.2f µs: ratio %.3f (rounds %.3f .. %.3f)\n", co / n, cw / n, cw / co, clo, chi
 }'

@@ -305,40 +305,35 @@ impl Semaphore {
         let i = &self.inner;
         // The version of this call's last failed attempt (MIN: none yet).
         let failed_at = AtomicI64::new(i64::MIN);
-        let got = raw::wait::acquire_as(
-            &i.core,
-            &i.channel,
-            deadline,
-            "semaphore",
-            &i.name,
-            || async {
-                let reply = self.inner.clone().try_take(permits).await?;
-                match reply.as_slice() {
-                    [1, left, ..] => {
-                        if *left > 0 {
-                            // Permits left: the next local waiter may take them.
-                            i.core.listener.notify_local(&i.channel);
-                        }
-                        Ok(Attempt::Acquired(()))
+        let attempt = || async {
+            let reply = self.inner.clone().try_take(permits).await?;
+            match reply.as_slice() {
+                [1, left, ..] => {
+                    if *left > 0 {
+                        // Permits left: the next local waiter may take them.
+                        i.core.listener.notify_local(&i.channel);
                     }
-                    [0, available, version, pttl] => {
-                        let before = failed_at.swap(*version, Ordering::SeqCst);
-                        if *available > 0 && before != *version {
-                            // Not enough for us, but maybe for a waiter behind us.
-                            i.core.listener.notify_local(&i.channel);
-                        }
-                        // The count only changes by writes that publish; sleep until then or
-                        // until the key's TTL (an idle TTL when there is none).
-                        let bound = raw::pttl_from(*pttl).unwrap_or(i.idle_ttl);
-                        Ok(Attempt::Held(Some(bound)))
-                    }
-                    other => Err(Error::UnexpectedReply(format!(
-                        "semaphore acquire script answered {other:?}"
-                    ))),
+                    Ok(Attempt::Acquired(()))
                 }
-            },
-        )
-        .await?;
+                [0, available, version, pttl] => {
+                    let before = failed_at.swap(*version, Ordering::SeqCst);
+                    if *available > 0 && before != *version {
+                        // Not enough for us, but maybe for a waiter behind us.
+                        i.core.listener.notify_local(&i.channel);
+                    }
+                    // The count only changes by writes that publish; sleep until then or
+                    // until the key's TTL (an idle TTL when there is none).
+                    let bound = raw::pttl_from(*pttl).unwrap_or(i.idle_ttl);
+                    Ok(Attempt::Held(Some(bound)))
+                }
+                other => Err(Error::UnexpectedReply(format!(
+                    "semaphore acquire script answered {other:?}"
+                ))),
+            }
+        };
+        let (channel, name) = (&i.channel, &i.name);
+        let got =
+            raw::wait::acquire_as(&i.core, channel, deadline, "semaphore", name, attempt).await?;
         Ok(got.map(|()| SemaphorePermits {
             semaphore: self.clone(),
             permits,

@@ -12,12 +12,16 @@ use serde_json::{json, Value as Json};
 
 use super::BoxError;
 
-/// `--metrics-only`: uncontended pairs/s, `rounds` rounds, as one line per round
-/// (`uncontended <pairs/s>`), for `scripts/bench-metrics.sh`.
+/// `--metrics-only`: the uncontended workload, `rounds` rounds, one line per round:
+/// `uncontended <pairs/s> <client CPU µs per pair>` (this process's user + system time:
+/// less sensitive than throughput to other load on the machine), for
+/// `scripts/bench-metrics.sh`.
 pub(crate) async fn only(url: &str, seconds: f64, rounds: usize) -> Result<(), BoxError> {
     for _ in 0..rounds {
+        let cpu = super::cpu_seconds();
         let rate = super::uncontended(url, seconds).await?;
-        println!("uncontended {:.0}", rate.rate);
+        let cpu_us = (super::cpu_seconds() - cpu) * 1e6 / (rate.rate * seconds);
+        println!("uncontended {:.0} {cpu_us:.2}", rate.rate);
     }
     Ok(())
 }

@@ -3,11 +3,13 @@
 //!
 //! The engine calls one small function per event (an acquire ended, a hold was released, a
 //! renewal batch answered, a lock was lost, the subscription connection came back...). Each
-//! records its metric through the [`metrics`] facade, compiled in only with the `metrics`
+//! records its metric through the `metrics` facade, compiled in only with the `metrics`
 //! feature (without it those parts are `cfg`'d out and nothing is left of them), and emits
 //! its tracing span or event. Labels are `&'static str`s (the kind, the outcome, an error
 //! class), so recording allocates no `String`; the lock name becomes a label only when the
-//! client was built with `metrics_lock_names(true)`.
+//! client was built with `metrics_lock_names(true)`. The events of every acquire and
+//! release record through handles the client caches (`cache`), not through a key built and
+//! looked up per call.
 //!
 //! Spans: `lockwise.acquire` (debug) covers one acquire call, wait included, and lives on in
 //! the hold it created, so the background work of that hold (watchdog renewals, a release
