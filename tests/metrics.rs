@@ -324,9 +324,10 @@ async fn watchdog_renewals_and_renew_calls_are_counted() {
     let seen = Seen::take();
     let renewals = seen.counter(WATCHDOG_RENEWALS_TOTAL, &[]);
     let calls = seen.counter(WATCHDOG_RENEW_CALLS_TOTAL, &[("result", "ok")]);
-    assert!(renewals >= 6, "two locks, ~5 periods: {renewals}");
+    // ~5 periods; at least two renewals of each lock even on a loaded machine.
+    assert!(renewals >= 4, "two locks, ~5 periods: {renewals}");
     assert!(
-        calls >= 3 && calls <= renewals,
+        calls >= 2 && calls <= renewals,
         "batched: {calls} calls for {renewals}"
     );
     assert!(!a.is_lost() && !b.is_lost());

@@ -337,7 +337,7 @@ async fn renewals_are_trace_events_named_after_the_lock() {
     // Renewals every 200 ms.
     let client = client(&server, "t_renew", Duration::from_millis(600)).await;
     let guard = within(5, client.lock("t-renew").lock()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
     within(5, guard.unlock()).await.unwrap();
     let renewals: Vec<EventRec> = events("t-renew")
         .into_iter()
