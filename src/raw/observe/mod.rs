@@ -180,8 +180,12 @@ impl<'a> Acquire<'a> {
         self.span.record("outcome", outcome);
         self.span.record("waited_ms", waited.as_millis() as u64);
         match outcome {
-            "acquired" => tracing::debug!(parent: &self.span, "lock acquired"),
-            "timeout" => tracing::debug!(parent: &self.span, "try_lock timed out"),
+            "acquired" => {
+                tracing::debug!(parent: &self.span, "lock acquired");
+            }
+            "timeout" => {
+                tracing::debug!(parent: &self.span, "try_lock timed out");
+            }
             // Errors are returned to the caller; the span says how the call ended.
             _ => {}
         }
@@ -333,16 +337,20 @@ pub(crate) fn renewed(meta: &Meta, owner: &str) {
 /// does.
 pub(crate) fn lost(meta: Option<&Meta>, key: &str, owner: &str, why: &str) {
     match meta {
-        Some(m) => tracing::warn!(
-            parent: &m.span,
-            kind = m.kind,
-            lock = &*m.name,
-            key,
-            owner,
-            reason = why,
-            "lock lost"
-        ),
-        None => tracing::warn!(key, owner, reason = why, "lock lost"),
+        Some(m) => {
+            tracing::warn!(
+                parent: &m.span,
+                kind = m.kind,
+                lock = &*m.name,
+                key,
+                owner,
+                reason = why,
+                "lock lost"
+            );
+        }
+        None => {
+            tracing::warn!(key, owner, reason = why, "lock lost");
+        }
     }
     #[cfg(feature = "metrics")]
     metrics::counter!(names::LOCKS_LOST_TOTAL, "kind" => meta.map_or("unknown", |m| m.kind))
