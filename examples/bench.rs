@@ -17,9 +17,12 @@
 //! 9. lease semaphore: 64 tasks on 8 permits vs its raw scripts (`common/bench_lease_semaphore.rs`).
 //! 10. throughput sweep: `SET NX PX` reference, ceiling and lockwise at 1, 8, 64 and 256
 //!     tasks; lone-caller latency; script calls per pair (`common/bench_throughput.rs`).
+//! 11. metrics: workload 2 with the Prometheus recorder on vs off (`common/bench_metrics.rs`).
 
 #[path = "common/bench_lease_semaphore.rs"]
 mod bench_lease_semaphore;
+#[path = "common/bench_metrics.rs"]
+mod bench_metrics;
 #[path = "common/bench_rwlock.rs"]
 mod bench_rwlock;
 #[path = "common/bench_semaphore.rs"]
@@ -47,6 +50,7 @@ struct Args {
     seconds: f64,
     watchdog_locks: usize,
     waiters: usize,
+    metrics_only: bool,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -55,6 +59,7 @@ fn parse_args() -> Result<Args, BoxError> {
         seconds: 3.0,
         watchdog_locks: 100_000,
         waiters: 10_000,
+        metrics_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -64,10 +69,11 @@ fn parse_args() -> Result<Args, BoxError> {
             "--seconds" => args.seconds = value()?.parse()?,
             "--watchdog-locks" => args.watchdog_locks = value()?.parse()?,
             "--waiters" => args.waiters = value()?.parse()?,
+            "--metrics-only" => args.metrics_only = true,
             "-h" | "--help" => {
                 println!(
                     "usage: bench [--json PATH] [--seconds N (per timed round, default 3)] \
-                     [--watchdog-locks N (100000)] [--waiters N (10000)]"
+                     [--watchdog-locks N (100000)] [--waiters N (10000)] [--metrics-only]"
                 );
                 std::process::exit(0);
             }
@@ -92,6 +98,9 @@ fn main() -> Result<(), BoxError> {
 }
 
 async fn run(args: Args, url: String) -> Result<(), BoxError> {
+    if args.metrics_only {
+        return bench_metrics::only(&url, args.seconds, 1).await;
+    }
     let mut report = serde_json::Map::new();
     let machine = machine(&url).await?;
     println!(
@@ -196,6 +205,8 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     report.insert("lease_semaphore".into(), lease);
     let sweep = bench_throughput::run(&url, args.seconds).await?;
     report.insert("throughput".into(), sweep);
+    let metrics = bench_metrics::run(&url, args.seconds).await?;
+    report.insert("metrics".into(), metrics);
 
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&Json::Object(report))?)?;

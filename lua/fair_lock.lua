@@ -21,7 +21,8 @@
 -- made someone else head of a free lock, that head is woken (payload 'wake'). The queue and
 -- deadline keys get the TTL "latest deadline + 1 s", and are deleted when the queue empties.
 --
--- Returns {1, holds}  acquired; holds = this owner's hold count after the call (1 = new lock)
+-- Returns {1, holds, queued}  acquired; holds = this owner's hold count after the call
+--                     (1 = new lock); queued = waiters left in the queue (LLEN, for metrics)
 --         {0, wait}   not acquired; wait = ms after which retrying is useful: for the head,
 --                     the lock's pttl; for others, until the earliest queue deadline (when
 --                     a stale waiter ahead could be purged); -1 = unknown
@@ -51,7 +52,7 @@ if redis.call('hexists', lock, owner) == 1 then
     elseif purged > 0 then
         tidy()
     end
-    return {1, holds}
+    return {1, holds, redis.call('llen', queue)}
 end
 
 local free = redis.call('exists', lock) == 0
@@ -63,7 +64,7 @@ if free and (not head or head == waiter) then
     end
     redis.call('hset', lock, owner, 1)
     redis.call('pexpire', lock, lease)
-    return {1, 1}
+    return {1, 1, redis.call('llen', queue)}
 end
 
 local budget = tonumber(ARGV[4])

@@ -3,7 +3,8 @@
 #
 # Checks that the dependency minimums in Cargo.toml are enough: resolves every direct
 # dependency to the lowest version Cargo.toml allows (nightly's -Z direct-minimal-versions)
-# in a scratch copy of the crate, then builds the library against that. Needs a nightly
+# in a scratch copy of the crate, then builds the library (with the optional `metrics`
+# facade) against that. Needs a nightly
 # toolchain; without one it says so and exits 0 (the check is skipped, not failed).
 set -euo pipefail
 
@@ -19,8 +20,8 @@ git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | t
 cd "$scratch"
 cargo +nightly update -Z direct-minimal-versions
 echo "check-minimal-versions: resolved"
-for dep in redis tokio tokio-util futures uuid dashmap tracing; do
+for dep in redis tokio tokio-util futures uuid dashmap tracing metrics; do
     printf '  %-10s %s\n' "$dep" "$(cargo +nightly pkgid "$dep" 2>/dev/null | sed 's/.*[@#]//')"
 done
-CARGO_TARGET_DIR="${MINIMAL_VERSIONS_TARGET_DIR:-$scratch/target}" cargo +nightly check --lib
+CARGO_TARGET_DIR="${MINIMAL_VERSIONS_TARGET_DIR:-$scratch/target}" cargo +nightly check --features metrics --lib
 echo "check-minimal-versions: the library builds with the minimum versions"

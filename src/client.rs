@@ -240,6 +240,7 @@ pub struct ClientBuilder {
     master: MasterAuth,
     replica_sync: Option<(u32, Duration)>,
     protocol: Protocol,
+    metrics_lock_names: bool,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -261,6 +262,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("namespace", &self.namespace)
             .field("replica_sync", &self.replica_sync)
             .field("force_resp2", &(self.protocol == Protocol::Resp2))
+            .field("metrics_lock_names", &self.metrics_lock_names)
             .finish_non_exhaustive()
     }
 }
@@ -276,7 +278,18 @@ impl ClientBuilder {
             master: MasterAuth::default(),
             replica_sync: None,
             protocol: Protocol::Auto,
+            metrics_lock_names: false,
         }
+    }
+
+    /// Label the acquire wait histogram (`lockwise_acquire_wait_seconds`) with the lock name
+    /// too, not only the kind and outcome. Off by default: every distinct name becomes a
+    /// time series of the metrics backend, so turn it on only when the names are few and
+    /// fixed (not `order:<id>`). Takes effect with the `metrics` feature; see "Metrics and
+    /// tracing" in the crate docs.
+    pub fn metrics_lock_names(mut self, on: bool) -> Self {
+        self.metrics_lock_names = on;
+        self
     }
 
     /// Speak RESP2 to the servers instead of RESP3. Without it, the client asks for RESP3
@@ -421,6 +434,9 @@ impl ClientBuilder {
             watchdog_timeout: self.watchdog_timeout,
             watchdog_ms,
             handle: tokio::runtime::Handle::current(),
+            metrics_lock_names: self.metrics_lock_names,
+            #[cfg(feature = "metrics")]
+            metrics: Default::default(),
         });
         Ok(Client {
             inner: Arc::new(ClientHandle { core }),

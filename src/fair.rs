@@ -51,7 +51,7 @@ use crate::error::Result;
 use crate::keys::Role;
 use crate::raw::{
     self, guard_accessors, inspect_methods, owner_methods, Attempt, Base, Core, HashKind, Hold,
-    HoldKey, Owner, Ticket,
+    HoldKey, Owner, Reply, Ticket,
 };
 use crate::scripts::{FAIR_LEAVE, FAIR_LOCK};
 
@@ -259,8 +259,11 @@ impl FairLock {
         .await;
         match granted {
             // The lock script removed us from the queue when it granted the lock.
-            Ok(Some((hold, ()))) => {
+            Ok(Some((hold, behind))) => {
                 queued.armed = false;
+                if let Some(span) = hold.span() {
+                    raw::observe::fair_queue(&self.inner.base.core, "fair", span, behind);
+                }
                 Ok(Some(FairLockGuard { hold }))
             }
             Ok(None) => {
@@ -282,7 +285,7 @@ impl FairLock {
         deadline: Option<Instant>,
         single: bool,
         abandoned: &Arc<AtomicBool>,
-    ) -> impl Future<Output = Result<Attempt<(Ticket<FairLock>, u32, ())>>> + Send + 'static {
+    ) -> impl Future<Output = Result<Attempt<(Ticket<FairLock>, u32, u64)>>> + Send + 'static {
         let lease = self.inner.waiter_lease;
         let budget = match deadline {
             _ if single => Duration::ZERO,
@@ -324,7 +327,7 @@ impl FairLock {
         // `[0, wait]`: the wait bound; wake at least every third of the waiter lease to
         // refresh the queue entry.
         let refresh = lease / 3;
-        let attempt = raw::attempt(self, hold_key, call, raw::plain_reply, "fair lock");
+        let attempt = raw::attempt(self, hold_key, call, fair_reply, "fair lock");
         async move {
             Ok(match attempt.await? {
                 Attempt::Held(wait) => {
@@ -414,6 +417,18 @@ impl raw::Kind for FairLock {
     fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
         let lock = self.clone();
         async move { lock.inner.base.release(&owner, expected).await }.boxed()
+    }
+}
+
+/// Reads the fair lock script's reply: `[1, holds, queued]` granted (`queued` waiters left
+/// behind, for metrics), `[0, pttl]` held.
+fn fair_reply(reply: &[i64]) -> Option<Reply<u64>> {
+    match reply {
+        [1, holds, queued] if *holds >= 1 => {
+            Some(Reply::Granted(*holds as u32, (*queued).max(0) as u64))
+        }
+        [0, pttl] => Some(Reply::Held(raw::pttl_from(*pttl))),
+        _ => None,
     }
 }
 

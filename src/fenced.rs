@@ -207,7 +207,9 @@ impl FencedLock {
         )
         .await?;
         Ok(granted.map(|(hold, token)| {
-            tracing::debug!(lock = %rlock.name(), token, "fencing token issued");
+            if let Some(span) = hold.span() {
+                raw::observe::fencing_token(span, token);
+            }
             FencedLockGuard { hold, token }
         }))
     }

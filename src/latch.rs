@@ -197,13 +197,14 @@ impl CountDownLatch {
     async fn wait_until(&self, deadline: Option<Instant>) -> Result<Option<()>> {
         self.check()?;
         let core = &self.inner.core;
-        let open = raw::wait::acquire(core, &self.inner.channel, deadline, || async {
+        let attempt = || async {
             match self.state().await? {
                 (0, _) => Ok(Attempt::Acquired(())),
                 (_, ttl) => Ok(Attempt::Held(ttl)),
             }
-        })
-        .await?;
+        };
+        let (channel, name) = (&self.inner.channel, &self.inner.name);
+        let open = raw::wait::acquire_as(core, channel, deadline, "latch", name, attempt).await?;
         if open.is_some() {
             // Pass it on: the others of this client may have missed the broadcast (a
             // subscription loss wakes one waiter per channel only).

@@ -79,6 +79,11 @@ pub use keys::MAX_NAME_LEN;
 pub use latch::CountDownLatch;
 pub use lease_semaphore::{LeaseSemaphore, LeasedPermit};
 pub use multi::{MultiLock, MultiLockGuard};
+#[cfg(feature = "metrics")]
+pub use raw::observe::describe_metrics;
+/// The names of the metrics lockwise records (with the `metrics` feature); see "Metrics and
+/// tracing" in the crate docs.
+pub use raw::observe::names as metric_names;
 pub use redlock::{
     RedLock, RedLockGuard, RedLockOptions, RedLockSet, DEFAULT_NODE_TIMEOUT, DEFAULT_REDLOCK_TTL,
     DEFAULT_RETRY_DELAY,

@@ -305,7 +305,7 @@ impl Semaphore {
         let i = &self.inner;
         // The version of this call's last failed attempt (MIN: none yet).
         let failed_at = AtomicI64::new(i64::MIN);
-        let got = raw::wait::acquire(&i.core, &i.channel, deadline, || async {
+        let attempt = || async {
             let reply = self.inner.clone().try_take(permits).await?;
             match reply.as_slice() {
                 [1, left, ..] => {
@@ -330,8 +330,10 @@ impl Semaphore {
                     "semaphore acquire script answered {other:?}"
                 ))),
             }
-        })
-        .await?;
+        };
+        let (channel, name) = (&i.channel, &i.name);
+        let got =
+            raw::wait::acquire_as(&i.core, channel, deadline, "semaphore", name, attempt).await?;
         Ok(got.map(|()| SemaphorePermits {
             semaphore: self.clone(),
             permits,

@@ -97,10 +97,10 @@ impl LeaseSemaphore {
         }
         let core = &self.inner.core;
         let waiter = Waiter::new(&core.id_str, &self.inner.channel, k);
-        let ids = raw::wait::acquire(core, &self.inner.channel, deadline, || {
-            self.attempt(k, lease_ms, &waiter)
-        })
-        .await?;
+        let attempt = || self.attempt(k, lease_ms, &waiter);
+        let (channel, name) = (&self.inner.channel, &self.inner.name);
+        let ids = raw::wait::acquire_as(core, channel, deadline, "lease_semaphore", name, attempt)
+            .await?;
         Ok(ids.map(|ids| {
             ids.into_iter()
                 .map(|id| LeasedPermit::new(self.clone(), id))

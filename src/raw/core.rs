@@ -27,4 +27,10 @@ pub(crate) struct Core {
     pub(crate) watchdog_timeout: Duration,
     pub(crate) watchdog_ms: u64,
     pub(crate) handle: tokio::runtime::Handle,
+    /// Label the acquire wait histogram with the lock name too (`metrics_lock_names`).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) metrics_lock_names: bool,
+    /// Metric handles of the hot path, registered on first use.
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: super::observe::Cache,
 }

@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::call::{ticketed_call, Synced, Ticket};
 use super::hold::Hold;
 use super::kind::Kind;
 use super::registry::HoldKey;
-use super::wait::{acquire, pttl_from, Attempt, Owner};
-use super::{inspect, Core};
+use super::wait::{acquire_named, pttl_from, Attempt, Owner};
+use super::{inspect, observe, Core};
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys, Role};
 use crate::scripts::{FORCE_UNLOCK, UNLOCK};
@@ -245,26 +246,26 @@ where
         Some(lease) => check_millis("lease", lease)?,
         None => base.core.watchdog_ms,
     };
+    let observed = observe::Acquire::start(&base.core, label, &base.name, &owner);
     let hold_key: HoldKey = (base.key.clone(), owner);
-    let started = Instant::now();
-    let granted = acquire(&base.core, channel, deadline, || {
+    let granted = acquire_named(&base.core, channel, &base.name, deadline, || {
         attempt(&hold_key, lease_ms)
     })
-    .await?;
-    let waited_ms = started.elapsed().as_millis() as u64;
-    let Some((ticket, holds, extra)) = granted else {
-        tracing::debug!(lock = %base.name, kind = label, waited_ms, "try_lock timed out");
+    .instrument(observed.span().clone())
+    .await;
+    let span = observed.finish(&granted);
+    let Some((ticket, holds, extra)) = granted? else {
         return Ok(None);
     };
     // No .await between the reply and the registration: the hold always gets its guard.
-    let hold = Hold::register(ticket, holds, lease);
+    observe::granted(&span, holds);
+    let hold = Hold::register_observed(ticket, holds, lease, label, span);
     if let Err(e) = base.core.watchdog.check_open() {
         // The client went away while the call was in flight: no guard that is lost at
         // birth. Dropping the hold releases it in the background.
         drop(hold);
         return Err(e);
     }
-    tracing::debug!(lock = %base.name, kind = label, holds, waited_ms, "lock acquired");
     Ok(Some((hold, extra)))
 }
 

@@ -1,12 +1,15 @@
 //! [`Hold`]: one granted hold, the state and release logic every guard type shares.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, Span};
 
 use super::call::{Inflight, Ticket};
 use super::kind::Kind;
+use super::observe::{self, Meta};
 use super::registry::Outcome;
 use super::registry::{HoldKey, Release};
 use super::settle::{finish, outcome_unknown, send_release, spawn_settle};
@@ -26,6 +29,8 @@ struct HoldState<K: Kind> {
     lost: CancellationToken,
     /// The local hold epoch this hold belongs to (see the watchdog registry).
     epoch: u64,
+    /// Its kind, name and acquire span, for metrics and the spans of its background work.
+    meta: Arc<Meta>,
 }
 
 impl<K: Kind> Hold<K> {
@@ -33,17 +38,40 @@ impl<K: Kind> Hold<K> {
     /// ending the call's ticket. Call it right after the acquire reply, with no `.await` in
     /// between, so no cancellation separates the hold from its guard.
     pub(crate) fn register(
+        ticket: Ticket<K>,
+        server_holds: u32,
+        lease: Option<Duration>,
+    ) -> Hold<K> {
+        Hold::register_observed(ticket, server_holds, lease, "redlock", Span::none())
+    }
+
+    /// [`Hold::register`] for a hold of the kind labelled `label` (metrics, spans) whose
+    /// acquire ran in `span`: background work of the hold is linked to that span.
+    pub(crate) fn register_observed(
         mut ticket: Ticket<K>,
         server_holds: u32,
         lease: Option<Duration>,
+        label: &'static str,
+        span: Span,
     ) -> Hold<K> {
         ticket.open = false;
         let (kind, hold_key) = (ticket.kind.clone(), ticket.key.clone());
         let core = kind.core();
         let ttl = lease.unwrap_or(Duration::from_millis(core.watchdog_ms));
-        let (lost, epoch, settle) =
-            core.watchdog
-                .acquired(&hold_key, ticket.sent, server_holds, lease.is_none(), ttl);
+        let meta = Arc::new(Meta {
+            kind: label,
+            name: kind.name().into(),
+            span,
+        });
+        observe::held(core, label, 1.0);
+        let (lost, epoch, settle) = core.watchdog.acquired(
+            &hold_key,
+            ticket.sent,
+            server_holds,
+            lease.is_none(),
+            ttl,
+            &meta,
+        );
         if settle {
             spawn_settle(&kind, &hold_key);
         }
@@ -54,8 +82,14 @@ impl<K: Kind> Hold<K> {
                 lease,
                 lost,
                 epoch,
+                meta,
             }),
         }
+    }
+
+    /// The span of the acquire that created this hold; `None` once released.
+    pub(crate) fn span(&self) -> Option<&Span> {
+        self.state.as_ref().map(|s| &s.meta.span)
     }
 
     /// Moves this hold to an owner of its own (`<client id>:h<n>`), so the task that took it
@@ -98,7 +132,8 @@ impl<K: Kind> Hold<K> {
         };
         match reply {
             Ok(1 | 2) => {
-                let (lost, epoch) = core.watchdog.transfer(&from, &to, state.lease.is_none());
+                let watch = state.lease.is_none();
+                let (lost, epoch) = core.watchdog.transfer(&from, &to, watch, &state.meta);
                 tracing::debug!(lock = %kind.name(), from = %from.1, to = %to.1, "hold detached");
                 state.hold_key = to;
                 state.lost = lost;
@@ -160,6 +195,7 @@ impl<K: Kind> Hold<K> {
             name: state.kind.name().to_string(),
         };
         let watch = state.lease.is_none();
+        observe::held(&core, state.meta.kind, -1.0);
         match core.watchdog.released(&state.hold_key, watch, state.epoch) {
             Release::Stale { settle } => {
                 // The hold expired and this owner took the lock again: that hold is not ours.
@@ -183,13 +219,15 @@ impl<K: Kind> Hold<K> {
                 }
             }
             Release::Send => {
+                let span = observe::release_span(&state.meta, &state.hold_key.1, false);
                 let call = send_release(&state.kind, &state.hold_key);
-                match Inflight::new(core.handle.clone(), call, |_| async {}.boxed()).await? {
+                let reply = Inflight::new(core.handle.clone(), call, |_| async {}.boxed())
+                    .instrument(span.clone())
+                    .await;
+                observe::released(&core, state.meta.kind, &span, &reply);
+                match reply? {
                     -1 => Err(not_held()),
-                    n if n >= 0 => {
-                        tracing::debug!(lock = %state.kind.name(), remaining = n, "lock released");
-                        Ok(())
-                    }
+                    n if n >= 0 => Ok(()),
                     other => Err(Error::UnexpectedReply(format!(
                         "unlock script answered {other}"
                     ))),
@@ -291,6 +329,7 @@ impl<K: Kind> Drop for Hold<K> {
         };
         let core = state.kind.core().clone();
         let watch = state.lease.is_none();
+        observe::held(&core, state.meta.kind, -1.0);
         match core.watchdog.released(&state.hold_key, watch, state.epoch) {
             Release::Stale { settle } => {
                 if settle {
@@ -300,17 +339,22 @@ impl<K: Kind> Drop for Hold<K> {
             // The running settlement releases it.
             Release::Settling(_) => {}
             Release::Send => {
-                tracing::debug!(lock = %state.kind.name(), "guard dropped; releasing in the background");
+                let span = observe::release_span(&state.meta, &state.hold_key.1, true);
+                tracing::debug!(parent: &span, "guard dropped; releasing in the background");
                 let release = send_release(&state.kind, &state.hold_key);
-                core.handle.spawn(async move {
-                    if let Err(e) = release.await {
+                let in_span = span.clone();
+                let task = async move {
+                    let reply = release.await;
+                    observe::released(state.kind.core(), state.meta.kind, &span, &reply);
+                    if let Err(e) = reply {
                         tracing::warn!(
                             lock = %state.kind.name(),
                             error = %e,
                             "background release failed; settling it, or the lock expires with its TTL"
                         );
                     }
-                });
+                };
+                core.handle.spawn(task.instrument(in_span));
             }
         }
     }

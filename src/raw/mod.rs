@@ -59,6 +59,7 @@
 //! - [`watchdog`]: the task that renews held locks in batches.
 //! - [`listener`]: the one subscription connection that wakes waiters.
 //! - [`inspect`]: read-only queries shared by the hash-based kinds.
+//! - [`observe`]: every metric and tracing span of the events above, in one place.
 //!
 //! Nothing here imports a lock kind or the `Client`: kinds are built on this module.
 
@@ -70,6 +71,7 @@ pub(crate) mod hold;
 pub(crate) mod inspect;
 mod kind;
 pub(crate) mod listener;
+pub(crate) mod observe;
 pub(crate) mod registry;
 pub(crate) mod settle;
 pub(crate) mod wait;

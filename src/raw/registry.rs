@@ -2,9 +2,9 @@
 //! flight that may change the server's hold count, doubts to settle, and the loss deadline.
 //!
 //! Every operation is an O(1) map operation; a new watch joins a list the watchdog task picks
-//! up once per grid step, and only a watch the task had armed sends it a message when it ends. The registry is the one place that decides
-//! whether a granted reply joins the owner's current run of holds or starts a new one, and
-//! when a settlement must run (see "Settling" in [`raw`](super)).
+//! up once per grid step, and only a watch the task had armed sends it a message when it
+//! ends. The registry is the one place that decides whether a granted reply joins the owner's
+//! current run of holds or starts a new one, and when a settlement must run (see "Settling" in [`raw`](super)).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::deadline::safe_until;
+use super::observe::{self, Meta};
 
 /// (lock key, owner field): one local hold entry.
 pub(crate) type HoldKey = (Arc<str>, Arc<str>);
@@ -64,6 +65,8 @@ pub(super) struct Hold {
     pub(super) settled: Option<Arc<Notify>>,
     /// The watchdog task has a timer for the current watch (it must be told when it ends).
     pub(super) armed: bool,
+    /// Kind, name and acquire span of the run's first guard, for logs of background work.
+    pub(super) meta: Option<Arc<Meta>>,
 }
 
 impl Hold {
@@ -85,6 +88,7 @@ impl Hold {
             settling: false,
             settled: None,
             armed: false,
+            meta: None,
         }
     }
 
@@ -144,7 +148,7 @@ impl Hold {
         if !self.is_lost {
             self.is_lost = true;
             if self.holds > 0 {
-                tracing::warn!(lock = %key.0, owner = %key.1, reason = why, "lock lost");
+                observe::lost(self.meta.as_deref(), &key.0, &key.1, why);
             }
             self.lost.cancel();
         }
@@ -313,6 +317,7 @@ impl Watchdog {
         server_holds: u32,
         watch: bool,
         ttl: Duration,
+        meta: &Arc<Meta>,
     ) -> (CancellationToken, u64, bool) {
         let schedule;
         let (token, epoch, settle) = {
@@ -341,6 +346,7 @@ impl Watchdog {
                 h.hint = None;
             }
             schedule = h.add_guard(safe_until(sent.at, ttl), ttl, watch, || self.new_epoch());
+            h.meta.get_or_insert_with(|| meta.clone());
             let settle = h.start_settling();
             (h.lost.clone(), h.epoch, settle)
         };
@@ -476,6 +482,7 @@ impl Watchdog {
         from: &HoldKey,
         to: &HoldKey,
         watch: bool,
+        meta: &Arc<Meta>,
     ) -> (CancellationToken, u64) {
         let (mut valid_until, mut ttl_ceiling) = (Instant::now(), Duration::ZERO);
         let mut unwatch = None;
@@ -499,6 +506,7 @@ impl Watchdog {
                 .or_insert_with(|| Hold::new(self.new_epoch()));
             h.inflight = h.inflight.saturating_sub(1);
             let schedule = h.add_guard(valid_until, ttl_ceiling, watch, || self.new_epoch());
+            h.meta.get_or_insert_with(|| meta.clone());
             (h.lost.clone(), h.epoch, schedule)
         };
         if let Some(gen) = schedule {
@@ -522,11 +530,5 @@ impl Watchdog {
     /// Whether a settlement runs for `key`.
     pub(crate) fn is_settling(&self, key: &HoldKey) -> bool {
         self.registry.get(key).is_some_and(|h| h.settling)
-    }
-
-    /// Number of locks with a live watch (for tests and metrics).
-    #[allow(dead_code)]
-    pub(crate) fn watched(&self) -> usize {
-        self.registry.iter().filter(|h| h.watch_refs > 0).count()
     }
 }

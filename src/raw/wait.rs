@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::listener::Subscription;
 use super::Core;
@@ -23,10 +24,13 @@ pub(crate) enum Attempt<T> {
 }
 
 /// Runs the waiting protocol described in the module docs: `attempt` until it acquires or
-/// `deadline` passes (`None` = no limit). Returns `Ok(None)` on timeout.
-pub(crate) async fn acquire<T, F, Fut>(
+/// `deadline` passes (`None` = no limit). Returns `Ok(None)` on timeout. `lock` is the lock's
+/// name, which the logs of its channel (resubscriptions) carry. Not observed: kinds call
+/// [`acquire_as`], or observe it themselves as [`take`](super::take) does.
+pub(crate) async fn acquire_named<T, F, Fut>(
     core: &Arc<Core>,
     channel: &str,
+    lock: &str,
     deadline: Option<Instant>,
     mut attempt: F,
 ) -> Result<Option<T>>
@@ -42,7 +46,7 @@ where
         return Ok(None);
     }
     // 2. Subscribe before the next attempt; the share is released on every exit (drop).
-    let subscription = core.listener.subscribe(channel).await?;
+    let subscription = core.listener.subscribe(channel, lock).await?;
     // A wakeup we consumed but did not act on yet; passed on if we are cancelled meanwhile.
     let mut woken = PassOn {
         subscription: &subscription,
@@ -83,6 +87,30 @@ where
             () = core.watchdog.closed() => return Err(Error::ClientClosed),
         }
     }
+}
+
+/// [`acquire_named`], observed as one acquire of `kind` on the lock `name` by `owner` (its span,
+/// the wait histogram and the counters of [`observe`](super::observe)), for kinds whose
+/// acquisitions hold no [`Hold`](super::Hold) (semaphores, latches).
+pub(crate) async fn acquire_as<T, F, Fut>(
+    core: &Arc<Core>,
+    channel: &str,
+    deadline: Option<Instant>,
+    kind: &'static str,
+    name: &str,
+    attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>>>,
+{
+    let observed = super::observe::Acquire::start(core, kind, name, &core.id_str);
+    let span = observed.span().clone();
+    let result = acquire_named(core, channel, name, deadline, attempt)
+        .instrument(span)
+        .await;
+    observed.finish(&result);
+    result
 }
 
 /// Hands a consumed wakeup to the next local waiter if the waiting future is dropped before

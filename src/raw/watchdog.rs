@@ -38,6 +38,7 @@ use tokio_util::time::{delay_queue, DelayQueue};
 use redis::cluster_routing::Slot;
 
 use super::deadline::safe_until;
+use super::observe;
 use super::registry::{Cmd, Hold, HoldKey, Recent, Watchdog};
 use crate::deploy::Commands;
 use crate::scripts::RENEW;
@@ -343,9 +344,14 @@ impl Task {
         let now = Instant::now();
         match result {
             Ok(answers) if answers.len() == batch.len() => {
-                tracing::trace!(locks = batch.len(), "watchdog renewed a batch");
+                let renewed = answers.iter().filter(|a| **a == 1).count();
+                observe::renew_call(batch.len(), Some(renewed));
+                let traced = observe::renewals_traced();
                 for ((key, gen), answer) in batch.into_iter().zip(answers) {
                     if answer == 1 {
+                        if traced {
+                            self.trace_renewal(&key);
+                        }
                         let until = safe_until(sent_at, self.timeout);
                         if let Some(until) = self.renewed(&key, gen, until) {
                             self.set_deadline(&key, gen, until);
@@ -365,6 +371,7 @@ impl Task {
                         batch.len()
                     ),
                 };
+                observe::renew_call(batch.len(), None);
                 tracing::debug!(%error, locks = batch.len(), "watchdog renewal failed; retrying");
                 let retry = now + (self.period / 4).min(Duration::from_millis(500));
                 for (key, gen) in batch {
@@ -383,6 +390,14 @@ impl Task {
                     }
                 }
             }
+        }
+    }
+
+    /// A `trace` event for one renewed lock, under the span of the acquire that took it.
+    fn trace_renewal(&self, key: &HoldKey) {
+        let meta = self.registry.get(key).and_then(|h| h.meta.clone());
+        if let Some(meta) = meta {
+            observe::renewed(&meta, &key.1);
         }
     }
 

@@ -99,7 +99,7 @@ impl ReadLock {
             &self.shared.read_channel,
             deadline,
             lease,
-            "rw read",
+            "rw_read",
             |hold_key, lease_ms| {
                 let lock = self.clone();
                 let owner = hold_key.1.clone();

@@ -118,7 +118,7 @@ impl WriteLock {
             &self.shared.write_channel,
             deadline,
             lease,
-            "rw write",
+            "rw_write",
             |hold_key, lease_ms| {
                 let lock = self.clone();
                 let owner = hold_key.1.clone();

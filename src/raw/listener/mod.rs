@@ -109,15 +109,19 @@ struct Channel {
     /// latest disconnect says nothing about the current connection: the reconnect's replay
     /// of it may have been refused (see [`Shared::resync`]).
     confirmed: AtomicUsize,
+    /// The name of the lock whose waiters use the channel (empty if not given), so the
+    /// logs of a resubscription name the lock.
+    lock: Box<str>,
 }
 
 impl Channel {
-    fn new(state: SubState) -> Arc<Channel> {
+    fn new(state: SubState, lock: &str) -> Arc<Channel> {
         Arc::new(Channel {
             notify: Notify::new(),
             refs: AtomicUsize::new(0),
             state: Mutex::new(state),
             confirmed: AtomicUsize::new(0),
+            lock: lock.into(),
         })
     }
 
@@ -181,13 +185,13 @@ impl Listener {
     /// # Cancel safety
     /// Dropping the future releases the share; the channel is unsubscribed in the background
     /// if no other waiter uses it.
-    pub(crate) async fn subscribe(&self, channel: &str) -> Result<Subscription> {
+    pub(crate) async fn subscribe(&self, channel: &str, lock: &str) -> Result<Subscription> {
         let entry = {
             let e = self
                 .shared
                 .channels
                 .entry(channel.to_owned())
-                .or_insert_with(|| Channel::new(SubState::Unsubscribed));
+                .or_insert_with(|| Channel::new(SubState::Unsubscribed, lock));
             e.refs.fetch_add(1, Ordering::SeqCst);
             e.clone()
         };

@@ -55,7 +55,7 @@ impl Shared {
                     None => self
                         .channels
                         .entry(name.to_owned())
-                        .or_insert_with(|| Channel::new(SubState::Unknown))
+                        .or_insert_with(|| Channel::new(SubState::Unknown, ""))
                         .clone(),
                 };
                 if channel.refs.load(Ordering::SeqCst) == 0 {

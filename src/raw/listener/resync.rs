@@ -61,7 +61,7 @@ impl Shared {
                 return;
             }
         }
-        tracing::warn!("subscription connection restored; resubscribing");
+        super::super::observe::resubscribed();
         self.wake_one_each();
         // redis-rs replayed the subscriptions it had on record, but ignores the replies: the
         // server may have refused them (NOPERM after an ACL change; one refused channel fails
@@ -92,7 +92,7 @@ impl Shared {
         for name in recent {
             self.channels
                 .entry(name)
-                .or_insert_with(|| Channel::new(SubState::Unknown));
+                .or_insert_with(|| Channel::new(SubState::Unknown, ""));
         }
         let idle: Vec<(String, Arc<Channel>)> = self
             .channels
@@ -171,8 +171,11 @@ impl Shared {
         channel.notify.notify_one();
         match result {
             Ok(()) => {
+                let lock = &*channel.lock;
                 if attempt > 1 {
-                    tracing::warn!(channel = name, attempt, "channel subscribed again");
+                    tracing::warn!(channel = name, lock, attempt, "channel subscribed again");
+                } else {
+                    tracing::debug!(channel = name, lock, "channel subscribed again");
                 }
                 true
             }
@@ -180,6 +183,7 @@ impl Shared {
                 if attempt == 1 {
                     tracing::warn!(
                         channel = name,
+                        lock = &*channel.lock,
                         error = %e,
                         "subscribing the channel again failed; retrying, its waiters poll meanwhile"
                     );

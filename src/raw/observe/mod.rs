@@ -1,0 +1,374 @@
+//! What the engine tells operators: every metric (names, labels, descriptions) and every
+//! tracing span and event of acquire, wait, renew and release, in one place.
+//!
+//! The engine calls one small function per event (an acquire ended, a hold was released, a
+//! renewal batch answered, a lock was lost, the subscription connection came back...). Each
+//! records its metric through the `metrics` facade, compiled in only with the `metrics`
+//! feature (without it those parts are `cfg`'d out and nothing is left of them), and emits
+//! its tracing span or event. Labels are `&'static str`s (the kind, the outcome, an error
+//! class), so recording allocates no `String`; the lock name becomes a label only when the
+//! client was built with `metrics_lock_names(true)`. The events of every acquire and
+//! release record through handles the client caches (`cache`), not through a key built and
+//! looked up per call.
+//!
+//! Spans: `lockwise.acquire` (debug) covers one acquire call, wait included, and lives on in
+//! the hold it created, so the background work of that hold (watchdog renewals, a release
+//! from `Drop`, the warning when it is lost) can point back to it: renewals and the loss
+//! warning are events whose parent is that span, and `lockwise.release` spans (debug)
+//! `follows_from` it. Fields known only at the end are declared `Empty` and recorded then.
+//! A disabled span is `Span::none()`: no field is evaluated and nothing is allocated.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::field::Empty;
+use tracing::Span;
+
+use super::Core;
+use crate::error::{Error, Result};
+
+#[cfg(feature = "metrics")]
+mod cache;
+#[cfg(feature = "metrics")]
+pub(crate) use cache::Cache;
+
+/// The metric names, as the engine records them (Prometheus conventions: `_seconds`,
+/// `_total`). The README lists their types, labels and meaning.
+pub mod names {
+    /// Histogram, seconds: how long each acquire call took from its start until it acquired,
+    /// timed out, failed or was cancelled. Labels `kind`, `outcome` (and `name` when opted in).
+    pub const ACQUIRE_WAIT_SECONDS: &str = "lockwise_acquire_wait_seconds";
+    /// Counter: acquire calls that acquired. Label `kind`.
+    pub const ACQUISITIONS_TOTAL: &str = "lockwise_acquisitions_total";
+    /// Counter: acquire calls whose wait ran out (`try_lock` answered `None`). Label `kind`.
+    pub const TIMEOUTS_TOTAL: &str = "lockwise_timeouts_total";
+    /// Counter: acquire and release calls that failed. Labels `kind`, `op`, `error`.
+    pub const ERRORS_TOTAL: &str = "lockwise_errors_total";
+    /// Counter: holds released (explicitly or by a dropped guard). Label `kind`.
+    pub const RELEASES_TOTAL: &str = "lockwise_releases_total";
+    /// Gauge: holds currently held by guards of this process. Label `kind`.
+    pub const HOLDS: &str = "lockwise_holds";
+    /// Counter: locks renewed by the watchdog (one per lock and renewal).
+    pub const WATCHDOG_RENEWALS_TOTAL: &str = "lockwise_watchdog_renewals_total";
+    /// Counter: renew script calls of the watchdog (one per batch of up to 100 locks).
+    /// Label `result` (`ok` or `error`).
+    pub const WATCHDOG_RENEW_CALLS_TOTAL: &str = "lockwise_watchdog_renew_calls_total";
+    /// Counter: holds found lost (expired, deleted, no renewal confirmed in time). Label
+    /// `kind`.
+    pub const LOCKS_LOST_TOTAL: &str = "lockwise_locks_lost_total";
+    /// Counter: reconnections of the subscription connection after which the client
+    /// resubscribed its channels.
+    pub const SUBSCRIPTION_RECONNECTS_TOTAL: &str = "lockwise_subscription_reconnects_total";
+    /// Histogram: waiters left in a fair lock's queue when a waiter acquired it. Label `kind`.
+    pub const FAIR_QUEUE_LENGTH: &str = "lockwise_fair_queue_length";
+}
+
+/// Registers the description and unit of every metric with the installed recorder (an
+/// exporter shows them, e.g. as Prometheus `# HELP` lines). Call it once after installing
+/// the recorder; recording works without it.
+#[cfg(feature = "metrics")]
+pub fn describe_metrics() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    use names::*;
+    describe_histogram!(
+        ACQUIRE_WAIT_SECONDS,
+        Unit::Seconds,
+        "Time from the start of an acquire call to its outcome (acquired, timeout, error, cancelled)"
+    );
+    describe_counter!(ACQUISITIONS_TOTAL, "Acquire calls that acquired");
+    describe_counter!(TIMEOUTS_TOTAL, "Acquire calls whose wait ran out");
+    describe_counter!(
+        ERRORS_TOTAL,
+        "Acquire and release calls that failed, by error class"
+    );
+    describe_counter!(RELEASES_TOTAL, "Holds released");
+    describe_gauge!(HOLDS, "Holds currently held by guards of this process");
+    describe_counter!(WATCHDOG_RENEWALS_TOTAL, "Locks renewed by the watchdog");
+    describe_counter!(
+        WATCHDOG_RENEW_CALLS_TOTAL,
+        "Renew script calls of the watchdog (one per batch)"
+    );
+    describe_counter!(LOCKS_LOST_TOTAL, "Holds found lost");
+    describe_counter!(
+        SUBSCRIPTION_RECONNECTS_TOTAL,
+        "Reconnections of the subscription connection"
+    );
+    describe_histogram!(
+        FAIR_QUEUE_LENGTH,
+        Unit::Count,
+        "Waiters left in a fair lock's queue when a waiter acquired it"
+    );
+}
+
+/// What background work of a hold needs to name it: its kind, lock name and the span of the
+/// acquire that created it. Kept by the hold registry entry of its run.
+pub(crate) struct Meta {
+    pub(crate) kind: &'static str,
+    pub(crate) name: Arc<str>,
+    pub(crate) span: Span,
+}
+
+/// One acquire call being observed: its span, and its outcome recorded exactly once
+/// (`cancelled` when dropped before [`finish`](Acquire::finish)).
+pub(crate) struct Acquire<'a> {
+    kind: &'static str,
+    /// The client's cached handles of this kind.
+    #[cfg(feature = "metrics")]
+    handles: Option<&'a cache::Kind>,
+    #[cfg(not(feature = "metrics"))]
+    handles: std::marker::PhantomData<&'a ()>,
+    started: Instant,
+    span: Span,
+    done: bool,
+    /// The lock name as a label, only when the client opted in.
+    #[cfg(feature = "metrics")]
+    name: Option<metrics::SharedString>,
+}
+
+impl<'a> Acquire<'a> {
+    pub(crate) fn start(core: &'a Core, kind: &'static str, name: &str, owner: &str) -> Self {
+        let span = tracing::debug_span!(
+            "lockwise.acquire",
+            kind,
+            lock = name,
+            owner,
+            outcome = Empty,
+            waited_ms = Empty,
+            holds = Empty,
+            fencing_token = Empty,
+        );
+        #[cfg(not(feature = "metrics"))]
+        let _ = core;
+        Acquire {
+            kind,
+            #[cfg(feature = "metrics")]
+            handles: core.metrics.kind(kind),
+            #[cfg(not(feature = "metrics"))]
+            handles: std::marker::PhantomData,
+            started: Instant::now(),
+            span,
+            done: false,
+            #[cfg(feature = "metrics")]
+            name: core
+                .metrics_lock_names
+                .then(|| metrics::SharedString::from(name.to_owned())),
+        }
+    }
+
+    /// The acquire span, to instrument the wait with.
+    pub(crate) fn span(&self) -> &Span {
+        &self.span
+    }
+
+    /// Records the outcome of the call; returns the span for the hold it created.
+    pub(crate) fn finish<T>(mut self, result: &Result<Option<T>>) -> Span {
+        let outcome = match result {
+            Ok(Some(_)) => "acquired",
+            Ok(None) => "timeout",
+            Err(e) => {
+                errored(self.kind, "acquire", e);
+                "error"
+            }
+        };
+        self.end(outcome);
+        std::mem::replace(&mut self.span, Span::none())
+    }
+
+    fn end(&mut self, outcome: &'static str) {
+        self.done = true;
+        let waited = self.started.elapsed();
+        self.span.record("outcome", outcome);
+        self.span.record("waited_ms", waited.as_millis() as u64);
+        match outcome {
+            "acquired" => {
+                tracing::debug!(parent: &self.span, "lock acquired");
+            }
+            "timeout" => {
+                tracing::debug!(parent: &self.span, "try_lock timed out");
+            }
+            // Errors are returned to the caller; the span says how the call ended.
+            _ => {}
+        }
+        #[cfg(feature = "metrics")]
+        {
+            let (kind, secs, handles) = (self.kind, waited.as_secs_f64(), self.handles);
+            match self.name.take() {
+                Some(name) => metrics::histogram!(names::ACQUIRE_WAIT_SECONDS,
+                    "kind" => kind, "outcome" => outcome, "name" => name)
+                .record(secs),
+                None => {
+                    let index = cache::OUTCOMES.iter().position(|o| *o == outcome);
+                    cache::wait(handles, kind, index.unwrap_or(0), secs);
+                }
+            }
+            match outcome {
+                "acquired" => cache::acquisition(handles, kind),
+                "timeout" => cache::timeout(handles, kind),
+                _ => {}
+            }
+        }
+    }
+}
+
+impl Drop for Acquire<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.end("cancelled");
+        }
+    }
+}
+
+/// Records the hold count a granted acquire reported on its span.
+pub(crate) fn granted(span: &Span, holds: u32) {
+    span.record("holds", holds);
+}
+
+/// Records the fencing token of a fenced acquisition on its acquire span.
+pub(crate) fn fencing_token(span: &Span, token: u64) {
+    span.record("fencing_token", token);
+}
+
+/// A hold began (+1) or ended (-1) in this process.
+pub(crate) fn held(core: &Core, kind: &'static str, delta: f64) {
+    #[cfg(feature = "metrics")]
+    cache::holds(core.metrics.kind(kind), kind, delta);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (core, kind, delta);
+}
+
+/// The span of one release, linked to the acquire that created the hold. `background`: the
+/// release of a dropped guard, run by a spawned task.
+pub(crate) fn release_span(meta: &Meta, owner: &str, background: bool) -> Span {
+    let span = tracing::debug_span!(
+        "lockwise.release",
+        kind = meta.kind,
+        lock = &*meta.name,
+        owner,
+        background,
+        outcome = Empty,
+        remaining = Empty,
+    );
+    span.follows_from(&meta.span);
+    span
+}
+
+/// A release ended: `Ok(n)` is the unlock script's reply (n >= 0 released, -1 not held).
+pub(crate) fn released(core: &Core, kind: &'static str, span: &Span, reply: &Result<i64>) {
+    match reply {
+        Ok(n) if *n >= 0 => {
+            span.record("outcome", "released");
+            span.record("remaining", n);
+            tracing::debug!(parent: span, remaining = n, "lock released");
+            #[cfg(feature = "metrics")]
+            cache::release(core.metrics.kind(kind), kind);
+            #[cfg(not(feature = "metrics"))]
+            let _ = core;
+        }
+        Ok(_) => {
+            span.record("outcome", "not_held");
+            errored(
+                kind,
+                "release",
+                &Error::NotHeld {
+                    name: String::new(),
+                },
+            );
+        }
+        Err(e) => {
+            span.record("outcome", "error");
+            errored(kind, "release", e);
+        }
+    }
+}
+
+/// An acquire or release failed.
+fn errored(kind: &'static str, op: &'static str, e: &Error) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::ERRORS_TOTAL, "kind" => kind, "op" => op, "error" => error_class(e))
+        .increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (kind, op, e);
+}
+
+/// The small fixed set of error classes of `lockwise_errors_total{error}`.
+#[cfg(feature = "metrics")]
+fn error_class(e: &Error) -> &'static str {
+    match e {
+        Error::InvalidArgument { .. } => "invalid_argument",
+        Error::NotHeld { .. } => "not_held",
+        Error::Redis(r) if r.is_timeout() => "timeout",
+        Error::Redis(r) if r.is_io_error() || r.is_connection_dropped() => "connection",
+        Error::Redis(_) => "redis",
+        Error::UnexpectedReply(_) => "unexpected_reply",
+        Error::ReplicaSync { .. } => "replica_sync",
+        Error::Permission { .. } => "permission",
+        Error::ClientClosed => "client_closed",
+        _ => "other",
+    }
+}
+
+/// A renew call answered: `renewed` of its locks were renewed (`None`: the call failed).
+pub(crate) fn renew_call(locks: usize, renewed: Option<usize>) {
+    if let Some(n) = renewed {
+        tracing::trace!(locks, renewed = n, "watchdog renewed a batch");
+    }
+    #[cfg(feature = "metrics")]
+    {
+        let result = if renewed.is_some() { "ok" } else { "error" };
+        metrics::counter!(names::WATCHDOG_RENEW_CALLS_TOTAL, "result" => result).increment(1);
+        if let Some(n) = renewed {
+            metrics::counter!(names::WATCHDOG_RENEWALS_TOTAL).increment(n as u64);
+        }
+    }
+}
+
+/// Whether per-lock renewal events would be seen (so the caller looks up their names only
+/// then).
+pub(crate) fn renewals_traced() -> bool {
+    tracing::enabled!(tracing::Level::TRACE)
+}
+
+/// One lock renewed by the watchdog (emit only when [`renewals_traced`]).
+pub(crate) fn renewed(meta: &Meta, owner: &str) {
+    tracing::trace!(parent: &meta.span, kind = meta.kind, lock = &*meta.name, owner, "lock renewed");
+}
+
+/// A hold was found lost. `meta` names it; without (a run that never had a guard) the key
+/// does.
+pub(crate) fn lost(meta: Option<&Meta>, key: &str, owner: &str, why: &str) {
+    match meta {
+        Some(m) => {
+            tracing::warn!(
+                parent: &m.span,
+                kind = m.kind,
+                lock = &*m.name,
+                key,
+                owner,
+                reason = why,
+                "lock lost"
+            );
+        }
+        None => {
+            tracing::warn!(key, owner, reason = why, "lock lost");
+        }
+    }
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::LOCKS_LOST_TOTAL, "kind" => meta.map_or("unknown", |m| m.kind))
+        .increment(1);
+}
+
+/// The subscription connection came back and the client resubscribes its channels.
+pub(crate) fn resubscribed() {
+    tracing::warn!("subscription connection restored; resubscribing");
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::SUBSCRIPTION_RECONNECTS_TOTAL).increment(1);
+}
+
+/// A fair lock was acquired with `len` waiters still queued behind.
+pub(crate) fn fair_queue(core: &Core, kind: &'static str, span: &Span, len: u64) {
+    tracing::debug!(parent: span, queued = len, "fair lock taken");
+    #[cfg(feature = "metrics")]
+    cache::queue(core.metrics.kind(kind), kind, len as f64);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (core, kind);
+}
