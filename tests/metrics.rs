@@ -467,6 +467,39 @@ async fn semaphores_and_latches_record_their_waits() {
     assert_clean(&mut c, &client).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_acquires_and_timeouts_are_recorded() {
+    let _serial = serial().await;
+    let server = RedisServer::start();
+    let mut c = conn(&server).await;
+    let client = named_client(&server, "m_redlock", WATCHDOG).await;
+    let other = support::kit::peer(&server, &client).await;
+    let mine = lockwise::RedLockSet::new(std::slice::from_ref(&client)).lock("m-redlock");
+    let theirs = lockwise::RedLockSet::new(std::slice::from_ref(&other)).lock("m-redlock");
+    Seen::take();
+    let guard = within(5, mine.lock()).await.unwrap();
+    // Held by the other set: its rounds run out after 200 ms, a timeout, not an error.
+    let none = within(5, theirs.try_lock(Duration::from_millis(200), None))
+        .await
+        .unwrap();
+    assert!(none.is_none());
+    within(5, guard.unlock()).await.unwrap();
+    let seen = Seen::take();
+    let kind = ("kind", "redlock");
+    assert_eq!(seen.counter(ACQUISITIONS_TOTAL, &[kind]), 1);
+    assert_eq!(seen.counter(TIMEOUTS_TOTAL, &[kind]), 1);
+    assert_eq!(seen.counter(ERRORS_TOTAL, &[]), 0, "contention is no error");
+    let waits = seen.histogram(
+        ACQUIRE_WAIT_SECONDS,
+        &[kind, ("outcome", "acquired"), ("name", "m-redlock")],
+    );
+    assert_eq!(waits.len(), 1, "one wait, with the lock name: {waits:?}");
+    let timed_out = seen.histogram(ACQUIRE_WAIT_SECONDS, &[kind, ("outcome", "timeout")]);
+    assert_eq!(timed_out.len(), 1);
+    assert!(timed_out[0] >= 0.19, "waited its 200 ms: {timed_out:?}");
+    assert_clean(&mut c, &client).await;
+}
+
 #[test]
 fn every_metric_name_follows_prometheus_conventions() {
     let names = [

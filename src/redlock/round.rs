@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use tokio::time::Instant;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::node::NodeReply;
 use super::{RedLock, RedLockGuard};
 use crate::error::{Error, Result};
 use crate::keys::check_millis;
-use crate::raw::{current_owner, Hold};
+use crate::raw::{current_owner, observe, Hold};
 
 /// The drift allowance of the Redlock algorithm: 1% of the TTL plus 2 ms.
 pub(super) fn drift(ttl: Duration) -> Duration {
@@ -50,6 +51,32 @@ impl RedLock {
             ));
         }
         let owner = current_owner(&set.id_str);
+        // Observed like the engine's kinds (wait histogram, outcome counters, the
+        // `lockwise.acquire` span), through the first node's client.
+        let observed = observe::Acquire::start(
+            &self.inner.nodes[0].core,
+            "redlock",
+            &self.inner.name,
+            &owner,
+        );
+        let result = self
+            .rounds(owner, ttl, ttl_ms, lease, deadline)
+            .instrument(observed.span().clone())
+            .await;
+        observed.finish(&result);
+        result
+    }
+
+    /// The acquire rounds of [`acquire`](Self::acquire), for `owner`, with the checked TTL.
+    async fn rounds(
+        &self,
+        owner: std::sync::Arc<str>,
+        ttl: Duration,
+        ttl_ms: u64,
+        lease: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<Option<RedLockGuard>> {
+        let set = &self.inner.set;
         let n = self.inner.nodes.len();
         let timeout = set.options.node_timeout;
         let started = Instant::now();
@@ -103,7 +130,7 @@ impl RedLock {
                     rounds,
                     validity_ms = validity.as_millis() as u64,
                     waited_ms = started.elapsed().as_millis() as u64,
-                    "lock acquired"
+                    "redlock granted by a quorum"
                 );
                 return Ok(Some(RedLockGuard::new(
                     self.clone(),
@@ -138,7 +165,7 @@ impl RedLock {
                 }
                 let left = d.saturating_duration_since(Instant::now());
                 if left.is_zero() {
-                    tracing::debug!(lock = %self.inner.name, rounds, "try_lock timed out");
+                    tracing::debug!(lock = %self.inner.name, rounds, "redlock rounds ran out");
                     return Ok(None);
                 }
                 delay = delay.min(left);
