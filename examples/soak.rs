@@ -498,7 +498,8 @@ async fn keys_of(
         .query_async(conn)
         .await?;
     let mut out = Vec::new();
-    for k in keys {
+    // A live client's presence key (`<ns>:client:{<id>}`) is the client's, not a lock's.
+    for k in keys.into_iter().filter(|k| !k.contains(":client:{")) {
         let pttl: i64 = redis::cmd("PTTL").arg(&k).query_async(conn).await?;
         if pttl != -2 {
             out.push((k, pttl));

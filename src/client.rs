@@ -421,6 +421,13 @@ impl ClientBuilder {
         .await?;
 
         let watchdog = Watchdog::start(conn.clone(), self.watchdog_timeout);
+        let presence = crate::raw::presence::Presence::start(
+            conn.clone(),
+            &self.namespace,
+            &id_str,
+            self.watchdog_timeout,
+            &watchdog,
+        );
         tracing::debug!(client = %id, namespace = %self.namespace, "lockwise client connected");
         let core = Arc::new(Core {
             id,
@@ -431,6 +438,7 @@ impl ClientBuilder {
             replica_sync,
             listener,
             watchdog,
+            presence,
             watchdog_timeout: self.watchdog_timeout,
             watchdog_ms,
             handle: tokio::runtime::Handle::current(),

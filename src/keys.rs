@@ -63,11 +63,15 @@ pub(crate) enum Role {
     /// `<ns>:leasesemchannel:{n}`: the channel a `LeaseSemaphore` publishes to when permits
     /// come free.
     LeaseSemChannel,
+    /// `<ns>:client:{id}`: a presence key, written by a live client for its own id and its
+    /// `RedLockSet`s' ids, with the watchdog timeout as TTL (here `n` is that id, not a lock
+    /// name).
+    Client,
 }
 
 impl Role {
     /// Every role, for code that reads the layout back (the admin scan).
-    pub(crate) const ALL: [Role; 18] = [
+    pub(crate) const ALL: [Role; 19] = [
         Role::Lock,
         Role::Channel,
         Role::Fence,
@@ -86,6 +90,7 @@ impl Role {
         Role::LeaseSem,
         Role::LeaseSemLeases,
         Role::LeaseSemChannel,
+        Role::Client,
     ];
 
     /// The role as it appears in the key.
@@ -109,6 +114,7 @@ impl Role {
             Role::LeaseSem => "leasesem",
             Role::LeaseSemLeases => "leasesemleases",
             Role::LeaseSemChannel => "leasesemchannel",
+            Role::Client => "client",
         }
     }
 }
@@ -329,6 +335,10 @@ mod tests {
             (Role::RwWriteChannel, "rwwritechannel"),
             (Role::Semaphore, "semaphore"),
             (Role::SemaphoreChannel, "semaphorechannel"),
+            (Role::LeaseSem, "leasesem"),
+            (Role::LeaseSemLeases, "leasesemleases"),
+            (Role::LeaseSemChannel, "leasesemchannel"),
+            (Role::Client, "client"),
         ];
         let (plain, tagged, odd) = (
             Keys::new("lockwise", "order:1001"),

@@ -96,31 +96,6 @@ async fn clean_after(conn: &Conn, ns: &str) {
     );
 }
 
-/// The server's version as (major, minor).
-async fn version(conn: &mut Conn) -> (u32, u32) {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(conn)
-        .await
-        .unwrap();
-    let v = info
-        .lines()
-        .find_map(|l| l.strip_prefix("redis_version:"))
-        .unwrap();
-    let mut parts = v.trim().split('.').map(|p| p.parse::<u32>().unwrap());
-    (parts.next().unwrap(), parts.next().unwrap())
-}
-
-/// Whether the server shows `CLIENT SETINFO` library names (Redis >= 7.2, Valkey).
-async fn shows_lib_names(conn: &mut Conn) -> bool {
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .query_async(conn)
-        .await
-        .unwrap();
-    list.contains("lib-name=")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_shows_every_kind_with_holders_queue_and_waiters() {
     let server = RedisServer::start();
@@ -341,10 +316,22 @@ async fn leaks_finds_ttl_less_keys_stale_queue_entries_and_gone_owners() {
     holder.wait_line("@acquired", Duration::from_secs(20)).await;
     let orphan = format!("{ns}:lock:{{orphan}}");
     let dead_owner: Vec<String> = conn.hkeys(&orphan).await.unwrap();
+    let dead_id = dead_owner[0].split(':').next().unwrap().to_string();
+    let presence = format!("{ns}:client:{{{dead_id}}}");
+    assert!(
+        conn.exists::<_, bool>(&presence).await.unwrap(),
+        "the child's presence key"
+    );
     holder.sigkill();
-    let names = shows_lib_names(&mut conn).await;
-    // Give the server a moment to notice the closed connections.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Its presence key expires with its watchdog timeout (1 s); its 60 s lease hold stays.
+    assert!(
+        support::eventually(Duration::from_secs(5), || {
+            let (mut conn, presence) = (conn.clone(), presence.clone());
+            async move { !conn.exists::<_, bool>(&presence).await.unwrap() }
+        })
+        .await,
+        "the killed child's presence key outlived its TTL"
+    );
 
     let out = run(server.url(), &ns, &["--json", "leaks"]);
     let doc = json(&out, 1);
@@ -364,24 +351,14 @@ async fn leaks_finds_ttl_less_keys_stale_queue_entries_and_gone_owners() {
         "{doc}"
     );
     assert!(!leaks.iter().any(|l| l["name"] == "live"), "{doc}");
-    if names {
-        assert!(
-            found(&orphan, &format!("held by {}", dead_owner[0])),
-            "{doc}"
-        );
-        assert_eq!(leaks.len(), 4, "{doc}");
-    } else {
-        // Redis < 7.2 shows no library names: the check says it was skipped, and why.
-        assert!(version(&mut conn).await < (7, 2));
-        assert!(
-            doc["owner_check"]
-                .as_str()
-                .unwrap()
-                .contains("shows no client names"),
-            "{doc}"
-        );
-        assert_eq!(leaks.len(), 3, "{doc}");
-    }
+    assert!(
+        found(
+            &orphan,
+            &format!("held by {}, whose client is gone", dead_owner[0])
+        ),
+        "{doc}"
+    );
+    assert_eq!(leaks.len(), 4, "{doc}");
 
     // The same through the library.
     let report = a.admin().scan_limit(1000).leaks().await.unwrap();
@@ -391,17 +368,27 @@ async fn leaks_finds_ttl_less_keys_stale_queue_entries_and_gone_owners() {
         .iter()
         .any(|l| l.key == stuck && l.reason == LeakReason::NoTtl));
     match report.owner_check {
+        // `a` holds `live`: one live owner; the killed child's id has no presence key.
         OwnerCheck::Done { live_clients } => {
-            assert!(names);
-            assert!(live_clients >= 1);
+            assert_eq!(live_clients, 1);
             assert!(report.leaks.iter().any(|l| matches!(
                 &l.reason,
                 LeakReason::GoneOwner { owner } if *owner == dead_owner[0]
             )));
         }
-        OwnerCheck::Skipped { .. } => assert!(!names),
         other => panic!("{other:?}"),
     }
+
+    // A RedLock's owner is its set's id, announced by the set's clients while it lives: its
+    // hold is not taken for a dead client's.
+    let set = lockwise::RedLockSet::new(std::slice::from_ref(&a));
+    let rl = set.lock("rl").lock().await.unwrap();
+    let report = a.admin().leaks().await.unwrap();
+    assert!(
+        !report.leaks.iter().any(|l| l.name.as_deref() == Some("rl")),
+        "{report:?}"
+    );
+    rl.unlock().await.unwrap();
 
     // Without the owner check, the orphaned hold is not reported and the summary says so.
     let unchecked = json(
@@ -671,8 +658,8 @@ async fn cluster_list_leaks_and_force_unlock_cover_every_master() {
         );
     }
 
-    // A TTL-less key on some master is found; cluster connections carry no names, so the
-    // owner check says it was skipped.
+    // A TTL-less key on some master is found; the holders are alive (their presence keys
+    // sit on the masters of their ids' slots), so no hold is reported.
     let mut conn = cluster.client().get_connection().unwrap();
     let stuck = format!("{ns}:lock:{{stuck}}");
     let _: () = redis::cmd("HSET")
@@ -684,7 +671,13 @@ async fn cluster_list_leaks_and_force_unlock_cover_every_master() {
     let leaks = json(&run_c(&["--json", "leaks"]), 1);
     assert_eq!(leaks["leaks"].as_array().unwrap().len(), 1, "{leaks}");
     assert_eq!(leaks["leaks"][0]["key"], stuck.as_str());
-    assert!(leaks["owner_check"].as_str().unwrap().contains("skipped"));
+    assert!(
+        leaks["owner_check"]
+            .as_str()
+            .unwrap()
+            .contains("owners checked"),
+        "{leaks}"
+    );
     let _: () = redis::cmd("DEL").arg(&stuck).query(&mut conn).unwrap();
 
     let out = json(&run_c(&["--json", "force-unlock", "c0", "--yes"]), 0);

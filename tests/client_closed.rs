@@ -54,6 +54,10 @@ async fn every_kind_refuses_to_lock_once_the_client_is_dropped() {
         .query_async(&mut conn)
         .await
         .unwrap();
+    let keys: Vec<String> = keys
+        .into_iter()
+        .filter(|k| !support::is_presence(k))
+        .collect();
     assert!(keys.is_empty(), "nothing taken: {keys:?}");
 }
 

@@ -70,7 +70,7 @@ fn keys_on(ports: &[u16], ns: &str) -> Vec<(u16, String, i64)> {
             .arg(format!("{ns}:*"))
             .query(&mut c)
             .unwrap_or_default();
-        for k in keys {
+        for k in keys.into_iter().filter(|k| !support::is_presence(k)) {
             let pttl: i64 = redis::cmd("PTTL").arg(&k).query(&mut c).unwrap_or(-2);
             if pttl != -2 {
                 out.push((port, k, pttl));

@@ -15,12 +15,16 @@ async fn pttl(conn: &mut Conn, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
 }
 
+/// Keys matching `pattern`, clients' presence keys left out (see `support::is_presence`).
 async fn keys_matching(conn: &mut Conn, pattern: &str) -> Vec<String> {
-    redis::cmd("KEYS")
+    let keys: Vec<String> = redis::cmd("KEYS")
         .arg(pattern)
         .query_async(conn)
         .await
-        .unwrap()
+        .unwrap();
+    keys.into_iter()
+        .filter(|k| !support::is_presence(k))
+        .collect()
 }
 
 /// With a 1 s watchdog timeout, a held lock survives 3.5 s (3.5x its TTL): the key is

@@ -5,9 +5,9 @@ use std::collections::{BTreeSet, HashSet};
 use futures::{StreamExt, TryStreamExt};
 
 use super::{nodes, read, HoldMode, LockKind};
-use crate::deploy::lib_name;
 use crate::error::Result;
 use crate::keys::{parse, Role};
+use crate::raw::presence::Presence;
 use crate::Client;
 
 /// PTTL calls in flight at once during a leak scan.
@@ -32,13 +32,13 @@ pub struct LeakReport {
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OwnerCheck {
-    /// It ran: `live_clients` lockwise clients had a connection.
+    /// It ran: of the owner ids holding locks, `live_clients` have a live client.
     Done {
-        /// Distinct lockwise client ids seen in `CLIENT LIST`.
+        /// Distinct owner ids (clients, `RedLockSet`s) of the holds checked whose presence
+        /// key exists.
         live_clients: usize,
     },
-    /// It did not run, for this reason (not asked for, the server shows no client names,
-    /// or it refused `CLIENT LIST`).
+    /// It did not run, for this reason (not asked for).
     Skipped {
         /// Why.
         reason: String,
@@ -77,8 +77,10 @@ pub enum LeakReason {
         /// The waiter id.
         waiter: String,
     },
-    /// A hold whose owner's client has no connection to the server: a crashed or stopped
-    /// process; the hold lasts until its TTL runs out.
+    /// A hold whose owner's client is gone: its presence key (refreshed by a live client
+    /// every third of its watchdog timeout) expired or was deleted at shutdown, so a crashed,
+    /// killed or cut-off process, or a dropped `Client`. A lease hold lasts until its lease
+    /// runs out; a watchdog hold, at most the watchdog timeout.
     GoneOwner {
         /// The owner field, `<client uuid>:<task id>`.
         owner: String,
@@ -97,7 +99,7 @@ impl LeakReason {
                 format!("fair-queue entry {waiter} has no deadline")
             }
             LeakReason::GoneOwner { owner } => {
-                format!("held by {owner}, whose client has no connection")
+                format!("held by {owner}, whose client is gone")
             }
         }
     }
@@ -166,42 +168,45 @@ pub(super) async fn find(client: &Client, limit: usize, check_owners: bool) -> R
             }
         }
     }
-    let live = if check_owners {
-        live_clients(client).await
+    let owner_check = if !check_owners {
+        OwnerCheck::Skipped {
+            reason: "not asked for".to_string(),
+        }
     } else {
-        Err("not asked for".to_string())
-    };
-    let owner_check = match live {
-        Err(reason) => OwnerCheck::Skipped { reason },
-        Ok(live) => {
-            for name in &held {
-                for info in read::lock_infos(core, name).await? {
-                    let key = info
-                        .keys
-                        .iter()
-                        .find(|k| matches!(k.role, "lock" | "rwwrite" | "rwread"))
-                        .map(|k| k.key.clone())
-                        .unwrap_or_default();
-                    for holder in info.holders {
-                        if holder.mode == HoldMode::Lease {
-                            continue;
-                        }
-                        let uuid = holder.owner.split(':').next().unwrap_or_default();
-                        if uuid::Uuid::parse_str(uuid).is_ok() && !live.contains(uuid) {
-                            leaks.push(Leak {
-                                key: key.clone(),
-                                name: Some(name.clone()),
-                                reason: LeakReason::GoneOwner {
-                                    owner: holder.owner,
-                                },
-                            });
-                        }
+        // Every holder of a hold kind, by owner id (the part before the first `:`).
+        let mut holders = Vec::new();
+        for name in &held {
+            for info in read::lock_infos(core, name).await? {
+                let key = info
+                    .keys
+                    .iter()
+                    .find(|k| matches!(k.role, "lock" | "rwwrite" | "rwread"))
+                    .map(|k| k.key.clone())
+                    .unwrap_or_default();
+                for holder in info.holders {
+                    if holder.mode == HoldMode::Lease {
+                        continue;
+                    }
+                    let id = holder.owner.split(':').next().unwrap_or_default();
+                    if uuid::Uuid::parse_str(id).is_ok() {
+                        holders.push((id.to_string(), name.clone(), key.clone(), holder.owner));
                     }
                 }
             }
-            OwnerCheck::Done {
-                live_clients: live.len(),
+        }
+        let ids: BTreeSet<&str> = holders.iter().map(|h| h.0.as_str()).collect();
+        let live = present(client, ids).await?;
+        for (id, name, key, owner) in holders {
+            if !live.contains(&id) {
+                leaks.push(Leak {
+                    key,
+                    name: Some(name),
+                    reason: LeakReason::GoneOwner { owner },
+                });
             }
+        }
+        OwnerCheck::Done {
+            live_clients: live.len(),
         }
     };
     leaks.sort_by(|a, b| a.key.cmp(&b.key));
@@ -213,31 +218,24 @@ pub(super) async fn find(client: &Client, limit: usize, check_owners: bool) -> R
     })
 }
 
-/// The ids of the lockwise clients with a connection to some master, from the library
-/// names in `CLIENT LIST`; an error (the reason) when the server shows none of them, not
-/// even this client's own connections.
-async fn live_clients(client: &Client) -> std::result::Result<HashSet<String>, String> {
-    let lists = nodes::client_lists(client.core())
-        .await
-        .map_err(|e| format!("CLIENT LIST failed: {e}"))?;
-    let prefix = lib_name("");
-    let mut live = HashSet::new();
-    for line in lists.iter().flat_map(|l| l.lines()) {
-        for field in line.split(' ') {
-            let value = field
-                .strip_prefix("lib-name=")
-                .or_else(|| field.strip_prefix("name="));
-            if let Some(id) = value.and_then(|v| v.strip_prefix(prefix.as_str())) {
-                live.insert(id.to_string());
-            }
-        }
-    }
-    if !live.contains(&client.id().to_string()) {
-        return Err(
-            "the server shows no client names (CLIENT SETINFO needs Redis 7.2 or \
-                    Valkey; Cluster connections carry none)"
-                .to_string(),
-        );
-    }
-    Ok(live)
+/// The owner ids among `ids` whose presence key (`<ns>:client:{<id>}`, kept by a live
+/// client for its own id and its `RedLockSet`s' ids) exists.
+async fn present(client: &Client, ids: BTreeSet<&str>) -> Result<HashSet<String>> {
+    let core = client.core();
+    let found: Vec<(String, bool)> = futures::stream::iter(ids)
+        .map(|id| async move {
+            let key = Presence::key(client.namespace(), id);
+            let exists: bool = redis::cmd("EXISTS")
+                .arg(&key)
+                .query_async(&mut core.conn.clone())
+                .await?;
+            Ok::<_, crate::Error>((id.to_string(), exists))
+        })
+        .buffered(IN_FLIGHT)
+        .try_collect()
+        .await?;
+    Ok(found
+        .into_iter()
+        .filter_map(|(id, exists)| exists.then_some(id))
+        .collect())
 }

@@ -7,7 +7,7 @@
 //! `force_unlock` methods.
 //!
 //!   mod.rs    the public types and `Admin`
-//!   nodes.rs  the masters of the deployment: SCAN, CLIENT LIST, PUBSUB NUMSUB per node
+//!   nodes.rs  the masters of the deployment: SCAN, PUBSUB NUMSUB per node
 //!   read.rs   one lock name: its keys, holders, queue, waiters ([`LockInfo`])
 //!   leaks.rs  keys without a TTL, stale fair-queue entries, holds of gone clients
 
@@ -238,7 +238,10 @@ impl Admin {
         let names: BTreeSet<String> = scan
             .keys
             .iter()
-            .filter_map(|k| parse(self.client.namespace(), k).map(|(_, name)| name))
+            .filter_map(|k| parse(self.client.namespace(), k))
+            // Presence keys name clients, not locks.
+            .filter(|(role, _)| *role != crate::keys::Role::Client)
+            .map(|(_, name)| name)
             .collect();
         let (mut locks, mut unreadable) = (Vec::new(), Vec::new());
         for name in names {
@@ -280,16 +283,15 @@ impl Admin {
     /// Looks for leaks within the scan limit: keys of the namespace without a TTL (except
     /// fencing counters, TTL-less by design), fair-queue entries whose deadline passed or
     /// that have none, and, unless [`owner_check`](Self::owner_check) is off, holds whose
-    /// owner client has no connection left.
+    /// owner client is gone.
     ///
-    /// The owner check reads `CLIENT LIST` on every master and matches a hold's owner
-    /// `<uuid>:<task>` to the library name `lockwise:<uuid>` each connection of a `Client`
-    /// announces (`CLIENT SETINFO`, Redis >= 7.2 or Valkey). It needs the right to run
-    /// `CLIENT LIST`; when the server shows no names (older Redis, Cluster connections,
-    /// or no right), it is skipped and [`LeakReport::owner_check`] says why. A client that
-    /// is reconnecting at that moment looks gone: check twice before acting. A `RedLock`'s
-    /// owner is its set's id, which no connection carries, so its holds are reported as
-    /// gone owners too: turn the check off where `RedLock` is used.
+    /// The owner check looks up, for each owner id holding a lock (the `<uuid>` of an owner
+    /// field `<uuid>:<task>`), its presence key `<ns>:client:{<uuid>}`: every live `Client`
+    /// keeps one for its own id and one for each `RedLockSet` over it, with its watchdog
+    /// timeout as TTL, refreshed every third of it and deleted when the client shuts down.
+    /// One `EXISTS` per owner id; it works on every server version and deployment and needs
+    /// no rights beyond the library's own. A client cut off from Redis for longer than its
+    /// watchdog timeout looks gone (its watchdog holds are then expiring too).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when the scan limit is 0; [`Error::Redis`] when Redis

@@ -1,5 +1,5 @@
 //! The masters of the deployment, and the commands that must run on each of them: SCAN,
-//! CLIENT LIST, and PUBSUB NUMSUB where subscribers may sit on any node.
+//! and PUBSUB NUMSUB where subscribers may sit on any node.
 //!
 //! Standalone and Sentinel have one master (the Sentinel's current one); on a Cluster the
 //! masters come from `CLUSTER SLOTS` and each command is routed to one of them by address.
@@ -127,18 +127,6 @@ pub(super) async fn scan(core: &Core, limit: usize) -> Result<Scan> {
     let complete = keys.len() <= limit;
     keys.truncate(limit);
     Ok(Scan { keys, complete })
-}
-
-/// `CLIENT LIST` of every master, one reply per master.
-pub(super) async fn client_lists(core: &Core) -> Result<Vec<String>> {
-    let mut lists = Vec::new();
-    for node in masters(core).await? {
-        lists.push(
-            node.query(&redis::cmd("CLIENT").arg("LIST").clone())
-                .await?,
-        );
-    }
-    Ok(lists)
 }
 
 /// Connections subscribed to `channels` (all of one lock, so of one Cluster slot): `PUBSUB

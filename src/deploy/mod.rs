@@ -55,7 +55,7 @@ use crate::error::Result;
 use crate::scripts::ReplicaSync;
 
 pub(crate) use cluster::cluster_client;
-pub(crate) use protocol::{lib_name, Protocol};
+pub(crate) use protocol::Protocol;
 use sentinel::Retry;
 pub(crate) use sentinel::{MasterAuth, SentinelMaster};
 

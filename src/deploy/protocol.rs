@@ -33,10 +33,11 @@ impl Protocol {
 }
 
 /// The library name every connection of the client `self_id` announces (`CLIENT SETINFO
-/// LIB-NAME`, sent by redis-rs with the connection's setup and never failing it): what lets
-/// [`Admin::leaks`](crate::Admin::leaks) match a hold's owner `<uuid>:<task>` to a live
-/// connection in `CLIENT LIST`. Redis >= 7.2 and Valkey show it; older servers ignore it.
-pub(crate) fn lib_name(self_id: &str) -> String {
+/// LIB-NAME`, sent by redis-rs with the connection's setup and never failing it), so an
+/// operator can tell in `CLIENT LIST` which lockwise client a connection belongs to (the
+/// owner field of its holds starts with the same id). Redis >= 7.2 and Valkey show it; older
+/// servers ignore it.
+fn lib_name(self_id: &str) -> String {
     format!("lockwise:{self_id}")
 }
 

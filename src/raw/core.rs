@@ -24,6 +24,8 @@ pub(crate) struct Core {
     pub(crate) replica_sync: Option<ReplicaSync>,
     pub(crate) listener: Listener,
     pub(crate) watchdog: Watchdog,
+    /// This client's presence keys (its own id, its `RedLockSet`s' ids).
+    pub(crate) presence: super::presence::Presence,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) watchdog_ms: u64,
     pub(crate) handle: tokio::runtime::Handle,

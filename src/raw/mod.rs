@@ -72,6 +72,7 @@ pub(crate) mod inspect;
 mod kind;
 pub(crate) mod listener;
 pub(crate) mod observe;
+pub(crate) mod presence;
 pub(crate) mod registry;
 pub(crate) mod settle;
 pub(crate) mod wait;

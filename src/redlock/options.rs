@@ -95,6 +95,14 @@ pub(super) struct SetInner {
     pub(super) options: RedLockOptions,
 }
 
+impl Drop for SetInner {
+    fn drop(&mut self) {
+        for client in &self.clients {
+            client.core().presence.remove(&self.id_str);
+        }
+    }
+}
+
 impl RedLockSet {
     /// A set over `clients` with the default [`RedLockOptions`]. An empty slice is reported
     /// by the lock methods as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
@@ -106,6 +114,11 @@ impl RedLockSet {
     /// as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn with_options(clients: &[Client], options: RedLockOptions) -> RedLockSet {
         let id = Uuid::new_v4();
+        // Each node announces the set's id as present while the set lives, so an operator's
+        // leak check tells its holds from a dead client's.
+        for client in clients {
+            client.core().presence.add(&id.to_string());
+        }
         RedLockSet {
             inner: Arc::new(SetInner {
                 clients: clients.to_vec(),

@@ -120,11 +120,17 @@ pub async fn kill_pubsub(conn: &mut Conn) -> i64 {
         .unwrap()
 }
 
+/// A live `Client`'s presence key (`<ns>:client:{<id>}`, TTL = its watchdog timeout): the
+/// client's own, not a lock's, so the "nothing left behind" checks leave it out.
+pub fn is_presence(key: &str) -> bool {
+    key.contains(":client:{")
+}
+
 /// Every key in the database with its PTTL (-1 = no TTL).
 pub async fn keys_with_pttl(conn: &mut redis::aio::MultiplexedConnection) -> Vec<(String, i64)> {
     let keys: Vec<String> = conn.keys("*").await.unwrap();
     let mut out = Vec::new();
-    for k in keys {
+    for k in keys.into_iter().filter(|k| !is_presence(k)) {
         let pttl: i64 = conn.pttl(&k).await.unwrap();
         if pttl != -2 {
             out.push((k, pttl));

@@ -152,7 +152,10 @@ async fn keys_in(conn: &mut Conn, ns: &str) -> Vec<(String, i64)> {
         .await
         .unwrap();
     let mut out = Vec::new();
-    for k in keys.into_iter().filter(|k| !is_fence(k)) {
+    for k in keys
+        .into_iter()
+        .filter(|k| !is_fence(k) && !crate::support::is_presence(k))
+    {
         let pttl: i64 = redis::cmd("PTTL").arg(&k).query_async(conn).await.unwrap();
         if pttl != -2 {
             out.push((k, pttl));
