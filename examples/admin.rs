@@ -14,7 +14,12 @@ use lockwise::{Client, OwnerCheck};
 async fn main() -> lockwise::Result<()> {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
     if std::env::var_os("ADMIN_DEMO_CRASH").is_some() {
-        let doomed = Client::connect(&url).await?;
+        // A short watchdog timeout: its presence key (see `Admin::leaks`) expires 1 s after
+        // the crash, so the leak check below sees the client gone without waiting 30 s.
+        let doomed = Client::builder(&url)
+            .watchdog_timeout(Duration::from_secs(1))
+            .build()
+            .await?;
         let _held = doomed
             .lock("nightly-export")
             .lock_with_lease(Duration::from_secs(600))
@@ -44,6 +49,8 @@ async fn main() -> lockwise::Result<()> {
         .status()
         .expect("start the crashing holder");
     assert!(status.success());
+    // Its presence key expires one watchdog timeout (1 s) after the crash.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
 
     let admin = a.admin();
     for lock in admin.list().await?.locks {
