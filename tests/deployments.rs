@@ -19,6 +19,8 @@ mod topology;
 
 #[path = "deployments/fixture.rs"]
 mod fixture;
+#[path = "deployments/observed.rs"]
+mod observed;
 #[path = "deployments/synchronizers.rs"]
 mod synchronizers;
 

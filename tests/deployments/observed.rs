@@ -1,0 +1,128 @@
+//! Metrics on a real 3-master Cluster (with the `metrics` feature, as `scripts/test.sh` runs
+//! it): acquires, timeouts and watchdog renewals of locks spread over every master are
+//! recorded like on a single server. The recorder is global to this test binary and other
+//! tests record too, so the assertions use the lock-name label (opted in, unique names) or
+//! lower bounds.
+#![cfg(feature = "metrics")]
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use lockwise::metric_names::{ACQUIRE_WAIT_SECONDS, WATCHDOG_RENEWALS_TOTAL};
+use lockwise::Client;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+use crate::{support, topology::RedisCluster};
+
+/// Values recorded into `name` for series carrying every label of `labels`.
+fn values<'a>(
+    snapshot: &'a [(String, Vec<(String, String)>, DebugValue)],
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Vec<&'a DebugValue> {
+    snapshot
+        .iter()
+        .filter(|(n, ls, _)| {
+            n == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| ls.iter().any(|(lk, lv)| lk == k && lv == v))
+        })
+        .map(|(_, _, v)| v)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_acquires_timeouts_and_renewals_are_recorded() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder
+        .install()
+        .expect("the only recorder of this binary");
+    let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
+    let ns = support::unique_ns("clmetrics");
+    let build = |names: bool| {
+        Client::cluster_builder(cluster.seed_urls())
+            .namespace(ns.clone())
+            .watchdog_timeout(Duration::from_secs(1))
+            .metrics_lock_names(names)
+            .build()
+    };
+    let (a, b) = (build(true).await.unwrap(), build(false).await.unwrap());
+    let names: Vec<String> = (0..9).map(|i| format!("clm:{i}")).collect();
+    let masters: HashSet<u16> = names
+        .iter()
+        .map(|n| cluster.master_for_slot(cluster.key_slot(a.lock(n).key())))
+        .collect();
+    assert_eq!(masters.len(), 3, "names on {masters:?}");
+
+    let mut guards = Vec::new();
+    for n in &names {
+        guards.push(a.lock(n).lock().await.unwrap());
+    }
+    // Held past two renewal periods (a third of the 1 s timeout each).
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let none = b
+        .lock(&names[0])
+        .try_lock(Duration::from_millis(100), None)
+        .await
+        .unwrap();
+    assert!(none.is_none());
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+
+    let snapshot: Vec<_> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let (_, key) = key.into_parts();
+            let labels = key
+                .labels()
+                .map(|l| (l.key().to_string(), l.value().to_string()))
+                .collect();
+            (key.name().to_string(), labels, value)
+        })
+        .collect();
+    for n in &names {
+        let waits = values(
+            &snapshot,
+            ACQUIRE_WAIT_SECONDS,
+            &[("kind", "reentrant"), ("outcome", "acquired"), ("name", n)],
+        );
+        let recorded: usize = waits
+            .iter()
+            .map(|v| match v {
+                DebugValue::Histogram(xs) => xs.len(),
+                other => panic!("not a histogram: {other:?}"),
+            })
+            .sum();
+        assert_eq!(recorded, 1, "{n}: one acquire recorded");
+    }
+    // `b` did not opt in to names: its timeout is recorded without one.
+    let timeouts: usize = values(
+        &snapshot,
+        ACQUIRE_WAIT_SECONDS,
+        &[("kind", "reentrant"), ("outcome", "timeout")],
+    )
+    .iter()
+    .map(|v| match v {
+        DebugValue::Histogram(xs) => xs.len(),
+        other => panic!("not a histogram: {other:?}"),
+    })
+    .sum();
+    assert!(timeouts >= 1, "the try_lock timeout");
+    let renewals: u64 = values(&snapshot, WATCHDOG_RENEWALS_TOTAL, &[])
+        .iter()
+        .map(|v| match v {
+            DebugValue::Counter(n) => *n,
+            other => panic!("not a counter: {other:?}"),
+        })
+        .sum();
+    assert!(
+        renewals >= names.len() as u64,
+        "each of the {} locks renewed at least once on its master: {renewals}",
+        names.len()
+    );
+}
