@@ -14,9 +14,12 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
 use crate::{support, topology::RedisCluster};
 
+/// One series of a snapshot: metric name, labels, value.
+type Series = (String, Vec<(String, String)>, DebugValue);
+
 /// Values recorded into `name` for series carrying every label of `labels`.
 fn values<'a>(
-    snapshot: &'a [(String, Vec<(String, String)>, DebugValue)],
+    snapshot: &'a [Series],
     name: &str,
     labels: &[(&str, &str)],
 ) -> Vec<&'a DebugValue> {
