@@ -18,11 +18,7 @@ use crate::{support, topology::RedisCluster};
 type Series = (String, Vec<(String, String)>, DebugValue);
 
 /// Values recorded into `name` for series carrying every label of `labels`.
-fn values<'a>(
-    snapshot: &'a [Series],
-    name: &str,
-    labels: &[(&str, &str)],
-) -> Vec<&'a DebugValue> {
+fn values<'a>(snapshot: &'a [Series], name: &str, labels: &[(&str, &str)]) -> Vec<&'a DebugValue> {
     snapshot
         .iter()
         .filter(|(n, ls, _)| {
