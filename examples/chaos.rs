@@ -26,8 +26,9 @@
 //! stopped relying on the lock. So a worker resumed after a long SIGSTOP must see its guard
 //! lost and cut its hold at the last check before the stop; a library that still says "valid"
 //! there produces an overlap with whoever took the lock meanwhile. A SIGKILLed worker's open
-//! holds end at its kill. Recorded intervals are therefore inner bounds of real holds, and an
-//! overlap of two of them is a real overlap.
+//! holds end at its kill, or at their last check when the unlock had been sent (`U` line):
+//! the unlock may have freed the lock before the kill. Recorded intervals are therefore inner
+//! bounds of real holds, and an overlap of two of them is a real overlap.
 //!
 //! # Phases and faults
 //! 1. Fault phase (`--seconds` minus the quiet phase and 4 s for the check), on a schedule
@@ -259,6 +260,9 @@ struct Hold {
     lease_end: Option<u64>,
     /// Last confirmed valid (from `E`).
     end: Option<u64>,
+    /// Last confirmed valid before the unlock was sent (from `U`): where the hold of a worker
+    /// killed between its unlock and its `E` line ends.
+    unlocking: Option<u64>,
     /// When unlock returned.
     done: Option<u64>,
     how: String,
@@ -342,8 +346,9 @@ impl State {
                         acq,
                         lease_end: opt(8).and(opt(9)),
                         end: None,
+                        unlocking: None,
                         done: None,
-                        how: String::new(),
+                        how: "open".into(),
                     },
                 );
             }
@@ -357,6 +362,15 @@ impl State {
                         h.done = Some(done);
                         h.how = rest[3].to_string();
                     }
+                    None => self.garbled(w, line),
+                }
+            }
+            "U" if rest.len() == 2 => {
+                let (Some(id), Some(at)) = (num(0), num(1)) else {
+                    return self.garbled(w, line);
+                };
+                match self.holds.get_mut(&(w, id)) {
+                    Some(h) => h.unlocking = Some(at),
                     None => self.garbled(w, line),
                 }
             }
@@ -681,12 +695,13 @@ async fn inject(
         }
         Fault::KillWorker => {
             let w = pick_worker(c, rng).ok_or("no worker to kill")?;
+            // Before the signal: the worker's open holds were still held at this moment.
+            let at = now_ns();
             {
                 let mut procs = c.procs.lock().unwrap();
                 let _ = procs[w].child.kill();
                 let _ = procs[w].child.wait();
             }
-            let at = now_ns();
             let label = {
                 let mut s = c.state();
                 s.workers[w].killed_at = Some(at);
@@ -1254,7 +1269,9 @@ fn analyse(c: &Coordinator, tl: Timeline) -> Vec<String> {
     for h in s.holds.values() {
         let end = match (h.end, s.workers[h.worker].killed_at) {
             (Some(e), _) => e,
-            (None, Some(k)) => k,
+            // Killed after sending its unlock but before its `E` line: the unlock may have
+            // freed the lock before the kill, so the hold ends at its last check.
+            (None, Some(k)) => h.unlocking.map_or(k, |u| u.min(k)),
             (None, None) => {
                 open += 1;
                 end_of_run
@@ -1479,6 +1496,17 @@ fn analyse(c: &Coordinator, tl: Timeline) -> Vec<String> {
         s.holds.values().filter(|h| h.how == "lost").count(),
         notheld.len(),
         notheld_stopped.len()
+    );
+    let killed_open: Vec<&Hold> = s
+        .holds
+        .values()
+        .filter(|h| h.end.is_none() && s.workers[h.worker].killed_at.is_some())
+        .collect();
+    println!(
+        "killed mid-hold   {} open hold(s) of killed workers, {} of them with the unlock sent \
+         (they end at their last check, not at the kill)",
+        killed_open.len(),
+        killed_open.iter().filter(|h| h.unlocking.is_some()).count()
     );
     println!(
         "failed calls      {} retryable, {} other; {} after the faults stopped",

@@ -14,6 +14,8 @@
 //!   before it stopped relying on it; `done` is when `unlock()` returned (the lock was free by
 //!   then). `how`: `unlocked`, `lost` (the guard said so, or the lease ran out), `notheld`
 //!   (the task believed the hold valid but unlock found it gone), `error` (unlock failed).
+//! * `U <id> <end>`: the task is about to send `unlock()`; `end` is its last check (as in
+//!   `E`). A worker killed after this line may have freed the lock before its `E` line.
 //! * `X <task> <lock> <invoke> <at> <retryable|other> <message>`: a lock call failed.
 //! * `W <task> <lock> <invoke> <at>`: a wait abandoned at the barrier.
 //! * `Q <kind> <details>`: something the coordinator counts as a violation (a refused
@@ -486,6 +488,7 @@ async fn end_hold(
     check: &impl Fn(&Held, &mut u64, &mut bool),
 ) {
     check(&held, last_ok, lost);
+    out(&format!("U {id} {last_ok}"));
     let result = held.unlock().await;
     let done = now_ns();
     let (how, detail) = match (&result, *lost) {
