@@ -51,6 +51,7 @@ struct Args {
     watchdog_locks: usize,
     waiters: usize,
     metrics_only: bool,
+    sweep_only: bool,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -60,6 +61,7 @@ fn parse_args() -> Result<Args, BoxError> {
         watchdog_locks: 100_000,
         waiters: 10_000,
         metrics_only: false,
+        sweep_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -70,10 +72,12 @@ fn parse_args() -> Result<Args, BoxError> {
             "--watchdog-locks" => args.watchdog_locks = value()?.parse()?,
             "--waiters" => args.waiters = value()?.parse()?,
             "--metrics-only" => args.metrics_only = true,
+            "--sweep-only" => args.sweep_only = true,
             "-h" | "--help" => {
                 println!(
                     "usage: bench [--json PATH] [--seconds N (per timed round, default 3)] \
-                     [--watchdog-locks N (100000)] [--waiters N (10000)] [--metrics-only]"
+                     [--watchdog-locks N (100000)] [--waiters N (10000)] [--metrics-only] \
+                     [--sweep-only (workload 10 alone)]"
                 );
                 std::process::exit(0);
             }
@@ -100,6 +104,10 @@ fn main() -> Result<(), BoxError> {
 async fn run(args: Args, url: String) -> Result<(), BoxError> {
     if args.metrics_only {
         return bench_metrics::only(&url, args.seconds, 1).await;
+    }
+    if args.sweep_only {
+        bench_throughput::run(&url, args.seconds).await?;
+        return Ok(());
     }
     let mut report = serde_json::Map::new();
     let machine = machine(&url).await?;

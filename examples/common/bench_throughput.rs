@@ -8,7 +8,9 @@
 //! - ceiling: lockwise's own lock and unlock scripts sent raw (workload 1 at this concurrency);
 //! - lockwise: `lock()` → `unlock()` through the library, with its script calls per pair.
 //!
-//! At concurrency 1 the pair latency (p50 / p99) is the lone caller's.
+//! At concurrency 1 the pair latency (p50 / p99) is the lone caller's. Each row also gives the
+//! server's CPU time per pair (`INFO cpu`, user + system, over the row's runs): what one
+//! Redis spends for each client's pair, whatever the client machine can do.
 
 use serde_json::{json, Value as Json};
 
@@ -76,6 +78,41 @@ struct Row {
     ceiling: Vec<Rate>,
     library: Vec<Rate>,
     calls_per_pair: f64,
+    /// Server CPU seconds and pairs per variant: SET NX PX, ceiling, lockwise.
+    cpu: [(f64, usize); 3],
+}
+
+impl Row {
+    /// Server CPU µs per pair of variant `i`.
+    fn cpu_us(&self, i: usize) -> f64 {
+        let (s, n) = self.cpu[i];
+        s * 1e6 / n.max(1) as f64
+    }
+}
+
+/// The server's CPU time so far (user + system, seconds).
+async fn server_cpu(conn: &mut redis::aio::ConnectionManager) -> Result<f64, BoxError> {
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(conn).await?;
+    let field = |name: &str| -> f64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    Ok(field("used_cpu_user") + field("used_cpu_sys"))
+}
+
+/// Runs one measured round and adds its server CPU time and pairs to `acc`.
+async fn cpu_of(
+    stats: &mut redis::aio::ConnectionManager,
+    acc: &mut (f64, usize),
+    round: impl std::future::Future<Output = Result<Rate, BoxError>>,
+) -> Result<Rate, BoxError> {
+    let before = server_cpu(stats).await?;
+    let r = round.await?;
+    acc.0 += server_cpu(stats).await? - before;
+    acc.1 += r.pairs;
+    Ok(r)
 }
 
 fn rate(rounds: &[Rate]) -> f64 {
@@ -101,13 +138,21 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<Json, BoxError> {
             ceiling: Vec::new(),
             library: Vec::new(),
             calls_per_pair: 0.0,
+            cpu: [(0.0, 0); 3],
         };
         let (mut calls, mut pairs) = (0u64, 0usize);
         for _ in 0..2 {
-            row.set_nx.push(set_nx_px(url, round, tasks).await?);
-            row.ceiling.push(ceiling_at(url, round, tasks).await?);
+            let r = cpu_of(&mut stats, &mut row.cpu[0], set_nx_px(url, round, tasks)).await?;
+            row.set_nx.push(r);
+            let r = cpu_of(&mut stats, &mut row.cpu[1], ceiling_at(url, round, tasks)).await?;
+            row.ceiling.push(r);
             let before = script_calls(&mut stats).await?.0;
-            let lib = uncontended_at(url, round, tasks).await?;
+            let lib = cpu_of(
+                &mut stats,
+                &mut row.cpu[2],
+                uncontended_at(url, round, tasks),
+            )
+            .await?;
             // The renewals of other workloads are over; the INFO call itself is not a script.
             calls += script_calls(&mut stats).await?.0 - before;
             pairs += lib.pairs;
@@ -122,6 +167,12 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<Json, BoxError> {
             l / s,
             l / c,
             row.calls_per_pair
+        );
+        println!(
+            "  server CPU per pair    SET NX PX {:.1} µs  ceiling {:.1} µs  lockwise {:.1} µs",
+            row.cpu_us(0),
+            row.cpu_us(1),
+            row.cpu_us(2)
         );
         rows.push(row);
     }
@@ -138,6 +189,8 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<Json, BoxError> {
             .map(|r| {
                 json!({"tasks": r.tasks, "set_nx_px": json_of(&r.set_nx), "ceiling": json_of(&r.ceiling),
                        "lockwise": json_of(&r.library), "script_calls_per_pair": r.calls_per_pair,
+                       "server_cpu_us_per_pair": {"set_nx_px": r.cpu_us(0), "ceiling": r.cpu_us(1),
+                           "lockwise": r.cpu_us(2)},
                        "ratio_to_set_nx_px": rate(&r.library) / rate(&r.set_nx),
                        "ratio_to_ceiling": rate(&r.library) / rate(&r.ceiling)})
             })
