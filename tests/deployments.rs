@@ -21,6 +21,9 @@ mod topology;
 mod fixture;
 #[path = "deployments/observed.rs"]
 mod observed;
+#[cfg(feature = "metrics")]
+#[path = "support/seen.rs"]
+mod seen;
 #[path = "deployments/synchronizers.rs"]
 mod synchronizers;
 

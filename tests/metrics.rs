@@ -6,6 +6,8 @@
 //! tests run one at a time (a static async mutex) and compare what happened between two
 //! snapshots.
 
+#[path = "support/seen.rs"]
+mod seen;
 mod support;
 
 use std::collections::HashMap;
@@ -14,7 +16,8 @@ use std::time::Duration;
 
 use lockwise::metric_names::*;
 use lockwise::{Client, Error};
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::debugging::{DebuggingRecorder, Snapshotter};
+use seen::Seen;
 use support::kit::{within, WATCHDOG};
 use support::{Conn, RedisServer};
 
@@ -41,88 +44,10 @@ fn snapshotter() -> &'static Snapshotter {
     })
 }
 
-/// What was recorded since the previous snapshot: counters and gauges summed, histogram
-/// values listed, by metric name and labels.
-struct Seen(Vec<Series>);
-
-/// One series: metric name, labels, and what it recorded since the last snapshot.
-type Series = (String, Labels, DebugValue);
-type Labels = Vec<(String, String)>;
-
 impl Seen {
+    /// What was recorded since the previous take (of this binary's recorder).
     fn take() -> Seen {
-        Seen(
-            snapshotter()
-                .snapshot()
-                .into_vec()
-                .into_iter()
-                .map(|(key, _, _, value)| {
-                    let (_, key) = key.into_parts();
-                    let labels = key
-                        .labels()
-                        .map(|l| (l.key().to_string(), l.value().to_string()))
-                        .collect();
-                    (key.name().to_string(), labels, value)
-                })
-                .collect(),
-        )
-    }
-
-    fn matching<'a>(
-        &'a self,
-        name: &'a str,
-        labels: &'a [(&'a str, &'a str)],
-    ) -> impl Iterator<Item = &'a DebugValue> + 'a {
-        self.0
-            .iter()
-            .filter(move |(n, ls, _)| {
-                n == name
-                    && labels
-                        .iter()
-                        .all(|(k, v)| ls.iter().any(|(lk, lv)| lk == k && lv == v))
-            })
-            .map(|(_, _, v)| v)
-    }
-
-    /// The sum of a counter over the series with these labels.
-    fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
-        self.matching(name, labels)
-            .map(|v| match v {
-                DebugValue::Counter(n) => *n,
-                other => panic!("{name} is not a counter: {other:?}"),
-            })
-            .sum()
-    }
-
-    /// The change of a gauge over the series with these labels.
-    fn gauge(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        self.matching(name, labels)
-            .map(|v| match v {
-                DebugValue::Gauge(g) => g.into_inner(),
-                other => panic!("{name} is not a gauge: {other:?}"),
-            })
-            .sum()
-    }
-
-    /// The values recorded into a histogram over the series with these labels.
-    fn histogram(&self, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
-        self.matching(name, labels)
-            .flat_map(|v| match v {
-                DebugValue::Histogram(xs) => xs.iter().map(|x| x.into_inner()).collect::<Vec<_>>(),
-                other => panic!("{name} is not a histogram: {other:?}"),
-            })
-            .collect()
-    }
-
-    /// The label sets of a histogram's series that recorded something since the last take.
-    fn label_sets(&self, name: &str) -> Vec<Vec<(String, String)>> {
-        self.0
-            .iter()
-            .filter(|(n, _, v)| {
-                n == name && matches!(v, DebugValue::Histogram(xs) if !xs.is_empty())
-            })
-            .map(|(_, ls, _)| ls.clone())
-            .collect()
+        Seen::of(snapshotter())
     }
 }
 

@@ -10,26 +10,10 @@ use std::time::Duration;
 
 use lockwise::metric_names::{ACQUIRE_WAIT_SECONDS, WATCHDOG_RENEWALS_TOTAL};
 use lockwise::Client;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use metrics_util::debugging::DebuggingRecorder;
 
+use crate::seen::Seen;
 use crate::{support, topology::RedisCluster};
-
-/// One series of a snapshot: metric name, labels, value.
-type Series = (String, Vec<(String, String)>, DebugValue);
-
-/// Values recorded into `name` for series carrying every label of `labels`.
-fn values<'a>(snapshot: &'a [Series], name: &str, labels: &[(&str, &str)]) -> Vec<&'a DebugValue> {
-    snapshot
-        .iter()
-        .filter(|(n, ls, _)| {
-            n == name
-                && labels
-                    .iter()
-                    .all(|(k, v)| ls.iter().any(|(lk, lv)| lk == k && lv == v))
-        })
-        .map(|(_, _, v)| v)
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_acquires_timeouts_and_renewals_are_recorded() {
@@ -71,54 +55,23 @@ async fn cluster_acquires_timeouts_and_renewals_are_recorded() {
         g.unlock().await.unwrap();
     }
 
-    let snapshot: Vec<_> = snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .map(|(key, _, _, value)| {
-            let (_, key) = key.into_parts();
-            let labels = key
-                .labels()
-                .map(|l| (l.key().to_string(), l.value().to_string()))
-                .collect();
-            (key.name().to_string(), labels, value)
-        })
-        .collect();
+    let seen = Seen::of(&snapshotter);
     for n in &names {
-        let waits = values(
-            &snapshot,
+        let waits = seen.histogram(
             ACQUIRE_WAIT_SECONDS,
             &[("kind", "reentrant"), ("outcome", "acquired"), ("name", n)],
         );
-        let recorded: usize = waits
-            .iter()
-            .map(|v| match v {
-                DebugValue::Histogram(xs) => xs.len(),
-                other => panic!("not a histogram: {other:?}"),
-            })
-            .sum();
-        assert_eq!(recorded, 1, "{n}: one acquire recorded");
+        assert_eq!(waits.len(), 1, "{n}: one acquire recorded");
     }
     // `b` did not opt in to names: its timeout is recorded without one.
-    let timeouts: usize = values(
-        &snapshot,
-        ACQUIRE_WAIT_SECONDS,
-        &[("kind", "reentrant"), ("outcome", "timeout")],
-    )
-    .iter()
-    .map(|v| match v {
-        DebugValue::Histogram(xs) => xs.len(),
-        other => panic!("not a histogram: {other:?}"),
-    })
-    .sum();
+    let timeouts = seen
+        .histogram(
+            ACQUIRE_WAIT_SECONDS,
+            &[("kind", "reentrant"), ("outcome", "timeout")],
+        )
+        .len();
     assert!(timeouts >= 1, "the try_lock timeout");
-    let renewals: u64 = values(&snapshot, WATCHDOG_RENEWALS_TOTAL, &[])
-        .iter()
-        .map(|v| match v {
-            DebugValue::Counter(n) => *n,
-            other => panic!("not a counter: {other:?}"),
-        })
-        .sum();
+    let renewals = seen.counter(WATCHDOG_RENEWALS_TOTAL, &[]);
     assert!(
         renewals >= names.len() as u64,
         "each of the {} locks renewed at least once on its master: {renewals}",
