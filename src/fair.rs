@@ -245,7 +245,7 @@ impl FairLock {
             deadline,
             lease,
             "fair",
-            |hold_key, lease_ms, _claim| {
+            |hold_key, lease_ms| {
                 self.attempt(
                     hold_key,
                     &queued.waiter,

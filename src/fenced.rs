@@ -193,15 +193,12 @@ impl FencedLock {
             deadline,
             lease,
             "fenced",
-            |hold_key, lease_ms, claim| {
+            |hold_key, lease_ms| {
                 let (kind, owner) = (rlock.clone(), hold_key.1.clone());
                 let (key, fence) = (self.inner.key.clone(), self.inner.fence.clone());
-                let claim_ms = claim.ms();
                 let call = async move {
-                    let base = kind.base();
-                    let keys: [&str; 3] = [&key, &fence, &base.keys.claim];
-                    let args: [&dyn crate::scripts::ToRedisArgsDyn; 3] =
-                        [&lease_ms, &&*owner, &claim_ms];
+                    let keys: [&str; 2] = [&key, &fence];
+                    let args: [&dyn crate::scripts::ToRedisArgsDyn; 2] = [&lease_ms, &&*owner];
                     raw::run_acquire(&kind, &owner, &FENCED_LOCK, &keys, &args).await
                 }
                 .boxed();
@@ -233,7 +230,7 @@ impl FencedLock {
 inspect_methods!(FencedLock);
 owner_methods!(FencedLock);
 
-/// `[1, holds, token]` granted, `[0, pttl]` held (or free but claimed by another waiter).
+/// `[1, holds, token]` granted, `[0, pttl]` held.
 fn fenced_reply(reply: &[i64]) -> Option<Reply<u64>> {
     match reply {
         [1, holds, token] if *holds >= 1 && *token > 0 => {

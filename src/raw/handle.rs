@@ -15,7 +15,6 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::call::{ticketed_call, Synced, Ticket};
-use super::claim::{Claim, Withdraw, CLAIM_REFRESH};
 use super::hold::Hold;
 use super::kind::Kind;
 use super::registry::HoldKey;
@@ -184,8 +183,7 @@ pub(crate) enum Reply<T> {
     Held(Option<Duration>),
 }
 
-/// Reads the common reply shapes: `[1, holds]` granted, `[0, pttl]` held (or free but
-/// claimed by another waiter, see [`claim`](super::claim)).
+/// Reads the common reply shapes: `[1, holds]` granted, `[0, pttl]` held.
 pub(crate) fn plain_reply(reply: &[i64]) -> Option<Reply<()>> {
     match reply {
         [1, holds] if *holds >= 1 => Some(Reply::Granted(*holds as u32, ())),
@@ -225,14 +223,8 @@ pub(crate) fn attempt<K: Kind, T: Send + 'static>(
 }
 
 /// The acquire behind every kind's `lock`, `lock_with_lease` and `try_lock` for `owner`
-/// (from [`Base::owner_field`]): checks the name and lease, waits on `channel` until
-/// `attempt(hold key, lease ms, claim)` acquires or `deadline` passes (`Ok(None)`), and
-/// registers the hold before anything else can happen.
-///
-/// A kind that honours the overtake limit passes [`Claim::ms`] and `keys.claim` to its lock
-/// script (see [`claim`](super::claim)); a claimant is then woken at least every
-/// [`CLAIM_REFRESH`] to renew its claim, and its claim is withdrawn when it leaves without
-/// the lock. Other kinds ignore `claim`.
+/// (from [`Base::owner_field`]): checks the name and lease, waits on `channel` until `attempt(hold key, lease ms)` acquires or
+/// `deadline` passes (`Ok(None)`), and registers the hold before anything else can happen.
 pub(crate) async fn take<K, T, F, Fut>(
     kind: &K,
     owner: Arc<str>,
@@ -244,7 +236,7 @@ pub(crate) async fn take<K, T, F, Fut>(
 ) -> Result<Option<(Hold<K>, T)>>
 where
     K: HashKind,
-    F: FnMut(&HoldKey, u64, &Claim) -> Fut,
+    F: FnMut(&HoldKey, u64) -> Fut,
     Fut: Future<Output = Result<Attempt<(Ticket<K>, u32, T)>>>,
 {
     let base = kind.base();
@@ -256,35 +248,11 @@ where
     };
     let observed = observe::Acquire::start(&base.core, label, &base.name, &owner);
     let hold_key: HoldKey = (base.key.clone(), owner);
-    let claim = Claim::new(&base.core);
-    let mut withdraw = Withdraw {
-        claim: &claim,
-        core: &base.core,
-        key: &base.keys.claim,
-        owner: &hold_key.1,
-        granted: false,
-    };
-    let mut overdue = None;
     let granted = acquire_named(&base.core, channel, &base.name, deadline, || {
-        let attempt = attempt(&hold_key, lease_ms, &claim);
-        let claimant = claim.staked();
-        if claimant && overdue.is_none() {
-            overdue = base.core.listener.overdue(channel);
-        }
-        async move {
-            Ok(match attempt.await? {
-                // Back before the claim runs out, to renew it.
-                Attempt::Held(pttl) if claimant => {
-                    Attempt::Held(Some(pttl.map_or(CLAIM_REFRESH, |p| p.min(CLAIM_REFRESH))))
-                }
-                other => other,
-            })
-        }
+        attempt(&hold_key, lease_ms)
     })
     .instrument(observed.span().clone())
     .await;
-    withdraw.granted = matches!(granted, Ok(Some(_)));
-    drop((withdraw, overdue));
     let span = observed.finish(&granted);
     let Some((ticket, holds, extra)) = granted? else {
         return Ok(None);

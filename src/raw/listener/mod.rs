@@ -112,9 +112,6 @@ struct Channel {
     /// The name of the lock whose waiters use the channel (empty if not given), so the
     /// logs of a resubscription name the lock.
     lock: Box<str>,
-    /// Local waiters that may hold the lock's overtake claim ([`Overdue`]): while there are
-    /// any, a release wakes every local waiter, not one, so the claimant is among them.
-    overdue: AtomicUsize,
 }
 
 impl Channel {
@@ -125,19 +122,7 @@ impl Channel {
             state: Mutex::new(state),
             confirmed: AtomicUsize::new(0),
             lock: lock.into(),
-            overdue: AtomicUsize::new(0),
         })
-    }
-
-    /// Wakes the waiters a release frees the lock for: one, or every one while a local
-    /// waiter may hold the overtake claim (the others would be refused, and the claimant
-    /// need not be first in line).
-    fn wake_for_release(&self) {
-        if self.overdue.load(Ordering::SeqCst) > 0 {
-            self.notify.notify_waiters();
-        } else {
-            self.notify.notify_one();
-        }
     }
 
     /// Whether the server confirmed a SUBSCRIBE of this channel sent after disconnect number
@@ -146,15 +131,6 @@ impl Channel {
     /// connection: the manager swaps connections before it reports the disconnect.)
     fn subscribed_since(&self, epoch: usize) -> bool {
         self.confirmed.load(Ordering::SeqCst) > epoch
-    }
-}
-
-/// A waiter that may hold its lock's overtake claim, counted on the channel while alive.
-pub(crate) struct Overdue(Arc<Channel>);
-
-impl Drop for Overdue {
-    fn drop(&mut self) {
-        self.0.overdue.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -252,17 +228,8 @@ impl Listener {
     /// handoff inside one client does not wait for the pub/sub echo).
     pub(crate) fn notify_local(&self, channel: &str) {
         if let Some(c) = self.shared.channels.get(channel) {
-            c.wake_for_release();
+            c.notify.notify_one();
         }
-    }
-
-    /// Marks a waiter of `channel` that may hold its lock's overtake claim (see
-    /// [`claim`](crate::raw::claim)) until the returned mark is dropped; `None` while the
-    /// channel has no subscription yet (ask again after subscribing).
-    pub(crate) fn overdue(&self, channel: &str) -> Option<Overdue> {
-        let c = self.shared.channels.get(channel)?.clone();
-        c.overdue.fetch_add(1, Ordering::SeqCst);
-        Some(Overdue(c))
     }
 }
 
