@@ -268,16 +268,8 @@ async fn machine(url: &str) -> Result<Json, BoxError> {
         })
         .unwrap_or_else(|| "unknown cpu".into());
     let mut conn = raw_conn(url).await?;
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut conn)
-        .await?;
-    let version = info
-        .lines()
-        .find_map(|l| l.strip_prefix("redis_version:"))
-        .unwrap_or("?")
-        .trim()
-        .to_string();
+    let info = Info::read(&mut conn, "server").await?;
+    let version = info.field("redis_version").unwrap_or("?").to_string();
     Ok(json!({"cores": cores, "cpu": cpu, "redis_version": version}))
 }
 
@@ -620,15 +612,39 @@ fn rss_bytes() -> f64 {
     pages * 4096.0
 }
 
+/// One section of `INFO`, as the server sent it.
+struct Info(String);
+
+impl Info {
+    async fn read(conn: &mut ConnectionManager, section: &str) -> Result<Info, BoxError> {
+        Ok(Info(
+            redis::cmd("INFO").arg(section).query_async(conn).await?,
+        ))
+    }
+
+    /// The value of the line `name:value`, if there is one.
+    fn field(&self, name: &str) -> Option<&str> {
+        self.0
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    }
+
+    /// [`field`](Self::field) as a number; 0 when absent or not a number.
+    fn number<T: std::str::FromStr + Default>(&self, name: &str) -> T {
+        self.field(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default()
+    }
+}
+
 /// (script calls, HEXISTS calls) so far: the renew script runs one HEXISTS per key.
 async fn script_calls(conn: &mut ConnectionManager) -> Result<(u64, u64), BoxError> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await?;
+    let info = Info::read(conn, "commandstats").await?;
+    // `cmdstat_<cmd>:calls=N,usec=...`
     let calls = |cmd: &str| -> u64 {
-        info.lines()
-            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+        info.field(&format!("cmdstat_{cmd}"))
+            .and_then(|v| v.strip_prefix("calls="))
             .and_then(|r| r.split(',').next())
             .and_then(|n| n.parse().ok())
             .unwrap_or(0)
@@ -718,12 +734,7 @@ struct WaiterScale {
 }
 
 async fn pubsub_channels(conn: &mut ConnectionManager) -> Result<usize, BoxError> {
-    let info: String = redis::cmd("INFO").arg("stats").query_async(conn).await?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.strip_prefix("pubsub_channels:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0))
+    Ok(Info::read(conn, "stats").await?.number("pubsub_channels"))
 }
 
 /// 5. Many waiters on distinct locks held by another Client, then release all.

@@ -15,7 +15,8 @@
 use serde_json::{json, Value as Json};
 
 use super::{
-    ceiling_at, mean, raw_conn, redis, script_calls, timed_pairs_at, uncontended_at, BoxError, Rate,
+    ceiling_at, mean, raw_conn, redis, script_calls, timed_pairs_at, uncontended_at, BoxError,
+    Info, Rate,
 };
 
 /// The concurrencies of the sweep.
@@ -92,14 +93,8 @@ impl Row {
 
 /// The server's CPU time so far (user + system, seconds).
 async fn server_cpu(conn: &mut redis::aio::ConnectionManager) -> Result<f64, BoxError> {
-    let info: String = redis::cmd("INFO").arg("cpu").query_async(conn).await?;
-    let field = |name: &str| -> f64 {
-        info.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}:")))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0.0)
-    };
-    Ok(field("used_cpu_user") + field("used_cpu_sys"))
+    let info = Info::read(conn, "cpu").await?;
+    Ok(info.number::<f64>("used_cpu_user") + info.number::<f64>("used_cpu_sys"))
 }
 
 /// Runs one measured round and adds its server CPU time and pairs to `acc`.
