@@ -34,7 +34,8 @@ impl Seen {
         )
     }
 
-    pub fn matching<'a>(
+    /// The values of the series named `name` that carry every label of `labels`.
+    fn matching<'a>(
         &'a self,
         name: &'a str,
         labels: &'a [(&'a str, &'a str)],
@@ -81,7 +82,7 @@ impl Seen {
     }
 
     /// The label sets of a histogram's series that recorded something since the last take.
-    pub fn label_sets(&self, name: &str) -> Vec<Vec<(String, String)>> {
+    pub fn label_sets(&self, name: &str) -> Vec<Labels> {
         self.0
             .iter()
             .filter(|(n, _, v)| {
