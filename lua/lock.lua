@@ -5,11 +5,23 @@
 --          raised to at least this value, never lowered (an inner short lease must not cut
 --          short an outer watchdog hold)
 -- ARGV[2]  owner field "<client uuid>:<task id>"
+-- KEYS[2]  optional: the lock's overtake claim key (lua/claim.lua, prepended); absent on a
+--          RedLock node, which neither stakes nor honours claims
+-- ARGV[3]  claim TTL in ms: > 0 stakes (or renews) this owner's claim when the lock is held
+--          by another owner; 0 does not (only with KEYS[2])
 --
--- Returns {1, holds}  acquired; holds = this owner's hold count after the call (1 = new lock)
---         {0, pttl}   held by another owner; pttl = its remaining TTL in ms (-1 = no TTL)
+-- Returns {1, holds}     acquired; holds = this owner's hold count after the call (1 = new lock)
+--         {0, pttl}      held by another owner; pttl = its remaining TTL in ms (-1 = no TTL)
+--         {0, pttl}      also when free but claimed by another waiter (lua/claim.lua); pttl
+--                        is then the claim's remaining TTL
+--         {0, pttl, 1}   held by another owner, and this owner holds the claim now (staked
+--                        or renewed by this call)
 local lease = tonumber(ARGV[1])
 if redis.call('exists', KEYS[1]) == 0 then
+    local refused = claim_refusal(KEYS[2], ARGV[2])
+    if refused then
+        return refused
+    end
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], lease)
     return {1, 1}
@@ -20,5 +32,8 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
         redis.call('pexpire', KEYS[1], lease)
     end
     return {1, holds}
+end
+if stake_claim(KEYS[2], ARGV[2], tonumber(ARGV[3])) then
+    return {0, redis.call('pttl', KEYS[1]), 1}
 end
 return {0, redis.call('pttl', KEYS[1])}

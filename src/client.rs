@@ -26,6 +26,8 @@ pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Default timeout for establishing a connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default overtake limit: see [`ClientBuilder::overtake_limit`].
+pub const DEFAULT_OVERTAKE_LIMIT: Duration = Duration::from_millis(200);
 /// Default key namespace (prefix of every key and channel).
 pub const DEFAULT_NAMESPACE: &str = "lockwise";
 
@@ -241,6 +243,7 @@ pub struct ClientBuilder {
     replica_sync: Option<(u32, Duration)>,
     protocol: Protocol,
     metrics_lock_names: bool,
+    overtake_limit: Option<Duration>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -263,6 +266,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("replica_sync", &self.replica_sync)
             .field("force_resp2", &(self.protocol == Protocol::Resp2))
             .field("metrics_lock_names", &self.metrics_lock_names)
+            .field("overtake_limit", &self.overtake_limit)
             .finish_non_exhaustive()
     }
 }
@@ -279,7 +283,19 @@ impl ClientBuilder {
             replica_sync: None,
             protocol: Protocol::Auto,
             metrics_lock_names: false,
+            overtake_limit: Some(DEFAULT_OVERTAKE_LIMIT),
         }
+    }
+
+    /// How long a waiter of an [`RLock`] or [`FencedLock`](crate::FencedLock) may be
+    /// overtaken before it *claims* the lock, so the next release goes to it even when the
+    /// releasing client's own tasks would get there first; `None` turns claims off. Default
+    /// [`DEFAULT_OVERTAKE_LIMIT`] (200 ms). A claim is a key `<namespace>:claim:{name}` with a
+    /// 1 s TTL that the claimant renews while it waits and withdraws when it stops waiting;
+    /// it only ever refuses a free lock to others, never a re-entry (README, "Guarantees").
+    pub fn overtake_limit(mut self, limit: Option<Duration>) -> Self {
+        self.overtake_limit = limit;
+        self
     }
 
     /// Label the acquire wait histogram (`lockwise_acquire_wait_seconds`) with the lock name
@@ -441,6 +457,7 @@ impl ClientBuilder {
             presence,
             watchdog_timeout: self.watchdog_timeout,
             watchdog_ms,
+            overtake_limit: self.overtake_limit,
             handle: tokio::runtime::Handle::current(),
             metrics_lock_names: self.metrics_lock_names,
             #[cfg(feature = "metrics")]

@@ -245,7 +245,7 @@ impl FairLock {
             deadline,
             lease,
             "fair",
-            |hold_key, lease_ms| {
+            |hold_key, lease_ms, _claim| {
                 self.attempt(
                     hold_key,
                     &queued.waiter,

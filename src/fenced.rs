@@ -193,12 +193,15 @@ impl FencedLock {
             deadline,
             lease,
             "fenced",
-            |hold_key, lease_ms| {
+            |hold_key, lease_ms, claim| {
                 let (kind, owner) = (rlock.clone(), hold_key.1.clone());
                 let (key, fence) = (self.inner.key.clone(), self.inner.fence.clone());
+                let claim_ms = claim.ms();
                 let call = async move {
-                    let keys: [&str; 2] = [&key, &fence];
-                    let args: [&dyn crate::scripts::ToRedisArgsDyn; 2] = [&lease_ms, &&*owner];
+                    let base = kind.base();
+                    let keys: [&str; 3] = [&key, &fence, &base.keys.claim];
+                    let args: [&dyn crate::scripts::ToRedisArgsDyn; 3] =
+                        [&lease_ms, &&*owner, &claim_ms];
                     raw::run_acquire(&kind, &owner, &FENCED_LOCK, &keys, &args).await
                 }
                 .boxed();
@@ -230,13 +233,15 @@ impl FencedLock {
 inspect_methods!(FencedLock);
 owner_methods!(FencedLock);
 
-/// `[1, holds, token]` granted, `[0, pttl]` held.
+/// `[1, holds, token]` granted, `[0, pttl]` held (or free but claimed by another waiter),
+/// `[0, pttl, 1]` held and claimed by this owner.
 fn fenced_reply(reply: &[i64]) -> Option<Reply<u64>> {
     match reply {
         [1, holds, token] if *holds >= 1 && *token > 0 => {
             Some(Reply::Granted(*holds as u32, *token as u64))
         }
         [0, pttl] => Some(Reply::Held(pttl_from(*pttl))),
+        [0, pttl, 1] => Some(Reply::Claimant(pttl_from(*pttl))),
         _ => None,
     }
 }

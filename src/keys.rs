@@ -24,6 +24,10 @@ pub(crate) enum Role {
     Lock,
     /// `<ns>:channel:{n}`: the pub/sub channel every release of the lock publishes to.
     Channel,
+    /// `<ns>:claim:{n}`: the overtake claim of the lock: the owner field of a waiter that
+    /// waited longer than its client's overtake limit, with a short TTL; while it lives, a
+    /// free lock goes to that waiter only (`lua/claim.lua`).
+    Claim,
     /// `<ns>:fence:{n}`: a `FencedLock`'s token counter, the one key written without a TTL.
     Fence,
     /// `<ns>:fairqueue:{n}`: a `FairLock`'s waiters, a list, oldest first.
@@ -71,9 +75,10 @@ pub(crate) enum Role {
 
 impl Role {
     /// Every role, for code that reads the layout back (the admin scan).
-    pub(crate) const ALL: [Role; 19] = [
+    pub(crate) const ALL: [Role; 20] = [
         Role::Lock,
         Role::Channel,
+        Role::Claim,
         Role::Fence,
         Role::FairQueue,
         Role::FairTimeouts,
@@ -98,6 +103,7 @@ impl Role {
         match self {
             Role::Lock => "lock",
             Role::Channel => "channel",
+            Role::Claim => "claim",
             Role::Fence => "fence",
             Role::FairQueue => "fairqueue",
             Role::FairTimeouts => "fairtimeouts",
@@ -133,6 +139,8 @@ pub(crate) struct Keys {
     pub(crate) deadlines: String,
     /// The prefix of the fair waiters' channels ([`Role::FairChannel`]).
     pub(crate) fair_channel: String,
+    /// The overtake claim ([`Role::Claim`]).
+    pub(crate) claim: String,
     namespace: String,
     name: String,
 }
@@ -146,6 +154,7 @@ impl Keys {
             queue: String::new(),
             deadlines: String::new(),
             fair_channel: String::new(),
+            claim: String::new(),
             namespace: namespace.to_string(),
             name: name.to_string(),
         };
@@ -154,6 +163,7 @@ impl Keys {
         keys.queue = keys.key(Role::FairQueue);
         keys.deadlines = keys.key(Role::FairTimeouts);
         keys.fair_channel = keys.key(Role::FairChannel);
+        keys.claim = keys.key(Role::Claim);
         keys
     }
 

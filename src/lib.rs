@@ -17,6 +17,7 @@
 //     core.rs         per-client state: connection, listener, watchdog, settings
 //     wait.rs         the wait loop: try, subscribe, re-check, sleep until woken or the TTL;
 //                     owners (task, per hold, named)
+//     claim.rs        the overtake limit: a waiter that waited too long claims the lock
 //     call.rs         acquire calls that never leak a hold; tickets; replica sync
 //     kind.rs         what a lock kind gives the engine (client, name, release script)
 //     deadline.rs     how long a key surely lives after a call (the loss deadline's margin)
@@ -68,8 +69,8 @@ pub use admin::{
     OwnerCheck, QueueEntry, DEFAULT_SCAN_LIMIT,
 };
 pub use client::{
-    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_RESPONSE_TIMEOUT,
-    DEFAULT_WATCHDOG_TIMEOUT,
+    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_OVERTAKE_LIMIT,
+    DEFAULT_RESPONSE_TIMEOUT, DEFAULT_WATCHDOG_TIMEOUT,
 };
 pub use error::{Error, Result};
 pub use fair::{FairLock, FairLockGuard};

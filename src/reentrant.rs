@@ -133,12 +133,16 @@ impl RLock {
             deadline,
             lease,
             "reentrant",
-            |hold_key, lease_ms| {
+            |hold_key, lease_ms, claim| {
                 let lock = self.clone();
                 let owner = hold_key.1.clone();
+                let claim_ms = claim.ms();
                 let call = async move {
-                    let key: &str = &lock.base.key;
-                    raw::run_acquire(&lock, &owner, &LOCK, &[key], &[&lease_ms, &&*owner]).await
+                    let base = &lock.base;
+                    let keys: [&str; 2] = [&base.key, &base.keys.claim];
+                    let args: [&dyn crate::scripts::ToRedisArgsDyn; 3] =
+                        [&lease_ms, &&*owner, &claim_ms];
+                    raw::run_acquire(&lock, &owner, &LOCK, &keys, &args).await
                 }
                 .boxed();
                 raw::attempt(self, hold_key, call, raw::plain_reply, "lock")

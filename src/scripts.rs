@@ -166,8 +166,10 @@ macro_rules! scripts {
 }
 
 scripts! {
-    /// `lua/lock.lua`
-    LOCK = "lock.lua";
+    /// `lua/lock.lua`, after the shared `lua/claim.lua`
+    LOCK = "claim.lua" + "lock.lua";
+    /// `lua/claim_drop.lua`: a waiter withdraws its overtake claim
+    CLAIM_DROP = "claim_drop.lua";
     /// `lua/unlock.lua`, after the shared `lua/fair_queue.lua`: the release of every kind
     UNLOCK = "fair_queue.lua" + "unlock.lua";
     /// `lua/renew.lua`
@@ -200,8 +202,8 @@ scripts! {
     LEASE_SEM_ADD = "lease_sem_common.lua" + "lease_sem_add.lua";
     /// `lua/lease_sem_state.lua`, after the shared `lua/lease_sem_common.lua`
     LEASE_SEM_STATE = "lease_sem_common.lua" + "lease_sem_state.lua";
-    /// `lua/fenced_lock.lua`
-    FENCED_LOCK = "fenced_lock.lua";
+    /// `lua/fenced_lock.lua`, after the shared `lua/claim.lua`
+    FENCED_LOCK = "claim.lua" + "fenced_lock.lua";
     /// `lua/fenced_write.lua`
     FENCED_WRITE = "fenced_write.lua";
     /// `lua/multi_check.lua`: whether members are still held by their owners.

@@ -28,6 +28,9 @@ pub(crate) struct Core {
     pub(crate) presence: super::presence::Presence,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) watchdog_ms: u64,
+    /// How long a waiter may be overtaken before it claims the lock (`None`: never); see
+    /// [`claim`](super::claim).
+    pub(crate) overtake_limit: Option<std::time::Duration>,
     pub(crate) handle: tokio::runtime::Handle,
     /// Label the acquire wait histogram with the lock name too (`metrics_lock_names`).
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]

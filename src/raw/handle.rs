@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::call::{ticketed_call, Synced, Ticket};
+use super::claim::{Claim, Withdraw, CLAIM_REFRESH};
 use super::hold::Hold;
 use super::kind::Kind;
 use super::registry::HoldKey;
@@ -181,13 +182,18 @@ pub(crate) enum Reply<T> {
     Granted(u32, T),
     /// Held by another owner for about this long (None: unknown).
     Held(Option<Duration>),
+    /// Held, and the attempt staked or renewed this owner's overtake claim.
+    Claimant(Option<Duration>),
 }
 
-/// Reads the common reply shapes: `[1, holds]` granted, `[0, pttl]` held.
+/// Reads the common reply shapes: `[1, holds]` granted, `[0, pttl]` held (or free but
+/// claimed by another waiter), `[0, pttl, 1]` held and claimed by this owner (see
+/// [`claim`](super::claim)).
 pub(crate) fn plain_reply(reply: &[i64]) -> Option<Reply<()>> {
     match reply {
         [1, holds] if *holds >= 1 => Some(Reply::Granted(*holds as u32, ())),
         [0, pttl] => Some(Reply::Held(pttl_from(*pttl))),
+        [0, pttl, 1] => Some(Reply::Claimant(pttl_from(*pttl))),
         _ => None,
     }
 }
@@ -214,6 +220,7 @@ pub(crate) fn attempt<K: Kind, T: Send + 'static>(
                 Ok(Attempt::Acquired((ticket, holds, extra)))
             }
             (Some(Reply::Held(pttl)), None) => Ok(Attempt::Held(pttl)),
+            (Some(Reply::Claimant(pttl)), None) => Ok(Attempt::Claimant(pttl)),
             _ => Err(Error::UnexpectedReply(format!(
                 "{what} script answered {:?}",
                 reply.reply
@@ -223,8 +230,14 @@ pub(crate) fn attempt<K: Kind, T: Send + 'static>(
 }
 
 /// The acquire behind every kind's `lock`, `lock_with_lease` and `try_lock` for `owner`
-/// (from [`Base::owner_field`]): checks the name and lease, waits on `channel` until `attempt(hold key, lease ms)` acquires or
-/// `deadline` passes (`Ok(None)`), and registers the hold before anything else can happen.
+/// (from [`Base::owner_field`]): checks the name and lease, waits on `channel` until
+/// `attempt(hold key, lease ms, claim)` acquires or `deadline` passes (`Ok(None)`), and
+/// registers the hold before anything else can happen.
+///
+/// A kind that honours the overtake limit passes [`Claim::ms`] and `keys.claim` to its lock
+/// script (see [`claim`](super::claim)); a waiter the script names claimant is then woken at
+/// every release its client hears and at least every [`CLAIM_REFRESH`] to renew its claim,
+/// and its claim is withdrawn when it leaves without the lock. Other kinds ignore `claim`.
 pub(crate) async fn take<K, T, F, Fut>(
     kind: &K,
     owner: Arc<str>,
@@ -236,7 +249,7 @@ pub(crate) async fn take<K, T, F, Fut>(
 ) -> Result<Option<(Hold<K>, T)>>
 where
     K: HashKind,
-    F: FnMut(&HoldKey, u64) -> Fut,
+    F: FnMut(&HoldKey, u64, &Claim) -> Fut,
     Fut: Future<Output = Result<Attempt<(Ticket<K>, u32, T)>>>,
 {
     let base = kind.base();
@@ -248,11 +261,49 @@ where
     };
     let observed = observe::Acquire::start(&base.core, label, &base.name, &owner);
     let hold_key: HoldKey = (base.key.clone(), owner);
-    let granted = acquire_named(&base.core, channel, &base.name, deadline, || {
-        attempt(&hold_key, lease_ms)
-    })
+    let claim = Claim::new(&base.core);
+    let mut withdraw = Withdraw {
+        claim: &claim,
+        core: &base.core,
+        keys: &base.keys,
+        owner: &hold_key.1,
+        granted: false,
+    };
+    let listener = &base.core.listener;
+    let granted = acquire_named(
+        &base.core,
+        channel,
+        &base.name,
+        deadline,
+        Some(&claim.wake),
+        || {
+            let attempt = attempt(&hold_key, lease_ms, &claim);
+            let claim = &claim;
+            async move {
+                Ok(match attempt.await? {
+                    Attempt::Claimant(pttl) => {
+                        Attempt::Held(Some(if claim.hold(listener, channel) {
+                            // Newly marked: look again at once, in case a release came between
+                            // the script's claim and the mark (its wakeup went elsewhere).
+                            Duration::ZERO
+                        } else {
+                            // Back before the claim runs out, to renew it.
+                            pttl.map_or(CLAIM_REFRESH, |p| p.min(CLAIM_REFRESH))
+                        }))
+                    }
+                    Attempt::Held(pttl) => {
+                        claim.let_go();
+                        Attempt::Held(pttl)
+                    }
+                    acquired => acquired,
+                })
+            }
+        },
+    )
     .instrument(observed.span().clone())
     .await;
+    withdraw.granted = matches!(granted, Ok(Some(_)));
+    drop(withdraw);
     let span = observed.finish(&granted);
     let Some((ticket, holds, extra)) = granted? else {
         return Ok(None);

@@ -49,6 +49,7 @@
 //!
 //! - [`core`]: the per-client state every kind works through (connection, listener, watchdog).
 //! - [`wait`]: the wait loop above and its deadline helpers.
+//! - [`claim`]: the overtake limit: a waiter that waited too long claims the next release.
 //! - [`kind`]: what a lock kind gives the engine (its client, name and release script).
 //! - [`call`]: acquire calls that never leak a hold (cancellation, tickets, replica sync).
 //! - [`registry`]: the local hold registry: guards, calls in flight, doubts, loss deadlines.
@@ -64,6 +65,7 @@
 //! Nothing here imports a lock kind or the `Client`: kinds are built on this module.
 
 pub(crate) mod call;
+pub(crate) mod claim;
 mod core;
 mod deadline;
 pub(crate) mod handle;

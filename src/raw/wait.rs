@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -21,17 +22,22 @@ pub(crate) enum Attempt<T> {
     Acquired(T),
     /// Held by another owner for about this long (None: unknown).
     Held(Option<Duration>),
+    /// Held as [`Held`](Self::Held), and this waiter holds the lock's overtake claim (see
+    /// [`claim`](super::claim)); the wait loop treats it as `Held`.
+    Claimant(Option<Duration>),
 }
 
 /// Runs the waiting protocol described in the module docs: `attempt` until it acquires or
 /// `deadline` passes (`None` = no limit). Returns `Ok(None)` on timeout. `lock` is the lock's
-/// name, which the logs of its channel (resubscriptions) carry. Not observed: kinds call
+/// name, which the logs of its channel (resubscriptions) carry. A wakeup on `also` (an
+/// overtake claimant's own, see [`claim`](super::claim)) counts as one on the channel. Not observed: kinds call
 /// [`acquire_as`], or observe it themselves as [`take`](super::take) does.
 pub(crate) async fn acquire_named<T, F, Fut>(
     core: &Arc<Core>,
     channel: &str,
     lock: &str,
     deadline: Option<Instant>,
+    also: Option<&Notify>,
     mut attempt: F,
 ) -> Result<Option<T>>
 where
@@ -66,7 +72,7 @@ where
         }
         let held_for = match outcome? {
             Attempt::Acquired(t) => return Ok(Some(t)),
-            Attempt::Held(pttl) => pttl,
+            Attempt::Held(pttl) | Attempt::Claimant(pttl) => pttl,
         };
         // 4. Wait for the unlock, the holder's TTL or our deadline.
         let mut bound = wait_bound(held_for).unwrap_or(FALLBACK_WAIT);
@@ -83,6 +89,13 @@ where
                     woken.armed = true;
                 }
             }
+            // The claimant's own wakeup holds a permit, so it cannot be missed meanwhile.
+            () = async {
+                match also {
+                    Some(also) => also.notified().await,
+                    None => std::future::pending().await,
+                }
+            } => {}
             // The last `Client` was dropped while we waited: no guard could be kept alive.
             () = core.watchdog.closed() => return Err(Error::ClientClosed),
         }
@@ -106,7 +119,7 @@ where
 {
     let observed = super::observe::Acquire::start(core, kind, name, &core.id_str);
     let span = observed.span().clone();
-    let result = acquire_named(core, channel, name, deadline, attempt)
+    let result = acquire_named(core, channel, name, deadline, None, attempt)
         .instrument(span)
         .await;
     observed.finish(&result);

@@ -100,7 +100,7 @@ impl ReadLock {
             deadline,
             lease,
             "rw_read",
-            |hold_key, lease_ms| {
+            |hold_key, lease_ms, _claim| {
                 let lock = self.clone();
                 let owner = hold_key.1.clone();
                 let call = async move {

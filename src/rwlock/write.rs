@@ -119,7 +119,7 @@ impl WriteLock {
             deadline,
             lease,
             "rw_write",
-            |hold_key, lease_ms| {
+            |hold_key, lease_ms, _claim| {
                 let lock = self.clone();
                 let owner = hold_key.1.clone();
                 let abandoned = abandoned.clone();

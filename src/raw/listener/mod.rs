@@ -4,8 +4,10 @@
 //! waiter of a channel sends SUBSCRIBE, the last one to leave sends UNSUBSCRIBE), then waits on
 //! the channel's [`Notify`]. Messages arrive as RESP3 pushes on a dedicated
 //! [`ConnectionManager`]; the push handler runs on the connection's reader and only calls
-//! `notify_one`, which costs nanoseconds. A message whose payload starts with `*` is a
-//! broadcast (a countdown latch opened): it wakes every waiter of the channel.
+//! `notify_one`, which costs nanoseconds: on the channel's `Notify`, or on the own `Notify`
+//! of a local waiter that holds the lock's overtake claim ([`Claimant`], see
+//! [`claim`](super::claim)). A message whose payload starts with `*` is a broadcast (a
+//! countdown latch opened): it wakes every waiter of the channel.
 //!
 //! Subscribe and unsubscribe of one channel are serialized by a per-channel async mutex that
 //! outlives the last waiter until the UNSUBSCRIBE has been answered, so a new waiter never
@@ -112,6 +114,11 @@ struct Channel {
     /// The name of the lock whose waiters use the channel (empty if not given), so the
     /// logs of a resubscription name the lock.
     lock: Box<str>,
+    /// The wakeups of local waiters that hold the lock's overtake claim ([`Claimant`]):
+    /// usually none, at most one unless a claim changed hands locally meanwhile.
+    claimants: std::sync::Mutex<Vec<Arc<Notify>>>,
+    /// `claimants.len()`, read without the lock at every release.
+    claimant_count: AtomicUsize,
 }
 
 impl Channel {
@@ -122,7 +129,26 @@ impl Channel {
             state: Mutex::new(state),
             confirmed: AtomicUsize::new(0),
             lock: lock.into(),
+            claimants: std::sync::Mutex::new(Vec::new()),
+            claimant_count: AtomicUsize::new(0),
         })
+    }
+
+    /// Wakes the waiter a release frees the lock for: the local holder of the lock's
+    /// overtake claim if there is one (the claimant need not be first in line), else one.
+    fn wake_for_release(&self) {
+        if self.claimant_count.load(Ordering::SeqCst) == 0 {
+            self.notify.notify_one();
+            return;
+        }
+        // Only the claimant: the lock refuses everyone else while the claim lives. If the
+        // claim has ended meanwhile, the claimant takes the lock or finds it held (its
+        // holder's release wakes again); if the claimant leaves instead, its withdrawal
+        // announces the free lock (`lua/claim_drop.lua`).
+        let claimants = self.claimants.lock().unwrap_or_else(|e| e.into_inner());
+        for wake in claimants.iter() {
+            wake.notify_one();
+        }
     }
 
     /// Whether the server confirmed a SUBSCRIBE of this channel sent after disconnect number
@@ -131,6 +157,27 @@ impl Channel {
     /// connection: the manager swaps connections before it reports the disconnect.)
     fn subscribed_since(&self, epoch: usize) -> bool {
         self.confirmed.load(Ordering::SeqCst) > epoch
+    }
+}
+
+/// A local waiter that holds its lock's overtake claim, marked on the channel while alive:
+/// every release wakes its [`Notify`].
+pub(crate) struct Claimant {
+    channel: Arc<Channel>,
+    wake: Arc<Notify>,
+}
+
+impl Drop for Claimant {
+    fn drop(&mut self) {
+        let mut claimants = self
+            .channel
+            .claimants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = claimants.iter().position(|w| Arc::ptr_eq(w, &self.wake)) {
+            claimants.swap_remove(i);
+            self.channel.claimant_count.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -228,8 +275,24 @@ impl Listener {
     /// handoff inside one client does not wait for the pub/sub echo).
     pub(crate) fn notify_local(&self, channel: &str) {
         if let Some(c) = self.shared.channels.get(channel) {
-            c.notify.notify_one();
+            c.wake_for_release();
         }
+    }
+
+    /// Marks a waiter of `channel` that holds its lock's overtake claim (see
+    /// [`claim`](crate::raw::claim)): every release wakes `wake` until the returned mark is
+    /// dropped. `None` while the channel has no subscription (the claim was staked by the
+    /// first attempt, before the waiter subscribed: ask again at the next attempt).
+    pub(crate) fn claimant(&self, channel: &str, wake: &Arc<Notify>) -> Option<Claimant> {
+        let channel = self.shared.channels.get(channel)?.clone();
+        let mut claimants = channel.claimants.lock().unwrap_or_else(|e| e.into_inner());
+        claimants.push(wake.clone());
+        channel.claimant_count.fetch_add(1, Ordering::SeqCst);
+        drop(claimants);
+        Some(Claimant {
+            channel,
+            wake: wake.clone(),
+        })
     }
 }
 

@@ -35,7 +35,7 @@ impl Shared {
                         // A broadcast (a latch opened): every waiter, not one.
                         c.notify.notify_waiters();
                     } else {
-                        c.notify.notify_one();
+                        c.wake_for_release();
                     }
                 }
             }

@@ -1,0 +1,385 @@
+//! The overtake limit (`ClientBuilder::overtake_limit`): a waiter in another client is not
+//! overtaken for long by a client whose tasks release and re-take the lock in a tight loop
+//! (each of its unlocks wakes its own waiters before the other client hears the message, and
+//! a task that locks again right after unlocking sends its attempt before any remote waiter).
+//! Also what the claim does in Redis: it refuses a free lock to everyone but the claimant,
+//! never a re-entry, expires on its own, and is withdrawn by a claimant that stops waiting.
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lockwise::Client;
+use support::kit::{fresh_client, peer, within, WATCHDOG};
+use support::{assert_no_overlap, eventually, exists, in_task, Conn, Interval, RedisServer};
+
+/// The claim key of lock `name` under the client's namespace.
+fn claim_key(client: &Client, name: &str) -> String {
+    format!("{}:claim:{{{name}}}", client.namespace())
+}
+
+async fn get(conn: &mut Conn, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query_async(conn).await.unwrap()
+}
+
+/// A client in `of`'s namespace with the given overtake limit.
+async fn with_limit(server: &RedisServer, of: &Client, limit: Option<Duration>) -> Client {
+    within(
+        10,
+        Client::builder(server.url())
+            .namespace(of.namespace().to_string())
+            .watchdog_timeout(WATCHDOG)
+            .overtake_limit(limit)
+            .build(),
+    )
+    .await
+    .expect("build client")
+}
+
+/// `tasks` tasks of `busy` lock `name`, hold it for `hold` and lock again at once, until
+/// `stop`; every hold is recorded in `log` as `who`.
+fn hammer(
+    busy: &Client,
+    name: &str,
+    tasks: usize,
+    hold: Duration,
+    stop: &Arc<AtomicBool>,
+    log: &Arc<Mutex<Vec<Interval>>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..tasks)
+        .map(|who| {
+            let (lock, stop, log) = (busy.lock(name), stop.clone(), log.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let guard = lock.lock().await.expect("busy lock");
+                    let start = Instant::now();
+                    tokio::time::sleep(hold).await;
+                    let end = Instant::now();
+                    guard.unlock().await.expect("busy unlock");
+                    log.lock().unwrap().push(Interval { start, end, who });
+                }
+            })
+        })
+        .collect()
+}
+
+/// Without a limit, 8 tasks of one client holding a lock for 2 ms each kept another
+/// client's waiter out for up to 9 s on this machine. With the default limit (200 ms) every
+/// wait of the other client ends soon after the limit: the bound asserted is the limit plus
+/// the claim's TTL plus 2 s of slack for a loaded machine. The holds never overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_waiter_is_not_overtaken_for_long() {
+    let server = RedisServer::start();
+    let busy = fresh_client(&server, "overtake_remote").await;
+    let remote = peer(&server, &busy).await;
+    let (stop, log) = (Arc::new(AtomicBool::new(false)), Arc::default());
+    let handles = hammer(&busy, "hot", 8, Duration::from_millis(2), &stop, &log);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let lock = remote.lock("hot");
+    let mut waits = Vec::new();
+    for _ in 0..10 {
+        let t0 = Instant::now();
+        let guard = lock.try_lock(Duration::from_secs(20), None).await.unwrap();
+        let start = Instant::now();
+        waits.push(start - t0);
+        let guard = guard.expect("the remote waiter got the lock within 20 s");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let end = Instant::now();
+        guard.unlock().await.unwrap();
+        log.lock().unwrap().push(Interval {
+            start,
+            end,
+            who: 99,
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        within(10, h).await.unwrap();
+    }
+    let mut holds = std::mem::take(&mut *log.lock().unwrap());
+    println!("{} holds; remote waits {waits:?}", holds.len());
+    let bound = lockwise::DEFAULT_OVERTAKE_LIMIT + Duration::from_secs(3);
+    let worst = *waits.iter().max().unwrap();
+    assert!(
+        worst < bound,
+        "a remote wait took {worst:?} (bound {bound:?})"
+    );
+    assert!(
+        holds.len() > 10,
+        "the busy client kept working: {}",
+        holds.len()
+    );
+    assert_no_overlap(&mut holds);
+    let mut conn = server.conn().await;
+    assert!(
+        eventually(Duration::from_secs(3), || {
+            let (mut conn, key) = (conn.clone(), claim_key(&busy, "hot"));
+            async move { !exists(&mut conn, &key).await }
+        })
+        .await,
+        "no claim is left behind"
+    );
+    support::kit::assert_ns_clean(&mut conn, busy.namespace()).await;
+}
+
+/// A claim in Redis (here one of an owner that no longer runs, as a crashed claimant leaves
+/// it): a free lock is refused to every other owner, of `RLock` and `FencedLock` alike, until
+/// the claim's TTL runs out; a re-entry is never refused; the claimant itself takes the lock
+/// and its claim is deleted.
+#[tokio::test]
+async fn a_claim_refuses_a_free_lock_to_others_only() {
+    let server = RedisServer::start();
+    let client = fresh_client(&server, "overtake_claim").await;
+    let mut conn = server.conn().await;
+    let key = claim_key(&client, "c");
+    let (lock, fenced) = (client.lock("c"), client.fenced_lock("c"));
+    let mut task_conn = conn.clone();
+    in_task(async move {
+        let conn = &mut task_conn;
+        // Re-entry under someone else's claim.
+        let outer = lock.lock().await.unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg("00000000-0000-0000-0000-000000000000:7")
+            .arg("PX")
+            .arg(800)
+            .query_async(conn)
+            .await
+            .unwrap();
+        let inner = within(5, lock.lock()).await.unwrap();
+        assert_eq!(lock.hold_count().await.unwrap(), 2);
+        inner.unlock().await.unwrap();
+        outer.unlock().await.unwrap();
+        // Free but claimed: refused, to both kinds.
+        assert!(lock.try_lock(Duration::ZERO, None).await.unwrap().is_none());
+        assert!(fenced
+            .try_lock(Duration::ZERO, None)
+            .await
+            .unwrap()
+            .is_none());
+        assert!(!lock.is_locked().await.unwrap(), "refused, not taken");
+        // Until the claim expires: a waiter gets the lock then (without any unlock).
+        let t0 = Instant::now();
+        let guard = lock
+            .try_lock(Duration::from_secs(5), None)
+            .await
+            .unwrap()
+            .expect("free once the claim expired");
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "the waiter slept past the claim's TTL: {:?}",
+            t0.elapsed()
+        );
+        assert!(!exists(conn, &key).await);
+        guard.unlock().await.unwrap();
+    })
+    .await;
+
+    // The claimant itself: a named owner's claim lets that owner in and is deleted.
+    let named = client.lock("c").with_owner("me");
+    let _: () = redis::cmd("SET")
+        .arg(claim_key(&client, "c"))
+        .arg(format!("{}:owner:me", client.id()))
+        .arg("PX")
+        .arg(5_000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let fenced = client.fenced_lock("c");
+    assert!(fenced
+        .try_lock(Duration::ZERO, None)
+        .await
+        .unwrap()
+        .is_none());
+    let guard = named
+        .try_lock(Duration::ZERO, None)
+        .await
+        .unwrap()
+        .expect("the claimant takes the free lock");
+    assert!(!exists(&mut conn, &claim_key(&client, "c")).await);
+    guard.unlock().await.unwrap();
+    support::kit::assert_ns_clean(&mut conn, client.namespace()).await;
+}
+
+/// A claimant (limit zero: it claims at its first attempt) stakes its claim while the lock is
+/// held, and withdraws it when its wait times out and when its future is dropped, well
+/// before the claim's TTL would have removed it.
+#[tokio::test]
+async fn a_claimant_that_stops_waiting_withdraws_its_claim() {
+    let server = RedisServer::start();
+    let holder = fresh_client(&server, "overtake_withdraw").await;
+    let eager = with_limit(&server, &holder, Some(Duration::ZERO)).await;
+    let mut conn = server.conn().await;
+    let key = claim_key(&holder, "w");
+    let held = holder.lock("w").lock().await.unwrap();
+
+    // Timed out.
+    let lock = eager.lock("w");
+    let waiter = tokio::spawn(async move { lock.try_lock(Duration::from_millis(250), None).await });
+    assert!(
+        eventually(Duration::from_secs(2), || {
+            let (mut conn, key) = (conn.clone(), key.clone());
+            async move { get(&mut conn, &key).await.is_some() }
+        })
+        .await,
+        "the waiter staked a claim"
+    );
+    let claimant = get(&mut conn, &key).await.unwrap();
+    assert!(claimant.starts_with(&eager.id().to_string()), "{claimant}");
+    assert!(within(5, waiter).await.unwrap().unwrap().is_none());
+    let t0 = Instant::now();
+    assert!(
+        eventually(Duration::from_millis(500), || {
+            let (mut conn, key) = (conn.clone(), key.clone());
+            async move { !exists(&mut conn, &key).await }
+        })
+        .await,
+        "claim withdrawn after the timeout (TTL 1 s)"
+    );
+    println!("withdrawn {:?} after the timeout", t0.elapsed());
+
+    // Cancelled.
+    let lock = eager.lock("w");
+    let waiter = tokio::spawn(async move { lock.lock().await.map(|_| ()) });
+    assert!(
+        eventually(Duration::from_secs(2), || {
+            let (mut conn, key) = (conn.clone(), key.clone());
+            async move { get(&mut conn, &key).await.is_some() }
+        })
+        .await,
+        "the second waiter staked a claim"
+    );
+    waiter.abort();
+    assert!(within(5, waiter).await.unwrap_err().is_cancelled());
+    assert!(
+        eventually(Duration::from_millis(500), || {
+            let (mut conn, key) = (conn.clone(), key.clone());
+            async move { !exists(&mut conn, &key).await }
+        })
+        .await,
+        "claim withdrawn after the cancellation (TTL 1 s)"
+    );
+    held.unlock().await.unwrap();
+    support::kit::assert_ns_clean(&mut conn, holder.namespace()).await;
+}
+
+/// Claimant and refused waiters in one client: a release wakes the local claimant, wherever
+/// it is in line, so it gets the lock at once, and nobody polls (script calls stay a small
+/// multiple of the acquisitions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_claimant_gets_the_wakeup() {
+    let server = RedisServer::start();
+    let base = fresh_client(&server, "overtake_local").await;
+    let client = with_limit(&server, &base, Some(Duration::ZERO)).await;
+    let mut conn = server.conn().await;
+    let held = client.lock("l").non_reentrant().lock().await.unwrap();
+    let log: Arc<Mutex<Vec<Interval>>> = Arc::default();
+    let waiters: Vec<_> = (0..6)
+        .map(|who| {
+            let (lock, log) = (client.lock("l"), log.clone());
+            tokio::spawn(async move {
+                for _ in 0..5 {
+                    let guard = lock.lock().await.unwrap();
+                    let start = Instant::now();
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    let end = Instant::now();
+                    guard.unlock().await.unwrap();
+                    log.lock().unwrap().push(Interval { start, end, who });
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let calls_before = support::script_calls(&mut conn).await;
+    let t0 = Instant::now();
+    held.unlock().await.unwrap();
+    for w in waiters {
+        within(20, w).await.unwrap();
+    }
+    let calls = support::script_calls(&mut conn).await - calls_before;
+    println!("30 holds in {:?}, {calls} script calls", t0.elapsed());
+    let mut holds = std::mem::take(&mut *log.lock().unwrap());
+    assert_eq!(holds.len(), 30);
+    assert_no_overlap(&mut holds);
+    // Each hold: its lock and unlock, the claimant's second look when it is marked, a few
+    // refused attempts and claim renewals; waking every waiter at each release would be
+    // about 6 more per hold, polling at round-trip rate thousands.
+    assert!(calls < 30 * 6, "{calls} script calls for 30 holds");
+    support::kit::assert_ns_clean(&mut conn, client.namespace()).await;
+}
+
+/// However many waiters of one client are overdue, a release wakes one of them: the claimant
+/// (the lock refuses the others while the claim lives), not the herd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overdue_waiters_are_not_woken_as_a_herd() {
+    const WAITERS: usize = 40;
+    let server = RedisServer::start();
+    let holder = fresh_client(&server, "overtake_herd").await;
+    let eager = with_limit(&server, &holder, Some(Duration::ZERO)).await;
+    let mut conn = server.conn().await;
+    let held = holder.lock("h").lock().await.unwrap();
+    let (got, mut first) = tokio::sync::mpsc::unbounded_channel();
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let waiters: Vec<_> = (0..WAITERS)
+        .map(|who| {
+            let (lock, got, release) = (eager.lock("h"), got.clone(), release.clone());
+            tokio::spawn(async move {
+                let guard = lock.lock().await.unwrap();
+                let _ = got.send(who);
+                release.acquire().await.unwrap().forget();
+                guard.unlock().await.unwrap();
+            })
+        })
+        .collect();
+    // Every waiter has attempted and one of them claimed the lock.
+    let key = claim_key(&holder, "h");
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let (mut conn, key) = (conn.clone(), key.clone());
+            async move { get(&mut conn, &key).await.is_some() }
+        })
+        .await,
+        "a waiter claimed the lock"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let claimant = get(&mut conn, &key).await.unwrap();
+    let calls_before = support::script_calls(&mut conn).await;
+    held.unlock().await.unwrap();
+    within(5, first.recv()).await.unwrap();
+    let calls = support::script_calls(&mut conn).await - calls_before;
+    println!("one handoff to one of {WAITERS} overdue waiters: {calls} script calls");
+    let owners: Vec<String> = redis::cmd("HKEYS")
+        .arg(eager.lock("h").key())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(owners, vec![claimant], "the claimant got the lock");
+    // The unlock, the claimant's attempt, and perhaps a claim renewal or two of the ones
+    // due meanwhile; a herd would be about WAITERS.
+    assert!(calls <= 6, "{calls} script calls for one handoff");
+    release.add_permits(WAITERS);
+    for w in waiters {
+        within(20, w).await.unwrap();
+    }
+    support::kit::assert_ns_clean(&mut conn, holder.namespace()).await;
+}
+
+/// With claims off, nothing is ever written to the claim key.
+#[tokio::test]
+async fn no_limit_no_claim() {
+    let server = RedisServer::start();
+    let holder = fresh_client(&server, "overtake_off").await;
+    let off = with_limit(&server, &holder, None).await;
+    let mut conn = server.conn().await;
+    let held = holder.lock("o").lock().await.unwrap();
+    let waited = off
+        .lock("o")
+        .try_lock(Duration::from_millis(700), None)
+        .await
+        .unwrap();
+    assert!(waited.is_none());
+    assert!(!exists(&mut conn, &claim_key(&holder, "o")).await);
+    held.unlock().await.unwrap();
+}
