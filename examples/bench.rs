@@ -376,11 +376,17 @@ async fn ceiling_at(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxEr
         include_str!("../lua/fair_queue.lua"),
         include_str!("../lua/unlock.lua")
     );
-    let lock = redis::Script::new(include_str!("../lua/lock.lua"));
+    // And its lock script is lua/lock.lua after the overtake claim's helpers.
+    let lock_source = format!(
+        "{}\n{}",
+        include_str!("../lua/claim.lua"),
+        include_str!("../lua/lock.lua")
+    );
+    let lock = redis::Script::new(&lock_source);
     let unlock = redis::Script::new(&unlock_source);
     let (lock_sha, unlock_sha) = (lock.get_hash().to_string(), unlock.get_hash().to_string());
     let mut c = conn.clone();
-    for script in [include_str!("../lua/lock.lua"), unlock_source.as_str()] {
+    for script in [lock_source.as_str(), unlock_source.as_str()] {
         let _: String = redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(script)
@@ -392,6 +398,7 @@ async fn ceiling_at(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxEr
         let mut conn = conn.clone();
         let (lock_sha, unlock_sha) = (lock_sha.clone(), unlock_sha.clone());
         let key = format!("bench:ceiling:lock:{{{run_id}-{i}}}");
+        let claim = format!("bench:ceiling:claim:{{{run_id}-{i}}}");
         let channel = format!("bench:ceiling:channel:{{{run_id}-{i}}}");
         let queue = format!("bench:ceiling:fairqueue:{{{run_id}-{i}}}");
         let deadlines = format!("bench:ceiling:fairtimeouts:{{{run_id}-{i}}}");
@@ -401,10 +408,12 @@ async fn ceiling_at(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxEr
         async move {
             let _: Vec<i64> = redis::cmd("EVALSHA")
                 .arg(&lock_sha)
-                .arg(1)
+                .arg(2)
                 .arg(&key)
+                .arg(&claim)
                 .arg(30_000)
                 .arg(&owner)
+                .arg(0)
                 .query_async(&mut conn)
                 .await?;
             let _: i64 = redis::cmd("EVALSHA")
