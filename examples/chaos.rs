@@ -65,8 +65,9 @@
 //! token again for the same owner means its "new" hold re-entered one that its unlock left
 //! in Redis); no unlock
 //! finds a hold gone that its guard still called valid (a late loss signal; unless the worker
-//! was SIGSTOPped between that check and the unlock's reply, when the hold may have expired
-//! unseen: counted and printed, not failed); no re-entry of a
+//! was SIGSTOPped between that check and the unlock's reply, or a lease hold's unlock replied
+//! after its lease end, when the hold may have expired unseen: counted and printed, not
+//! failed); no re-entry of a
 //! valid hold is refused; no call fails with a non-retryable error, and none at all after the
 //! faults stopped; no worker dies unless killed. The program prints the figures and exits
 //! non-zero naming every failed check.
@@ -1427,23 +1428,30 @@ fn analyse(c: &Coordinator, tl: Timeline) -> Vec<String> {
     // 4. Calls and ends.
     let other: Vec<&Failed> = s.failed.iter().filter(|f| !f.retryable).collect();
     let after_faults: Vec<&Failed> = s.failed.iter().filter(|f| f.at >= tl.calm()).collect();
-    // An unlock that found its hold gone is a late loss signal, unless the worker was
-    // SIGSTOPped after the guard last vouched for the hold and before the unlock's reply: the
-    // hold may have expired while the process was frozen, after that check (a paused holder,
-    // the documented TTL caveat; e.g. an unlock whose connection was killed, settled after
-    // the stop). Those are counted, not failed.
-    let stopped_before_reply = |h: &Hold| match (h.end, h.done) {
-        (Some(end), Some(done)) => s.workers[h.worker]
-            .stops
-            .iter()
-            .any(|st| st.0 >= end && st.0 <= done),
+    // An unlock that found its hold gone is a late loss signal, unless the hold may have
+    // expired after the guard last vouched for it and before the unlock ran:
+    // - the worker was SIGSTOPped between that check and the unlock's reply (a paused holder,
+    //   the documented TTL caveat; e.g. an unlock whose connection was killed, settled after
+    //   the stop);
+    // - a lease hold's unlock replied after its lease end (the server stalled, or the call
+    //   was retried, past the lease the caller chose; the lease end is an inner bound of the
+    //   expiry, so a reply before it proves the unlock ran while the hold lived).
+    // Those are counted, not failed.
+    let may_have_expired = |h: &Hold| match (h.end, h.done) {
+        (Some(end), Some(done)) => {
+            h.lease_end.is_some_and(|l| done >= l)
+                || s.workers[h.worker]
+                    .stops
+                    .iter()
+                    .any(|st| st.0 >= end && st.0 <= done)
+        }
         _ => false,
     };
-    let (notheld_stopped, notheld): (Vec<&Hold>, Vec<&Hold>) = s
+    let (notheld_expired, notheld): (Vec<&Hold>, Vec<&Hold>) = s
         .holds
         .values()
         .filter(|h| h.how == "notheld")
-        .partition(|h| stopped_before_reply(h));
+        .partition(|h| may_have_expired(h));
     let unlock_errors_quiet = s
         .holds
         .values()
@@ -1490,12 +1498,13 @@ fn analyse(c: &Coordinator, tl: Timeline) -> Vec<String> {
     }
     println!(
         "holds             {} recorded ({} fenced), {} lost, {} unlocks found the hold gone \
-         (+{} whose worker was SIGSTOPped between its last check and the unlock's reply)",
+         (+{} that may have expired first: worker SIGSTOPped between its last check and the \
+         unlock's reply, or a lease that ran out before the reply)",
         s.holds.len(),
         s.holds.values().filter(|h| h.token.is_some()).count(),
         s.holds.values().filter(|h| h.how == "lost").count(),
         notheld.len(),
-        notheld_stopped.len()
+        notheld_expired.len()
     );
     let killed_open: Vec<&Hold> = s
         .holds
