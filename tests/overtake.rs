@@ -19,6 +19,15 @@ fn claim_key(client: &Client, name: &str) -> String {
     format!("{}:claim:{{{name}}}", client.namespace())
 }
 
+/// Whether the key `key` exists (`present`) or is gone, at some moment within `wait`.
+async fn turns(conn: &Conn, key: &str, present: bool, wait: Duration) -> bool {
+    eventually(wait, || {
+        let (mut conn, key) = (conn.clone(), key.to_string());
+        async move { exists(&mut conn, &key).await == present }
+    })
+    .await
+}
+
 async fn get(conn: &mut Conn, key: &str) -> Option<String> {
     redis::cmd("GET").arg(key).query_async(conn).await.unwrap()
 }
@@ -114,10 +123,12 @@ async fn a_remote_waiter_is_not_overtaken_for_long() {
     assert_no_overlap(&mut holds);
     let mut conn = server.conn().await;
     assert!(
-        eventually(Duration::from_secs(3), || {
-            let (mut conn, key) = (conn.clone(), claim_key(&busy, "hot"));
-            async move { !exists(&mut conn, &key).await }
-        })
+        turns(
+            &conn,
+            &claim_key(&busy, "hot"),
+            false,
+            Duration::from_secs(3)
+        )
         .await,
         "no claim is left behind"
     );
@@ -219,11 +230,7 @@ async fn a_claimant_that_stops_waiting_withdraws_its_claim() {
     let lock = eager.lock("w");
     let waiter = tokio::spawn(async move { lock.try_lock(Duration::from_millis(250), None).await });
     assert!(
-        eventually(Duration::from_secs(2), || {
-            let (mut conn, key) = (conn.clone(), key.clone());
-            async move { get(&mut conn, &key).await.is_some() }
-        })
-        .await,
+        turns(&conn, &key, true, Duration::from_secs(2)).await,
         "the waiter staked a claim"
     );
     let claimant = get(&mut conn, &key).await.unwrap();
@@ -231,11 +238,7 @@ async fn a_claimant_that_stops_waiting_withdraws_its_claim() {
     assert!(within(5, waiter).await.unwrap().unwrap().is_none());
     let t0 = Instant::now();
     assert!(
-        eventually(Duration::from_millis(500), || {
-            let (mut conn, key) = (conn.clone(), key.clone());
-            async move { !exists(&mut conn, &key).await }
-        })
-        .await,
+        turns(&conn, &key, false, Duration::from_millis(500)).await,
         "claim withdrawn after the timeout (TTL 1 s)"
     );
     println!("withdrawn {:?} after the timeout", t0.elapsed());
@@ -244,21 +247,13 @@ async fn a_claimant_that_stops_waiting_withdraws_its_claim() {
     let lock = eager.lock("w");
     let waiter = tokio::spawn(async move { lock.lock().await.map(|_| ()) });
     assert!(
-        eventually(Duration::from_secs(2), || {
-            let (mut conn, key) = (conn.clone(), key.clone());
-            async move { get(&mut conn, &key).await.is_some() }
-        })
-        .await,
+        turns(&conn, &key, true, Duration::from_secs(2)).await,
         "the second waiter staked a claim"
     );
     waiter.abort();
     assert!(within(5, waiter).await.unwrap_err().is_cancelled());
     assert!(
-        eventually(Duration::from_millis(500), || {
-            let (mut conn, key) = (conn.clone(), key.clone());
-            async move { !exists(&mut conn, &key).await }
-        })
-        .await,
+        turns(&conn, &key, false, Duration::from_millis(500)).await,
         "claim withdrawn after the cancellation (TTL 1 s)"
     );
     held.unlock().await.unwrap();
@@ -336,11 +331,7 @@ async fn overdue_waiters_are_not_woken_as_a_herd() {
     // Every waiter has attempted and one of them claimed the lock.
     let key = claim_key(&holder, "h");
     assert!(
-        eventually(Duration::from_secs(5), || {
-            let (mut conn, key) = (conn.clone(), key.clone());
-            async move { get(&mut conn, &key).await.is_some() }
-        })
-        .await,
+        turns(&conn, &key, true, Duration::from_secs(5)).await,
         "a waiter claimed the lock"
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
