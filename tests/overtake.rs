@@ -357,6 +357,57 @@ async fn overdue_waiters_are_not_woken_as_a_herd() {
     support::kit::assert_ns_clean(&mut conn, holder.namespace()).await;
 }
 
+/// A claimant that leaves while the lock is free (its holder's key expired: no unlock, no
+/// message) announces the lock as an unlock would, so a waiter of another client takes it
+/// at once, not when its own bound (the old holder's 20 s lease) runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_withdrawn_from_a_free_lock_wakes_the_others() {
+    let server = RedisServer::start();
+    let holder = fresh_client(&server, "overtake_announce").await;
+    let eager = with_limit(&server, &holder, Some(Duration::ZERO)).await;
+    let patient = with_limit(&server, &holder, None).await;
+    let mut conn = server.conn().await;
+    let held = holder
+        .lock("a")
+        .lock_with_lease(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let lock = eager.lock("a");
+    let claimant = tokio::spawn(async move { lock.lock().await.map(drop) });
+    let key = claim_key(&holder, "a");
+    assert!(
+        turns(&conn, &key, true, Duration::from_secs(2)).await,
+        "the waiter claimed the lock"
+    );
+    let lock = patient.lock("a");
+    let waiter = tokio::spawn(async move {
+        let guard = lock.try_lock(Duration::from_secs(15), None).await.unwrap();
+        let acquired = Instant::now();
+        guard.expect("acquired").unlock().await.unwrap();
+        acquired
+    });
+    // The other waiter has looked and sleeps on the holder's lease.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The holder's key goes as an expiry would.
+    let _: () = redis::cmd("DEL")
+        .arg(holder.lock("a").key())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    claimant.abort();
+    let t0 = Instant::now();
+    let acquired = within(20, waiter).await.unwrap();
+    let waited = acquired.saturating_duration_since(t0);
+    println!("the other client's waiter took the lock {waited:?} after the claimant left");
+    assert!(
+        waited < Duration::from_secs(1),
+        "woken by the claim's TTL or the lease, not the withdrawal: {waited:?}"
+    );
+    drop(held);
+    assert!(turns(&conn, &key, false, Duration::from_secs(2)).await);
+    support::kit::assert_ns_clean(&mut conn, holder.namespace()).await;
+}
+
 /// With claims off, nothing is ever written to the claim key.
 #[tokio::test]
 async fn no_limit_no_claim() {
