@@ -18,11 +18,15 @@
 //! 10. throughput sweep: `SET NX PX` reference, ceiling and lockwise at 1, 8, 64 and 256
 //!     tasks; lone-caller latency; script calls per pair (`common/bench_throughput.rs`).
 //! 11. metrics: workload 2 with the Prometheus recorder on vs off (`common/bench_metrics.rs`).
+//! 12. overtake: a remote waiter's waits against a busy Client re-locking at once, with the
+//!     overtake limit on and off (`common/bench_overtake.rs`).
 
 #[path = "common/bench_lease_semaphore.rs"]
 mod bench_lease_semaphore;
 #[path = "common/bench_metrics.rs"]
 mod bench_metrics;
+#[path = "common/bench_overtake.rs"]
+mod bench_overtake;
 #[path = "common/bench_rwlock.rs"]
 mod bench_rwlock;
 #[path = "common/bench_semaphore.rs"]
@@ -52,6 +56,7 @@ struct Args {
     waiters: usize,
     metrics_only: bool,
     sweep_only: bool,
+    overtake_only: bool,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -62,6 +67,7 @@ fn parse_args() -> Result<Args, BoxError> {
         waiters: 10_000,
         metrics_only: false,
         sweep_only: false,
+        overtake_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -73,11 +79,12 @@ fn parse_args() -> Result<Args, BoxError> {
             "--waiters" => args.waiters = value()?.parse()?,
             "--metrics-only" => args.metrics_only = true,
             "--sweep-only" => args.sweep_only = true,
+            "--overtake-only" => args.overtake_only = true,
             "-h" | "--help" => {
                 println!(
                     "usage: bench [--json PATH] [--seconds N (per timed round, default 3)] \
                      [--watchdog-locks N (100000)] [--waiters N (10000)] [--metrics-only] \
-                     [--sweep-only (workload 10 alone)]"
+                     [--sweep-only (workload 10 alone)] [--overtake-only (workload 12 alone)]"
                 );
                 std::process::exit(0);
             }
@@ -107,6 +114,10 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     }
     if args.sweep_only {
         bench_throughput::run(&url, args.seconds).await?;
+        return Ok(());
+    }
+    if args.overtake_only {
+        bench_overtake::run(&url, args.seconds).await?;
         return Ok(());
     }
     let mut report = serde_json::Map::new();
@@ -215,6 +226,8 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     report.insert("throughput".into(), sweep);
     let metrics = bench_metrics::run(&url, args.seconds).await?;
     report.insert("metrics".into(), metrics);
+    let overtake = bench_overtake::run(&url, args.seconds).await?;
+    report.insert("overtake".into(), overtake);
 
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&Json::Object(report))?)?;
