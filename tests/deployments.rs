@@ -21,6 +21,8 @@ mod topology;
 mod fixture;
 #[path = "deployments/observed.rs"]
 mod observed;
+#[path = "deployments/overtake.rs"]
+mod overtake;
 #[cfg(feature = "metrics")]
 #[path = "support/seen.rs"]
 mod seen;

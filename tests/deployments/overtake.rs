@@ -1,0 +1,142 @@
+//! The overtake limit on a real 3-master Redis Cluster: the claim key shares its lock's slot
+//! (no CROSSSLOT), a remote waiter is not overtaken for long by a busy `Client`, and a
+//! claimant that leaves a free lock announces it on the lock's sharded channel. Afterwards
+//! every key left has a TTL and no channel is subscribed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lockwise::Client;
+
+use crate::{channels_on, keys_on, support, topology::RedisCluster};
+
+async fn client(cluster: &RedisCluster, ns: &str, limit: Option<Duration>) -> Client {
+    Client::cluster_builder(cluster.seed_urls())
+        .namespace(ns)
+        .watchdog_timeout(Duration::from_secs(3))
+        .overtake_limit(limit)
+        .build()
+        .await
+        .expect("cluster client")
+}
+
+/// One cluster, two scenarios:
+/// - 8 tasks of a busy `Client` lock, hold 2 ms, unlock and lock again at once; another
+///   `Client`'s task takes the same lock 8 times, each wait ending soon after the default
+///   limit (asserted: limit + the claim's TTL + 2 s of slack for a loaded machine);
+/// - a claimant leaves while the lock is free (the holder's key deleted, as an expiry would:
+///   no unlock, no message): the other `Client`'s waiter takes it within the claim's TTL,
+///   long before the old holder's 20 s lease would have let it look again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_overtake_claims_in_the_locks_slot() {
+    support::init_tracing();
+    let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
+    let ns = support::unique_ns("clovertake");
+    let busy = client(&cluster, &ns, Some(lockwise::DEFAULT_OVERTAKE_LIMIT)).await;
+    let remote = client(&cluster, &ns, Some(lockwise::DEFAULT_OVERTAKE_LIMIT)).await;
+
+    // 1. Not overtaken for long.
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (lock, stop) = (busy.lock("hot"), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let guard = lock.lock().await.expect("busy lock");
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    guard.unlock().await.expect("busy unlock");
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let lock = remote.lock("hot");
+    let mut waits = Vec::new();
+    for _ in 0..8 {
+        let asked = Instant::now();
+        let guard = lock
+            .try_lock(Duration::from_secs(10), None)
+            .await
+            .expect("remote lock")
+            .expect("the remote waiter got in");
+        waits.push(asked.elapsed());
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        guard.unlock().await.expect("remote unlock");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    eprintln!("remote waits {waits:?}");
+    let bound = lockwise::DEFAULT_OVERTAKE_LIMIT + Duration::from_secs(3);
+    assert!(waits.iter().all(|w| *w < bound), "waits {waits:?}");
+
+    // 2. A claim withdrawn from a free lock is announced.
+    let eager = client(&cluster, &ns, Some(Duration::ZERO)).await;
+    let patient = client(&cluster, &ns, None).await;
+    let held = busy
+        .lock("a")
+        .lock_with_lease(Duration::from_secs(20))
+        .await
+        .expect("holder");
+    let lock = eager.lock("a");
+    let claimant = tokio::spawn(async move { lock.lock().await.map(drop) });
+    let claim = format!("{ns}:claim:{{a}}");
+    let mut conn = cluster
+        .client()
+        .get_connection()
+        .expect("cluster connection");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !redis::cmd("EXISTS")
+        .arg(&claim)
+        .query::<bool>(&mut conn)
+        .unwrap()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the waiter never claimed the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let lock = patient.lock("a");
+    let waiter = tokio::spawn(async move {
+        let guard = lock.try_lock(Duration::from_secs(15), None).await.unwrap();
+        let acquired = Instant::now();
+        guard.expect("acquired").unlock().await.unwrap();
+        acquired
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _: () = redis::cmd("DEL")
+        .arg(busy.lock("a").key())
+        .query(&mut conn)
+        .unwrap();
+    claimant.abort();
+    let t0 = Instant::now();
+    let acquired = tokio::time::timeout(Duration::from_secs(20), waiter)
+        .await
+        .expect("the waiter finished")
+        .unwrap();
+    let waited = acquired.saturating_duration_since(t0);
+    eprintln!("taken {waited:?} after the claimant left");
+    assert!(waited < Duration::from_secs(1), "{waited:?}");
+    drop(held);
+
+    // Nothing left: no key without a TTL, no channel subscribed.
+    let ports = cluster.master_ports();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let keys = keys_on(&ports, &ns);
+        let channels = channels_on(&ports, &ns);
+        let no_ttl: Vec<_> = keys.iter().filter(|k| k.2 < 0).collect();
+        if no_ttl.is_empty() && channels.is_empty() && keys.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left behind: keys {keys:?}, channels {channels:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
