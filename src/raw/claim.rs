@@ -13,9 +13,9 @@
 //!
 //! The script tells a waiter when it holds the claim (`[0, pttl, 1]`). Only then does the
 //! waiter mark itself on its channel ([`Claim::hold`]): every release this client hears then
-//! wakes the claimant through its own [`Notify`], besides the one ordinary waiter it always
-//! wakes. So a claimant is never left to sleep behind waiters the lock would refuse, and
-//! however many waiters are overdue, a release wakes at most one more of them.
+//! wakes the claimant through its own [`Notify`] instead of the first waiter in line, whom
+//! the lock would refuse. So a claimant is never left to sleep behind such waiters, and
+//! however many waiters are overdue, a release still wakes one waiter per client.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

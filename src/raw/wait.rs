@@ -30,8 +30,9 @@ pub(crate) enum Attempt<T> {
 /// Runs the waiting protocol described in the module docs: `attempt` until it acquires or
 /// `deadline` passes (`None` = no limit). Returns `Ok(None)` on timeout. `lock` is the lock's
 /// name, which the logs of its channel (resubscriptions) carry. A wakeup on `also` (an
-/// overtake claimant's own, see [`claim`](super::claim)) counts as one on the channel. Not observed: kinds call
-/// [`acquire_as`], or observe it themselves as [`take`](super::take) does.
+/// overtake claimant's own, see [`claim`](super::claim)) counts as one on the channel. Not
+/// observed: kinds call [`acquire_as`], or observe it themselves as [`take`](super::take)
+/// does.
 pub(crate) async fn acquire_named<T, F, Fut>(
     core: &Arc<Core>,
     channel: &str,

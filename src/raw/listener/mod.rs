@@ -117,8 +117,6 @@ struct Channel {
     /// The wakeups of local waiters that hold the lock's overtake claim ([`Claimant`]):
     /// usually none, at most one unless a claim changed hands locally meanwhile.
     claimants: std::sync::Mutex<Vec<Arc<Notify>>>,
-    /// `claimants.len()`, read without the lock at every release.
-    claimant_count: AtomicUsize,
 }
 
 impl Channel {
@@ -130,14 +128,14 @@ impl Channel {
             confirmed: AtomicUsize::new(0),
             lock: lock.into(),
             claimants: std::sync::Mutex::new(Vec::new()),
-            claimant_count: AtomicUsize::new(0),
         })
     }
 
     /// Wakes the waiter a release frees the lock for: the local holder of the lock's
     /// overtake claim if there is one (the claimant need not be first in line), else one.
     fn wake_for_release(&self) {
-        if self.claimant_count.load(Ordering::SeqCst) == 0 {
+        let claimants = self.claimants.lock().unwrap_or_else(|e| e.into_inner());
+        if claimants.is_empty() {
             self.notify.notify_one();
             return;
         }
@@ -145,7 +143,6 @@ impl Channel {
         // claim has ended meanwhile, the claimant takes the lock or finds it held (its
         // holder's release wakes again); if the claimant leaves instead, its withdrawal
         // announces the free lock (`lua/claim_drop.lua`).
-        let claimants = self.claimants.lock().unwrap_or_else(|e| e.into_inner());
         for wake in claimants.iter() {
             wake.notify_one();
         }
@@ -176,7 +173,6 @@ impl Drop for Claimant {
             .unwrap_or_else(|e| e.into_inner());
         if let Some(i) = claimants.iter().position(|w| Arc::ptr_eq(w, &self.wake)) {
             claimants.swap_remove(i);
-            self.channel.claimant_count.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
@@ -285,10 +281,11 @@ impl Listener {
     /// first attempt, before the waiter subscribed: ask again at the next attempt).
     pub(crate) fn claimant(&self, channel: &str, wake: &Arc<Notify>) -> Option<Claimant> {
         let channel = self.shared.channels.get(channel)?.clone();
-        let mut claimants = channel.claimants.lock().unwrap_or_else(|e| e.into_inner());
-        claimants.push(wake.clone());
-        channel.claimant_count.fetch_add(1, Ordering::SeqCst);
-        drop(claimants);
+        channel
+            .claimants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(wake.clone());
         Some(Claimant {
             channel,
             wake: wake.clone(),
