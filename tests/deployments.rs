@@ -14,6 +14,8 @@ mod support;
 
 #[path = "support/checker/mod.rs"]
 mod checker;
+#[path = "support/overtake.rs"]
+mod scenarios;
 #[path = "support/topology/mod.rs"]
 mod topology;
 

@@ -4,6 +4,8 @@
 //! a task that locks again right after unlocking sends its attempt before any remote waiter).
 //! Also what the claim does in Redis: it refuses a free lock to everyone but the claimant,
 //! never a re-entry, expires on its own, and is withdrawn by a claimant that stops waiting.
+#[path = "support/overtake.rs"]
+mod scenarios;
 mod support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockwise::Client;
+use scenarios::{hammer, remote_waits, taken_after_claimant_leaves};
 use support::kit::{fresh_client, peer, within, WATCHDOG};
 use support::{assert_no_overlap, eventually, exists, in_task, Conn, Interval, RedisServer};
 
@@ -46,33 +49,6 @@ async fn with_limit(server: &RedisServer, of: &Client, limit: Option<Duration>) 
     .expect("build client")
 }
 
-/// `tasks` tasks of `busy` lock `name`, hold it for `hold` and lock again at once, until
-/// `stop`; every hold is recorded in `log` as `who`.
-fn hammer(
-    busy: &Client,
-    name: &str,
-    tasks: usize,
-    hold: Duration,
-    stop: &Arc<AtomicBool>,
-    log: &Arc<Mutex<Vec<Interval>>>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    (0..tasks)
-        .map(|who| {
-            let (lock, stop, log) = (busy.lock(name), stop.clone(), log.clone());
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let guard = lock.lock().await.expect("busy lock");
-                    let start = Instant::now();
-                    tokio::time::sleep(hold).await;
-                    let end = Instant::now();
-                    guard.unlock().await.expect("busy unlock");
-                    log.lock().unwrap().push(Interval { start, end, who });
-                }
-            })
-        })
-        .collect()
-}
-
 /// Without a limit, 8 tasks of one client holding a lock for 2 ms each kept another
 /// client's waiter out for up to 9 s on this machine. With the default limit (200 ms) every
 /// wait of the other client ends soon after the limit: the bound asserted is the limit plus
@@ -85,24 +61,7 @@ async fn a_remote_waiter_is_not_overtaken_for_long() {
     let (stop, log) = (Arc::new(AtomicBool::new(false)), Arc::default());
     let handles = hammer(&busy, "hot", 8, Duration::from_millis(2), &stop, &log);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let lock = remote.lock("hot");
-    let mut waits = Vec::new();
-    for _ in 0..10 {
-        let t0 = Instant::now();
-        let guard = lock.try_lock(Duration::from_secs(20), None).await.unwrap();
-        let start = Instant::now();
-        waits.push(start - t0);
-        let guard = guard.expect("the remote waiter got the lock within 20 s");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-        let end = Instant::now();
-        guard.unlock().await.unwrap();
-        log.lock().unwrap().push(Interval {
-            start,
-            end,
-            who: 99,
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let waits = remote_waits(&remote.lock("hot"), 10, &log).await;
     stop.store(true, Ordering::Relaxed);
     for h in handles {
         within(10, h).await.unwrap();
@@ -372,32 +331,26 @@ async fn a_claim_withdrawn_from_a_free_lock_wakes_the_others() {
         .lock_with_lease(Duration::from_secs(20))
         .await
         .unwrap();
-    let lock = eager.lock("a");
-    let claimant = tokio::spawn(async move { lock.lock().await.map(drop) });
     let key = claim_key(&holder, "a");
-    assert!(
-        turns(&conn, &key, true, Duration::from_secs(2)).await,
-        "the waiter claimed the lock"
-    );
-    let lock = patient.lock("a");
-    let waiter = tokio::spawn(async move {
-        let guard = lock.try_lock(Duration::from_secs(15), None).await.unwrap();
-        let acquired = Instant::now();
-        guard.expect("acquired").unlock().await.unwrap();
-        acquired
-    });
-    // The other waiter has looked and sleeps on the holder's lease.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    // The holder's key goes as an expiry would.
-    let _: () = redis::cmd("DEL")
-        .arg(holder.lock("a").key())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    claimant.abort();
-    let t0 = Instant::now();
-    let acquired = within(20, waiter).await.unwrap();
-    let waited = acquired.saturating_duration_since(t0);
+    let waited = taken_after_claimant_leaves(
+        &eager,
+        &patient,
+        "a",
+        async {
+            assert!(
+                turns(&conn, &key, true, Duration::from_secs(2)).await,
+                "the waiter claimed the lock"
+            )
+        },
+        async {
+            let _: () = redis::cmd("DEL")
+                .arg(holder.lock("a").key())
+                .query_async(&mut conn.clone())
+                .await
+                .unwrap();
+        },
+    )
+    .await;
     println!("the other client's waiter took the lock {waited:?} after the claimant left");
     assert!(
         waited < Duration::from_secs(1),

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use lockwise::Client;
 
+use crate::scenarios::{hammer, remote_waits, taken_after_claimant_leaves};
 use crate::{channels_on, keys_on, support, topology::RedisCluster};
 
 async fn client(cluster: &RedisCluster, ns: &str, limit: Option<Duration>) -> Client {
@@ -37,34 +38,10 @@ async fn cluster_overtake_claims_in_the_locks_slot() {
     let remote = client(&cluster, &ns, Some(lockwise::DEFAULT_OVERTAKE_LIMIT)).await;
 
     // 1. Not overtaken for long.
-    let stop = Arc::new(AtomicBool::new(false));
-    let tasks: Vec<_> = (0..8)
-        .map(|_| {
-            let (lock, stop) = (busy.lock("hot"), stop.clone());
-            tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let guard = lock.lock().await.expect("busy lock");
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                    guard.unlock().await.expect("busy unlock");
-                }
-            })
-        })
-        .collect();
+    let (stop, log) = (Arc::new(AtomicBool::new(false)), Arc::default());
+    let tasks = hammer(&busy, "hot", 8, Duration::from_millis(2), &stop, &log);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let lock = remote.lock("hot");
-    let mut waits = Vec::new();
-    for _ in 0..8 {
-        let asked = Instant::now();
-        let guard = lock
-            .try_lock(Duration::from_secs(10), None)
-            .await
-            .expect("remote lock")
-            .expect("the remote waiter got in");
-        waits.push(asked.elapsed());
-        tokio::time::sleep(Duration::from_millis(2)).await;
-        guard.unlock().await.expect("remote unlock");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let waits = remote_waits(&remote.lock("hot"), 8, &log).await;
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await.unwrap();
@@ -81,44 +58,41 @@ async fn cluster_overtake_claims_in_the_locks_slot() {
         .lock_with_lease(Duration::from_secs(20))
         .await
         .expect("holder");
-    let lock = eager.lock("a");
-    let claimant = tokio::spawn(async move { lock.lock().await.map(drop) });
     let claim = format!("{ns}:claim:{{a}}");
     let mut conn = cluster
         .client()
         .get_connection()
         .expect("cluster connection");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !redis::cmd("EXISTS")
-        .arg(&claim)
-        .query::<bool>(&mut conn)
-        .unwrap()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the waiter never claimed the lock"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let lock = patient.lock("a");
-    let waiter = tokio::spawn(async move {
-        let guard = lock.try_lock(Duration::from_secs(15), None).await.unwrap();
-        let acquired = Instant::now();
-        guard.expect("acquired").unlock().await.unwrap();
-        acquired
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let _: () = redis::cmd("DEL")
-        .arg(busy.lock("a").key())
-        .query(&mut conn)
-        .unwrap();
-    claimant.abort();
-    let t0 = Instant::now();
-    let acquired = tokio::time::timeout(Duration::from_secs(20), waiter)
-        .await
-        .expect("the waiter finished")
-        .unwrap();
-    let waited = acquired.saturating_duration_since(t0);
+    let waited = taken_after_claimant_leaves(
+        &eager,
+        &patient,
+        "a",
+        async {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !redis::cmd("EXISTS")
+                .arg(&claim)
+                .query::<bool>(&mut conn)
+                .unwrap()
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "the waiter never claimed the lock"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        },
+        async {
+            let mut conn = cluster
+                .client()
+                .get_connection()
+                .expect("cluster connection");
+            let _: () = redis::cmd("DEL")
+                .arg(busy.lock("a").key())
+                .query(&mut conn)
+                .unwrap();
+        },
+    )
+    .await;
     eprintln!("taken {waited:?} after the claimant left");
     assert!(waited < Duration::from_secs(1), "{waited:?}");
     drop(held);

@@ -18,6 +18,7 @@
 //! | `support/child.rs` | parent side of child processes (`ChildProc`) | `faults`, `lease_semaphore` |
 //! | `support/test_child.rs` | the child process itself: the `test-child` example target | built on demand by `child.rs` |
 //! | `support/topology/` | local Redis Cluster and Sentinel | `deployments` |
+//! | `support/overtake.rs` | the overtake scenarios: a busy `Client`, a remote task's waits, a claimant leaving a free lock | `overtake`, `deployments` |
 //! | `support/seen.rs` | what a metrics `DebuggingRecorder` saw, by name and labels (`Seen`) | `metrics`, `deployments` (with the `metrics` feature) |
 //!
 //! # Why not `redis-test`
