@@ -32,14 +32,15 @@ if not holds then
     wake_fair(lock, pub, ARGV[5])
     return -1
 end
+holds = tonumber(holds)
 local expected = tonumber(ARGV[3])
-if expected > 0 and tonumber(holds) ~= expected then
+if expected > 0 and holds ~= expected then
     return -2
 end
-holds = redis.call('hincrby', lock, ARGV[1], -1)
-if holds > 0 then
-    return holds
+if holds > 1 then
+    return redis.call('hincrby', lock, ARGV[1], -1)
 end
+-- The last hold: DEL alone (no HINCRBY to 0 first), one command fewer on the common path.
 redis.call('del', lock)
 -- pcall: the DEL has run and is not rolled back, so a refused publish (ACL) must not turn
 -- a done unlock into an error; waiters still see the lock free at their TTL bound.
