@@ -15,8 +15,9 @@
 //! 7. rwlock: 64 readers vs the plain lock; write handoff gap (`common/bench_rwlock.rs`).
 //! 8. semaphore: 64 tasks, 8 permits, acquire -> release vs its scripts' ceiling (`common/bench_semaphore.rs`).
 //! 9. lease semaphore: 64 tasks on 8 permits vs its raw scripts (`common/bench_lease_semaphore.rs`).
-//! 10. throughput sweep: `SET NX PX` reference, ceiling and lockwise at 1, 8, 64 and 256
-//!     tasks; lone-caller latency; script calls per pair (`common/bench_throughput.rs`).
+//! 10. throughput sweep: `SET NX PX` reference, ceiling, lockwise and the two-empty-scripts
+//!     floor at 1, 8, 64 and 256 tasks, with server and client CPU per pair; lone-caller
+//!     latency; script calls per pair; the batched floor (`common/bench_throughput.rs`).
 //! 11. metrics: workload 2 with the Prometheus recorder on vs off (`common/bench_metrics.rs`).
 //! 12. overtake: a remote waiter's waits against a busy Client re-locking at once, with the
 //!     overtake limit on and off (`common/bench_overtake.rs`).
