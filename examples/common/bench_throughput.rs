@@ -174,6 +174,16 @@ impl Row {
         s * 1e6 / n.max(1) as f64
     }
 
+    /// Runs one round of variant `i`, adding its server and client CPU time to the row.
+    async fn measure(
+        &mut self,
+        i: usize,
+        stats: &mut redis::aio::ConnectionManager,
+        round: impl std::future::Future<Output = Result<Rate, BoxError>>,
+    ) -> Result<Rate, BoxError> {
+        cpu_of(stats, &mut self.cpu[i], &mut self.client_cpu[i], round).await
+    }
+
     /// Client (this process's) CPU µs per pair of variant `i`.
     fn client_us(&self, i: usize) -> f64 {
         self.client_cpu[i] * 1e6 / self.cpu[i].1.max(1) as f64
@@ -232,41 +242,25 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<Json, BoxError> {
         };
         let (mut calls, mut pairs) = (0u64, 0usize);
         for _ in 0..2 {
-            let r = cpu_of(
-                &mut stats,
-                &mut row.cpu[0],
-                &mut row.client_cpu[0],
-                set_nx_px(url, round, tasks),
-            )
-            .await?;
+            let r = row
+                .measure(0, &mut stats, set_nx_px(url, round, tasks))
+                .await?;
             row.set_nx.push(r);
-            let r = cpu_of(
-                &mut stats,
-                &mut row.cpu[1],
-                &mut row.client_cpu[1],
-                ceiling_at(url, round, tasks),
-            )
-            .await?;
+            let r = row
+                .measure(1, &mut stats, ceiling_at(url, round, tasks))
+                .await?;
             row.ceiling.push(r);
             let before = script_calls(&mut stats).await?.0;
-            let lib = cpu_of(
-                &mut stats,
-                &mut row.cpu[2],
-                &mut row.client_cpu[2],
-                uncontended_at(url, round, tasks),
-            )
-            .await?;
+            let lib = row
+                .measure(2, &mut stats, uncontended_at(url, round, tasks))
+                .await?;
             // The renewals of other workloads are over; the INFO call itself is not a script.
             calls += script_calls(&mut stats).await?.0 - before;
             pairs += lib.pairs;
             row.library.push(lib);
-            let r = cpu_of(
-                &mut stats,
-                &mut row.cpu[3],
-                &mut row.client_cpu[3],
-                empty_scripts(url, round, tasks),
-            )
-            .await?;
+            let r = row
+                .measure(3, &mut stats, empty_scripts(url, round, tasks))
+                .await?;
             row.floor.push(r);
         }
         row.calls_per_pair = calls as f64 / pairs.max(1) as f64;
