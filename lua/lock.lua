@@ -26,30 +26,27 @@ if KEYS[2] then
 else
     busy = redis.call('exists', KEYS[1])
 end
-if busy == 0 then
-    redis.call('hset', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], lease)
-    return {1, 1}
-end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    if redis.call('pttl', KEYS[1]) < lease then
-        redis.call('pexpire', KEYS[1], lease)
+if busy > 0 then
+    if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+        local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+        if redis.call('pttl', KEYS[1]) < lease then
+            redis.call('pexpire', KEYS[1], lease)
+        end
+        return {1, holds}
     end
-    return {1, holds}
-end
-local pttl = redis.call('pttl', KEYS[1])
-if pttl == -2 then
+    local pttl = redis.call('pttl', KEYS[1])
+    if pttl ~= -2 then
+        if stake_claim(KEYS[2], ARGV[2], tonumber(ARGV[3])) then
+            return {0, pttl, 1}
+        end
+        return {0, pttl}
+    end
     -- The lock is free, so the claim is what exists.
     local refused = claim_refusal(KEYS[2], ARGV[2])
     if refused then
         return refused
     end
-    redis.call('hset', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], lease)
-    return {1, 1}
 end
-if stake_claim(KEYS[2], ARGV[2], tonumber(ARGV[3])) then
-    return {0, pttl, 1}
-end
-return {0, pttl}
+redis.call('hset', KEYS[1], ARGV[2], 1)
+redis.call('pexpire', KEYS[1], lease)
+return {1, 1}
