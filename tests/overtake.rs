@@ -8,12 +8,11 @@
 mod scenarios;
 mod support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockwise::Client;
-use scenarios::{hammer, remote_waits, taken_after_claimant_leaves};
+use scenarios::{taken_after_claimant_leaves, waits_against_busy};
 use support::kit::{fresh_client, peer, within, WATCHDOG};
 use support::{assert_no_overlap, eventually, exists, in_task, Conn, Interval, RedisServer};
 
@@ -58,15 +57,7 @@ async fn a_remote_waiter_is_not_overtaken_for_long() {
     let server = RedisServer::start();
     let busy = fresh_client(&server, "overtake_remote").await;
     let remote = peer(&server, &busy).await;
-    let (stop, log) = (Arc::new(AtomicBool::new(false)), Arc::default());
-    let handles = hammer(&busy, "hot", 8, Duration::from_millis(2), &stop, &log);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let waits = remote_waits(&remote.lock("hot"), 10, &log).await;
-    stop.store(true, Ordering::Relaxed);
-    for h in handles {
-        within(10, h).await.unwrap();
-    }
-    let mut holds = std::mem::take(&mut *log.lock().unwrap());
+    let (waits, mut holds) = waits_against_busy(&busy, &remote, "hot", 10).await;
     println!("{} holds; remote waits {waits:?}", holds.len());
     let bound = lockwise::DEFAULT_OVERTAKE_LIMIT + Duration::from_secs(3);
     let worst = *waits.iter().max().unwrap();

@@ -3,13 +3,11 @@
 //! claimant that leaves a free lock announces it on the lock's sharded channel. Afterwards
 //! every key left has a TTL and no channel is subscribed.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockwise::Client;
 
-use crate::scenarios::{hammer, remote_waits, taken_after_claimant_leaves};
+use crate::scenarios::{taken_after_claimant_leaves, waits_against_busy};
 use crate::{channels_on, keys_on, support, topology::RedisCluster};
 
 async fn client(cluster: &RedisCluster, ns: &str, limit: Option<Duration>) -> Client {
@@ -38,14 +36,7 @@ async fn cluster_overtake_claims_in_the_locks_slot() {
     let remote = client(&cluster, &ns, Some(lockwise::DEFAULT_OVERTAKE_LIMIT)).await;
 
     // 1. Not overtaken for long.
-    let (stop, log) = (Arc::new(AtomicBool::new(false)), Arc::default());
-    let tasks = hammer(&busy, "hot", 8, Duration::from_millis(2), &stop, &log);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let waits = remote_waits(&remote.lock("hot"), 8, &log).await;
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.unwrap();
-    }
+    let (waits, _) = waits_against_busy(&busy, &remote, "hot", 8).await;
     eprintln!("remote waits {waits:?}");
     let bound = lockwise::DEFAULT_OVERTAKE_LIMIT + Duration::from_secs(3);
     assert!(waits.iter().all(|w| *w < bound), "waits {waits:?}");

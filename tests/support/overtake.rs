@@ -16,7 +16,7 @@ const REMOTE: usize = 99;
 
 /// `tasks` tasks of `busy` lock `name`, hold it for `hold` and lock again at once, until
 /// `stop`; every hold is recorded in `log`, as the task's index.
-pub fn hammer(
+fn hammer(
     busy: &Client,
     name: &str,
     tasks: usize,
@@ -43,7 +43,7 @@ pub fn hammer(
 
 /// A remote task takes `lock` `rounds` times (hold 2 ms, then 20 ms apart), each within
 /// 20 s; returns how long each took. Its holds are recorded in `log` as [`REMOTE`].
-pub async fn remote_waits(
+async fn remote_waits(
     lock: &RLock,
     rounds: usize,
     log: &Arc<Mutex<Vec<Interval>>>,
@@ -66,6 +66,30 @@ pub async fn remote_waits(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     waits
+}
+
+/// The starvation case: 8 tasks of `busy` lock `name`, hold it 2 ms and lock again at once;
+/// after 200 ms a task of `remote` takes it `rounds` times (see [`remote_waits`]). Returns
+/// how long each remote take waited, and every hold of both sides.
+pub async fn waits_against_busy(
+    busy: &Client,
+    remote: &Client,
+    name: &str,
+    rounds: usize,
+) -> (Vec<Duration>, Vec<Interval>) {
+    let (stop, log) = (Arc::new(AtomicBool::new(false)), Arc::default());
+    let tasks = hammer(busy, name, 8, Duration::from_millis(2), &stop, &log);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let waits = remote_waits(&remote.lock(name), rounds, &log).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(10), t)
+            .await
+            .expect("a busy task stopped")
+            .unwrap();
+    }
+    let holds = std::mem::take(&mut *log.lock().unwrap());
+    (waits, holds)
 }
 
 /// A claimant leaves a free lock: with lock `name` held by another owner (on a long lease),
