@@ -296,6 +296,15 @@ async fn raw_conn(url: &str) -> Result<ConnectionManager, BoxError> {
     Ok(ConnectionManager::new(client).await?)
 }
 
+/// Loads `source` (SCRIPT LOAD) and returns its SHA1, for EVALSHA.
+async fn load_script(conn: &ConnectionManager, source: &str) -> Result<String, BoxError> {
+    Ok(redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(source)
+        .query_async(&mut conn.clone())
+        .await?)
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -396,17 +405,10 @@ async fn ceiling_at(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxEr
         include_str!("../lua/claim.lua"),
         include_str!("../lua/lock.lua")
     );
-    let lock = redis::Script::new(&lock_source);
-    let unlock = redis::Script::new(&unlock_source);
-    let (lock_sha, unlock_sha) = (lock.get_hash().to_string(), unlock.get_hash().to_string());
-    let mut c = conn.clone();
-    for script in [lock_source.as_str(), unlock_source.as_str()] {
-        let _: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(script)
-            .query_async(&mut c)
-            .await?;
-    }
+    let (lock_sha, unlock_sha) = (
+        load_script(&conn, &lock_source).await?,
+        load_script(&conn, &unlock_source).await?,
+    );
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     timed_pairs_at(tasks, seconds, move |i| {
         let mut conn = conn.clone();

@@ -21,8 +21,8 @@
 use serde_json::{json, Value as Json};
 
 use super::{
-    ceiling_at, cpu_seconds, mean, raw_conn, redis, script_calls, timed_pairs_at, uncontended_at,
-    BoxError, Info, Rate,
+    ceiling_at, cpu_seconds, load_script, mean, raw_conn, redis, script_calls, timed_pairs_at,
+    uncontended_at, BoxError, Info, Rate,
 };
 
 /// The concurrencies of the sweep.
@@ -38,19 +38,10 @@ const EMPTY: &str = "return 1";
 /// Pairs per script call of the batched floor.
 const BATCH: usize = 64;
 
-/// Loads `source` and returns its SHA1.
-async fn load(conn: &redis::aio::ConnectionManager, source: &str) -> Result<String, BoxError> {
-    Ok(redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(source)
-        .query_async(&mut conn.clone())
-        .await?)
-}
-
 /// The floor: two empty script calls per pair (each with its lock's key), `tasks` tasks.
 async fn empty_scripts(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
-    let sha = load(&conn, EMPTY).await?;
+    let sha = load_script(&conn, EMPTY).await?;
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     timed_pairs_at(tasks, seconds, move |i| {
         let mut conn = conn.clone();
@@ -75,7 +66,7 @@ async fn empty_scripts(url: &str, seconds: f64, tasks: usize) -> Result<Rate, Bo
 /// on keys of its own. Returns the round's rate in script calls (each is `BATCH` pairs).
 async fn batched_pairs(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
-    let sha = load(&conn, include_str!("floor_pairs.lua")).await?;
+    let sha = load_script(&conn, include_str!("floor_pairs.lua")).await?;
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     timed_pairs_at(tasks, seconds, move |i| {
         let mut conn = conn.clone();
@@ -110,11 +101,7 @@ async fn batched_pairs(url: &str, seconds: f64, tasks: usize) -> Result<Rate, Bo
 /// The `SET NX PX` reference with `tasks` tasks, each on its own key.
 async fn set_nx_px(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
-    let sha: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(COMPARE_AND_DELETE)
-        .query_async(&mut conn.clone())
-        .await?;
+    let sha = load_script(&conn, COMPARE_AND_DELETE).await?;
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let seq = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     timed_pairs_at(tasks, seconds, move |i| {
@@ -153,40 +140,64 @@ async fn set_nx_px(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxErr
     .await
 }
 
+/// The variants of a row, as indexes into its arrays.
+const SET_NX: usize = 0;
+const CEILING: usize = 1;
+const LIBRARY: usize = 2;
+const FLOOR: usize = 3;
+
 /// One concurrency's figures.
+#[derive(Default)]
 struct Row {
     tasks: usize,
-    set_nx: Vec<Rate>,
-    ceiling: Vec<Rate>,
-    library: Vec<Rate>,
-    floor: Vec<Rate>,
-    calls_per_pair: f64,
-    /// Server CPU seconds and pairs per variant: SET NX PX, ceiling, lockwise, floor.
-    cpu: [(f64, usize); 4],
+    /// The rounds of each variant: SET NX PX, ceiling, lockwise, floor.
+    rounds: [Vec<Rate>; 4],
+    /// Server CPU seconds per variant, over its rounds.
+    server_cpu: [f64; 4],
     /// This process's CPU seconds per variant, over the same rounds.
     client_cpu: [f64; 4],
+    calls_per_pair: f64,
 }
 
 impl Row {
-    /// Server CPU µs per pair of variant `i`.
-    fn cpu_us(&self, i: usize) -> f64 {
-        let (s, n) = self.cpu[i];
-        s * 1e6 / n.max(1) as f64
-    }
-
-    /// Runs one round of variant `i`, adding its server and client CPU time to the row.
+    /// Runs one round of variant `v` and records it with its server and client CPU time.
     async fn measure(
         &mut self,
-        i: usize,
+        v: usize,
         stats: &mut redis::aio::ConnectionManager,
         round: impl std::future::Future<Output = Result<Rate, BoxError>>,
-    ) -> Result<Rate, BoxError> {
-        cpu_of(stats, &mut self.cpu[i], &mut self.client_cpu[i], round).await
+    ) -> Result<(), BoxError> {
+        let (r, server, client) = cpu_of(stats, round).await?;
+        self.rounds[v].push(r);
+        self.server_cpu[v] += server;
+        self.client_cpu[v] += client;
+        Ok(())
     }
 
-    /// Client (this process's) CPU µs per pair of variant `i`.
-    fn client_us(&self, i: usize) -> f64 {
-        self.client_cpu[i] * 1e6 / self.cpu[i].1.max(1) as f64
+    fn pairs(&self, v: usize) -> usize {
+        self.rounds[v].iter().map(|r| r.pairs).sum::<usize>().max(1)
+    }
+
+    /// Server CPU µs per pair of variant `v`.
+    fn server_us(&self, v: usize) -> f64 {
+        self.server_cpu[v] * 1e6 / self.pairs(v) as f64
+    }
+
+    /// Client (this process's) CPU µs per pair of variant `v`.
+    fn client_us(&self, v: usize) -> f64 {
+        self.client_cpu[v] * 1e6 / self.pairs(v) as f64
+    }
+
+    fn rate(&self, v: usize) -> f64 {
+        mean(&self.rounds[v].iter().map(|r| r.rate).collect::<Vec<_>>())
+    }
+
+    fn json(&self, v: usize) -> Json {
+        let rounds = &self.rounds[v];
+        let last = rounds.last();
+        json!({"pairs_per_s": self.rate(v), "rounds": rounds.iter().map(|r| r.rate).collect::<Vec<_>>(),
+               "pair_p50_us": last.map(|r| r.p50), "pair_p99_us": last.map(|r| r.p99),
+               "server_cpu_us_per_pair": self.server_us(v), "client_cpu_us_per_pair": self.client_us(v)})
     }
 }
 
@@ -196,31 +207,16 @@ async fn server_cpu(conn: &mut redis::aio::ConnectionManager) -> Result<f64, Box
     Ok(info.number::<f64>("used_cpu_user") + info.number::<f64>("used_cpu_sys"))
 }
 
-/// Runs one measured round and adds its server CPU time and pairs to `acc`, and this
-/// process's CPU time to `client`.
+/// Runs one measured round; returns it with the server's and this process's CPU seconds.
 async fn cpu_of(
     stats: &mut redis::aio::ConnectionManager,
-    acc: &mut (f64, usize),
-    client: &mut f64,
     round: impl std::future::Future<Output = Result<Rate, BoxError>>,
-) -> Result<Rate, BoxError> {
+) -> Result<(Rate, f64, f64), BoxError> {
     let before = server_cpu(stats).await?;
     let own = cpu_seconds();
     let r = round.await?;
-    *client += cpu_seconds() - own;
-    acc.0 += server_cpu(stats).await? - before;
-    acc.1 += r.pairs;
-    Ok(r)
-}
-
-fn rate(rounds: &[Rate]) -> f64 {
-    mean(&rounds.iter().map(|r| r.rate).collect::<Vec<_>>())
-}
-
-fn json_of(rounds: &[Rate]) -> Json {
-    let last = rounds.last();
-    json!({"pairs_per_s": rate(rounds), "rounds": rounds.iter().map(|r| r.rate).collect::<Vec<_>>(),
-           "pair_p50_us": last.map(|r| r.p50), "pair_p99_us": last.map(|r| r.p99)})
+    let client = cpu_seconds() - own;
+    Ok((r, server_cpu(stats).await? - before, client))
 }
 
 /// Runs the sweep, prints one line per concurrency (and the lone caller's latency), and
@@ -232,39 +228,24 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<Json, BoxError> {
     for tasks in TASKS {
         let mut row = Row {
             tasks,
-            set_nx: Vec::new(),
-            ceiling: Vec::new(),
-            library: Vec::new(),
-            floor: Vec::new(),
-            calls_per_pair: 0.0,
-            cpu: [(0.0, 0); 4],
-            client_cpu: [0.0; 4],
+            ..Row::default()
         };
-        let (mut calls, mut pairs) = (0u64, 0usize);
+        let mut calls = 0u64;
         for _ in 0..2 {
-            let r = row
-                .measure(0, &mut stats, set_nx_px(url, round, tasks))
+            row.measure(SET_NX, &mut stats, set_nx_px(url, round, tasks))
                 .await?;
-            row.set_nx.push(r);
-            let r = row
-                .measure(1, &mut stats, ceiling_at(url, round, tasks))
+            row.measure(CEILING, &mut stats, ceiling_at(url, round, tasks))
                 .await?;
-            row.ceiling.push(r);
             let before = script_calls(&mut stats).await?.0;
-            let lib = row
-                .measure(2, &mut stats, uncontended_at(url, round, tasks))
+            row.measure(LIBRARY, &mut stats, uncontended_at(url, round, tasks))
                 .await?;
             // The renewals of other workloads are over; the INFO call itself is not a script.
             calls += script_calls(&mut stats).await?.0 - before;
-            pairs += lib.pairs;
-            row.library.push(lib);
-            let r = row
-                .measure(3, &mut stats, empty_scripts(url, round, tasks))
+            row.measure(FLOOR, &mut stats, empty_scripts(url, round, tasks))
                 .await?;
-            row.floor.push(r);
         }
-        row.calls_per_pair = calls as f64 / pairs.max(1) as f64;
-        let (s, c, l) = (rate(&row.set_nx), rate(&row.ceiling), rate(&row.library));
+        row.calls_per_pair = calls as f64 / row.pairs(LIBRARY) as f64;
+        let (s, c, l) = (row.rate(SET_NX), row.rate(CEILING), row.rate(LIBRARY));
         println!(
             "uncontended x{:<4}       SET NX PX {s:>7.0}  ceiling {c:>7.0}  lockwise {l:>7.0} pairs/s   \
              lockwise / SET NX PX {:.2}   / ceiling {:.2}   script calls per pair {:.2}",
@@ -276,45 +257,41 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<Json, BoxError> {
         println!(
             "  server CPU per pair    SET NX PX {:.1} µs  ceiling {:.1} µs  lockwise {:.1} µs  \
              floor (two empty script calls) {:.1} µs, {:.0} pairs/s",
-            row.cpu_us(0),
-            row.cpu_us(1),
-            row.cpu_us(2),
-            row.cpu_us(3),
-            rate(&row.floor)
+            row.server_us(SET_NX),
+            row.server_us(CEILING),
+            row.server_us(LIBRARY),
+            row.server_us(FLOOR),
+            row.rate(FLOOR)
         );
         println!(
             "  client CPU per pair    SET NX PX {:.1} µs  ceiling {:.1} µs  lockwise {:.1} µs  floor {:.1} µs",
-            row.client_us(0),
-            row.client_us(1),
-            row.client_us(2),
-            row.client_us(3)
+            row.client_us(SET_NX),
+            row.client_us(CEILING),
+            row.client_us(LIBRARY),
+            row.client_us(FLOOR)
         );
         rows.push(row);
     }
     let lone = &rows[0];
-    let p = |rounds: &[Rate]| rounds.last().map_or((0.0, 0.0), |r| (r.p50, r.p99));
-    let ((sp50, sp99), (lp50, lp99)) = (p(&lone.set_nx), p(&lone.library));
+    let p = |v: usize| lone.rounds[v].last().map_or((0.0, 0.0), |r| (r.p50, r.p99));
+    let ((sp50, sp99), (lp50, lp99)) = (p(SET_NX), p(LIBRARY));
     println!(
         "lone caller (x1)         pair p50 / p99: SET NX PX {sp50:.1} / {sp99:.1} µs, lockwise {lp50:.1} / {lp99:.1} µs \
          (p50 ratio {:.2})",
         lp50 / sp50.max(f64::MIN_POSITIVE)
     );
     // The batched floor, against the reference at 64 tasks measured just before it.
-    let (mut batched, mut client) = ((0.0, 0), 0.0);
+    let (mut batched_cpu, mut batched_calls) = (0.0, 0);
     for _ in 0..2 {
-        cpu_of(
-            &mut stats,
-            &mut batched,
-            &mut client,
-            batched_pairs(url, round, 4),
-        )
-        .await?;
+        let (r, server, _) = cpu_of(&mut stats, batched_pairs(url, round, 4)).await?;
+        batched_cpu += server;
+        batched_calls += r.pairs;
     }
-    let batched_us = batched.0 * 1e6 / (batched.1.max(1) * BATCH) as f64;
+    let batched_us = batched_cpu * 1e6 / (batched_calls.max(1) * BATCH) as f64;
     let reference_us = rows
         .iter()
         .find(|r| r.tasks == 64)
-        .map_or(0.0, |r| r.cpu_us(0));
+        .map_or(0.0, |r| r.server_us(SET_NX));
     println!(
         "batched floor            server CPU per pair {batched_us:.1} µs with {BATCH} pairs per script call \
          (SET NX PX at x64: {reference_us:.1} µs)"
@@ -322,15 +299,11 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<Json, BoxError> {
     let rows_json = Json::Array(
         rows.iter()
             .map(|r| {
-                json!({"tasks": r.tasks, "set_nx_px": json_of(&r.set_nx), "ceiling": json_of(&r.ceiling),
-                       "lockwise": json_of(&r.library), "script_calls_per_pair": r.calls_per_pair,
-                       "floor": json_of(&r.floor),
-                       "server_cpu_us_per_pair": {"set_nx_px": r.cpu_us(0), "ceiling": r.cpu_us(1),
-                           "lockwise": r.cpu_us(2), "floor": r.cpu_us(3)},
-                       "client_cpu_us_per_pair": {"set_nx_px": r.client_us(0), "ceiling": r.client_us(1),
-                           "lockwise": r.client_us(2), "floor": r.client_us(3)},
-                       "ratio_to_set_nx_px": rate(&r.library) / rate(&r.set_nx),
-                       "ratio_to_ceiling": rate(&r.library) / rate(&r.ceiling)})
+                json!({"tasks": r.tasks, "set_nx_px": r.json(SET_NX), "ceiling": r.json(CEILING),
+                       "lockwise": r.json(LIBRARY), "floor": r.json(FLOOR),
+                       "script_calls_per_pair": r.calls_per_pair,
+                       "ratio_to_set_nx_px": r.rate(LIBRARY) / r.rate(SET_NX),
+                       "ratio_to_ceiling": r.rate(LIBRARY) / r.rate(CEILING)})
             })
             .collect(),
     );
