@@ -9,7 +9,8 @@
 // The engine imports no lock kind and not the `Client`.
 //
 //   admin/            Admin: list, inspect, leaks, force unlock (what the CLI shows)
-//   client.rs         Client and ClientBuilder: what users build; calls deploy/ to connect
+//   client/           Client (mod.rs) and ClientBuilder (builder.rs): what users build;
+//                     the builder calls deploy/ to connect and assembles the parts
 //   deploy/           standalone, Cluster and Sentinel: connect, probe, follow failovers;
 //                     `Commands`, the one command connection type; protocol.rs: RESP3,
 //                     or RESP2 for servers without HELLO

@@ -1,0 +1,235 @@
+//! [`Client`]: connections, the subscription listener and the watchdog, shared by all locks.
+//! Its settings and their checks, and the assembly of its parts, are in [`builder`].
+//! Connecting to each kind of deployment (probing, Cluster, Sentinel) is in `deploy`;
+//! `build` hands it the checked settings.
+
+mod builder;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::ConnectionInfo;
+use uuid::Uuid;
+
+pub use builder::ClientBuilder;
+
+use crate::deploy::{Deployment, Target};
+use crate::error::Result;
+use crate::raw::Core;
+use crate::reentrant::RLock;
+
+/// Default watchdog timeout: a watchdog lock's TTL, renewed every third of it.
+pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default per-command response timeout.
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Default timeout for establishing a connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default overtake limit: see [`ClientBuilder::overtake_limit`].
+pub const DEFAULT_OVERTAKE_LIMIT: Duration = Duration::from_millis(200);
+/// Default key namespace (prefix of every key and channel).
+pub const DEFAULT_NAMESPACE: &str = "lockwise";
+
+/// A connection to Redis and the background machinery every lock of it shares: one command
+/// connection, one subscription connection and one watchdog task.
+///
+/// Cheap to clone (an `Arc` inside); create one per process and clone it where needed. Each
+/// `Client` has its own id, part of every lock owner it creates, so two `Client`s in one
+/// process are two different owners.
+///
+/// Dropping the last clone stops the watchdog: locks held with the watchdog then expire within
+/// the watchdog timeout and their guards report [`lost`](crate::RLockGuard::lost). Lock handles
+/// and guards do not keep the watchdog alive; they keep only the connections. A handle's
+/// acquire methods then fail with [`Error::ClientClosed`](crate::Error::ClientClosed) (a waiting call too), instead of
+/// handing out a guard that would be lost at once.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<ClientHandle>,
+}
+
+/// Stops the watchdog when the last `Client` clone goes away.
+struct ClientHandle {
+    core: Arc<Core>,
+}
+
+impl Drop for ClientHandle {
+    fn drop(&mut self) {
+        self.core.watchdog.shutdown();
+    }
+}
+
+impl Client {
+    /// Connects with the default settings.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a malformed URL, [`Error::Redis`](crate::Error::Redis) when the server cannot
+    /// be reached or rejects the connection (e.g. wrong password), [`Error::Permission`](crate::Error::Permission) when
+    /// the Redis user's ACL refuses something lockwise needs.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the connection attempt; nothing is left behind.
+    pub async fn connect(url: &str) -> Result<Client> {
+        Client::builder(url).build().await
+    }
+
+    /// Starts a [`ClientBuilder`] for the standalone Redis server at `url`
+    /// (`redis://[user:password@]host[:port][/db]`; `rediss://` for TLS, which needs the
+    /// `tls-rustls` or `tls-native-tls` feature, see the README's "TLS").
+    pub fn builder(url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder::new(Deployment::Standalone {
+            target: Target::Url(url.into()),
+        })
+    }
+
+    /// Starts a [`ClientBuilder`] for the standalone server of an existing redis-rs client:
+    /// its address, credentials, database and TLS settings (e.g. a custom root CA from
+    /// `redis::Client::build_with_tls`, with a TLS feature) are used as they are. Only the
+    /// protocol is lockwise's choice (RESP3, or RESP2 if the server has no `HELLO`; see
+    /// [`ClientBuilder::force_resp2`]). `client` is not used for connections itself.
+    pub fn builder_from(client: &redis::Client) -> ClientBuilder {
+        Client::builder_from_info(client.get_connection_info().clone())
+    }
+
+    /// Starts a [`ClientBuilder`] for the standalone server described by `info`, e.g. built
+    /// in code with a password and database instead of written into a URL. As with
+    /// [`Client::builder_from`], the protocol in `info` is ignored.
+    pub fn builder_from_info(info: ConnectionInfo) -> ClientBuilder {
+        ClientBuilder::new(Deployment::Standalone {
+            target: Target::Info(Box::new(info)),
+        })
+    }
+
+    /// Starts a [`ClientBuilder`] for a Redis Cluster reached through any of the `seeds`
+    /// (`redis://[user:password@]host:port` URLs of some of its nodes; the rest of the
+    /// topology is discovered). See the README's "Deployments" for what a failover does to
+    /// held locks.
+    pub fn cluster_builder<I, S>(seeds: I) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        ClientBuilder::new(Deployment::Cluster {
+            seeds: seeds.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    /// Starts a [`ClientBuilder`] for the master named `master_name` of a Sentinel set, found
+    /// through any of the `sentinels` (`redis://host:port` URLs of sentinels; credentials in
+    /// a URL are the sentinel's). The client follows failovers: commands and subscriptions
+    /// move to the new master. Credentials and database of the master itself:
+    /// [`ClientBuilder::master_password`], [`ClientBuilder::master_username`],
+    /// [`ClientBuilder::master_db`].
+    pub fn sentinel_builder<I, S>(sentinels: I, master_name: impl Into<String>) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        ClientBuilder::new(Deployment::Sentinel {
+            sentinels: sentinels.into_iter().map(Into::into).collect(),
+            master_name: master_name.into(),
+        })
+    }
+
+    /// A handle to the reentrant lock `name`. Cheap; nothing is sent to Redis. An invalid
+    /// name (empty, longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)) is reported by the
+    /// handle's methods as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn lock(&self, name: impl AsRef<str>) -> RLock {
+        RLock::new(self.inner.core.clone(), name.as_ref())
+    }
+
+    /// A handle to the fair (first-come, first-served) lock `name`: an [`RLock`]-like lock
+    /// whose waiters acquire in the order they asked, at the cost of a queue in Redis (see
+    /// [`FairLock`](crate::FairLock)). Cheap; nothing is sent to Redis. An invalid name is
+    /// reported by the handle's methods as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn fair_lock(&self, name: impl AsRef<str>) -> crate::FairLock {
+        crate::fair::FairLock::new(self.inner.core.clone(), name.as_ref())
+    }
+
+    /// A handle to the fenced lock `name`: an [`RLock`] whose every new owner gets a larger
+    /// fencing token (see [`FencedLock`](crate::FencedLock)). It is the same lock as
+    /// `lock(name)`. Cheap; nothing is sent to Redis; an invalid name is reported by the
+    /// handle's methods.
+    pub fn fenced_lock(&self, name: impl AsRef<str>) -> crate::FencedLock {
+        crate::fenced::FencedLock::new(self.inner.core.clone(), name.as_ref())
+    }
+
+    /// A value kept in Redis at `key` (used as given, no namespace) that rejects writes with
+    /// a stale fencing token (see [`FencedValue`](crate::FencedValue)). Cheap; nothing is
+    /// sent to Redis.
+    pub fn fenced_value(&self, key: impl AsRef<str>) -> crate::FencedValue {
+        crate::fenced_value::FencedValue::new(self.inner.core.clone(), key.as_ref())
+    }
+
+    /// A handle to the countdown latch `name` (see
+    /// [`CountDownLatch`](crate::CountDownLatch)). Cheap; nothing is sent to Redis.
+    pub fn count_down_latch(&self, name: impl AsRef<str>) -> crate::CountDownLatch {
+        crate::latch::CountDownLatch::new(self.inner.core.clone(), name.as_ref())
+    }
+
+    /// A handle to the read-write lock `name` (see [`RwLock`](crate::RwLock)): many
+    /// readers or one writer. Cheap; nothing is sent to Redis.
+    pub fn rw_lock(&self, name: impl AsRef<str>) -> crate::RwLock {
+        crate::rwlock::RwLock::new(self.inner.core.clone(), name.as_ref())
+    }
+
+    /// A handle to the semaphore `name` (see [`Semaphore`](crate::Semaphore)). Cheap;
+    /// nothing is sent to Redis.
+    pub fn semaphore(&self, name: impl AsRef<str>) -> crate::Semaphore {
+        crate::semaphore::Semaphore::new(self.inner.core.clone(), name.as_ref())
+    }
+
+    /// A handle to the permit-expirable semaphore `name`: each permit has an id and a
+    /// lease, and comes back by itself when the lease runs out (see
+    /// [`LeaseSemaphore`](crate::LeaseSemaphore)). Cheap; nothing is sent to Redis.
+    pub fn lease_semaphore(&self, name: impl AsRef<str>) -> crate::LeaseSemaphore {
+        crate::lease_semaphore::LeaseSemaphore::new(self.inner.core.clone(), name.as_ref())
+    }
+
+    /// A handle to the multi-lock over the reentrant locks `names`: all of them or none
+    /// (see [`MultiLock`](crate::MultiLock)). Names are sorted and deduplicated; an empty
+    /// list or an invalid name is reported by the handle's methods as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument). Cheap; nothing is sent to Redis.
+    pub fn multi_lock<I, S>(&self, names: I) -> crate::MultiLock
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        crate::multi::MultiLock::new(self.inner.core.clone(), names)
+    }
+
+    /// This client's id, the first part of every owner field it writes.
+    pub fn id(&self) -> Uuid {
+        self.inner.core.id
+    }
+
+    /// The TTL of watchdog locks; they are renewed every third of it.
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.inner.core.watchdog_timeout
+    }
+
+    /// The prefix of every key and channel this client uses.
+    pub fn namespace(&self) -> &str {
+        &self.inner.core.namespace
+    }
+
+    /// The shared state behind this client, for lock kinds built outside this module.
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.inner.core
+    }
+
+    /// The client around a freshly assembled `core` (see [`ClientBuilder::build`]).
+    fn from_core(core: Arc<Core>) -> Client {
+        Client {
+            inner: Arc::new(ClientHandle { core }),
+        }
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.core.id)
+            .field("namespace", &self.inner.core.namespace)
+            .field("watchdog_timeout", &self.inner.core.watchdog_timeout)
+            .finish_non_exhaustive()
+    }
+}
