@@ -71,7 +71,7 @@ pub use admin::{
 };
 pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_OVERTAKE_LIMIT,
-    DEFAULT_RESPONSE_TIMEOUT, DEFAULT_WATCHDOG_TIMEOUT,
+    DEFAULT_RESPONSE_TIMEOUT, DEFAULT_SENTINEL_CHECK_INTERVAL, DEFAULT_WATCHDOG_TIMEOUT,
 };
 pub use error::{Error, Result};
 pub use fair::{FairLock, FairLockGuard};

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::{
     Client, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_OVERTAKE_LIMIT,
-    DEFAULT_RESPONSE_TIMEOUT, DEFAULT_WATCHDOG_TIMEOUT,
+    DEFAULT_RESPONSE_TIMEOUT, DEFAULT_SENTINEL_CHECK_INTERVAL, DEFAULT_WATCHDOG_TIMEOUT,
 };
 use crate::deploy::{self, Connected, Deployment, MasterAuth, Protocol, Settings, Subscriber};
 use crate::error::{Error, Result};
@@ -35,6 +35,7 @@ pub struct ClientBuilder {
     protocol: Protocol,
     metrics_lock_names: bool,
     overtake_limit: Option<Duration>,
+    sentinel_check_interval: Option<Duration>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -58,6 +59,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("force_resp2", &(self.protocol == Protocol::Resp2))
             .field("metrics_lock_names", &self.metrics_lock_names)
             .field("overtake_limit", &self.overtake_limit)
+            .field("sentinel_check_interval", &self.sentinel_check_interval)
             .finish_non_exhaustive()
     }
 }
@@ -75,7 +77,24 @@ impl ClientBuilder {
             protocol: Protocol::Auto,
             metrics_lock_names: false,
             overtake_limit: Some(DEFAULT_OVERTAKE_LIMIT),
+            sentinel_check_interval: None,
         }
+    }
+
+    /// How often a Sentinel client asks the sentinels which server is the master, besides
+    /// asking at once on `+switch-master`, `READONLY`, a connection error or a timeout.
+    /// Default [`DEFAULT_SENTINEL_CHECK_INTERVAL`] (1 s); at least 1 ms. Sentinel builders
+    /// only.
+    ///
+    /// It also bounds how long the client trusts the master it has without a check: a
+    /// command waits for a new check (one round trip to the sentinels) when the last one
+    /// started more than two intervals and a response timeout ago, for instance after the
+    /// process was paused. So after a failover, every client is on the new master within
+    /// about one interval of the sentinels' switch, even one that missed the announcement
+    /// (README, "Deployments").
+    pub fn sentinel_check_interval(mut self, interval: Duration) -> Self {
+        self.sentinel_check_interval = Some(interval);
+        self
     }
 
     /// How long a waiter of an [`RLock`](crate::RLock) or [`FencedLock`](crate::FencedLock) may be
@@ -109,7 +128,7 @@ impl ClientBuilder {
     /// in RESP3, and waiters are woken when it is lost. Standalone and Sentinel only: a
     /// Redis Cluster needs RESP3 (redis-rs has no RESP2 subscriptions on cluster
     /// connections), and [`build`](Self::build) refuses `force_resp2(true)` on a cluster
-    /// builder, and a cluster that refuses `HELLO`, with [`Error::InvalidArgument`].
+    /// builder, and a cluster that refuses `HELLO`, with [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn force_resp2(mut self, force: bool) -> Self {
         self.protocol = if force {
             Protocol::Resp2
@@ -122,7 +141,7 @@ impl ClientBuilder {
     /// Replica sync: after every lock write (a new hold or a re-entry), wait until at least
     /// `replicas` replicas acknowledged it, at most `timeout` (Redis `WAIT`, pipelined with
     /// the lock script on the same connection: no extra round trip). If fewer acknowledge,
-    /// the hold is released again and the call fails with [`Error::ReplicaSync`]: the lock
+    /// the hold is released again and the call fails with [`Error::ReplicaSync`](crate::Error::ReplicaSync): the lock
     /// fails closed instead of living only on a master whose failover would lose it.
     ///
     /// This narrows, but does not close, the failover race of asynchronous replication
@@ -162,7 +181,7 @@ impl ClientBuilder {
     }
 
     /// How long to wait for any one reply. A lock attempt whose reply is late has an unknown
-    /// outcome: lockwise reports [`Error::Redis`] and releases whatever the attempt may have
+    /// outcome: lockwise reports [`Error::Redis`](crate::Error::Redis) and releases whatever the attempt may have
     /// taken. Default 1 s.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
@@ -189,13 +208,13 @@ impl ClientBuilder {
     /// `+switch-master`.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a bad setting, URL, empty seed or sentinel list, empty
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad setting, URL, empty seed or sentinel list, empty
     /// master name, master credentials on a non-Sentinel builder, a bad `replica_sync`, a
     /// `rediss://` URL without a TLS feature, or RESP2 on a Cluster;
-    /// [`Error::Redis`] when no server (seed, sentinel, master) is reachable within the
-    /// connect timeout or one refuses the connection; [`Error::UnexpectedReply`] when the
+    /// [`Error::Redis`](crate::Error::Redis) when no server (seed, sentinel, master) is reachable within the
+    /// connect timeout or one refuses the connection; [`Error::UnexpectedReply`](crate::Error::UnexpectedReply) when the
     /// sentinels do not know the master name or name a server that is not a master;
-    /// [`Error::Permission`] when the Redis user's ACL refuses a command lockwise runs, or
+    /// [`Error::Permission`](crate::Error::Permission) when the Redis user's ACL refuses a command lockwise runs, or
     /// the keys or channels `<namespace>:*` (README, "ACL").
     ///
     /// # Cancel safety
@@ -205,6 +224,10 @@ impl ClientBuilder {
         let watchdog_ms = check_millis("watchdog_timeout", self.watchdog_timeout)?;
         check_millis("response_timeout", self.response_timeout)?;
         check_millis("connect_timeout", self.connect_timeout)?;
+        let sentinel_check_interval = self
+            .sentinel_check_interval
+            .unwrap_or(DEFAULT_SENTINEL_CHECK_INTERVAL);
+        check_millis("sentinel_check_interval", sentinel_check_interval)?;
         let replica_sync = self.check_replica_sync()?;
         self.check_deployment()?;
 
@@ -224,6 +247,7 @@ impl ClientBuilder {
             self_id: id_str.clone(),
             namespace: self.namespace.clone(),
             protocol: self.protocol,
+            sentinel_check_interval,
         })
         .await?;
 
@@ -266,6 +290,12 @@ impl ClientBuilder {
                 }
             }
             Deployment::Standalone { .. } | Deployment::Cluster { .. } => {
+                if self.sentinel_check_interval.is_some() {
+                    return Err(Error::invalid(
+                        "sentinel_check_interval",
+                        "applies to Sentinel deployments only",
+                    ));
+                }
                 let m = &self.master;
                 if m.username.is_some() || m.password.is_some() || m.db.is_some() {
                     return Err(Error::invalid(

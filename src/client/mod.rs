@@ -26,6 +26,9 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default overtake limit: see [`ClientBuilder::overtake_limit`].
 pub const DEFAULT_OVERTAKE_LIMIT: Duration = Duration::from_millis(200);
+/// Default interval of a Sentinel client's checks of the master: see
+/// [`ClientBuilder::sentinel_check_interval`].
+pub const DEFAULT_SENTINEL_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// Default key namespace (prefix of every key and channel).
 pub const DEFAULT_NAMESPACE: &str = "lockwise";
 
@@ -136,7 +139,7 @@ impl Client {
         RLock::new(self.inner.core.clone(), name.as_ref())
     }
 
-    /// A handle to the fair (first-come, first-served) lock `name`: an [`RLock`]-like lock
+    /// A handle to the fair (first-come, first-served) lock `name`: an [`RLock`](crate::RLock)-like lock
     /// whose waiters acquire in the order they asked, at the cost of a queue in Redis (see
     /// [`FairLock`](crate::FairLock)). Cheap; nothing is sent to Redis. An invalid name is
     /// reported by the handle's methods as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
@@ -144,7 +147,7 @@ impl Client {
         crate::fair::FairLock::new(self.inner.core.clone(), name.as_ref())
     }
 
-    /// A handle to the fenced lock `name`: an [`RLock`] whose every new owner gets a larger
+    /// A handle to the fenced lock `name`: an [`RLock`](crate::RLock) whose every new owner gets a larger
     /// fencing token (see [`FencedLock`](crate::FencedLock)). It is the same lock as
     /// `lock(name)`. Cheap; nothing is sent to Redis; an invalid name is reported by the
     /// handle's methods.

@@ -15,12 +15,13 @@
 //!   use `SPUBLISH` (sharded pub/sub) on Redis 7, else `PUBLISH`. The scripts are then loaded
 //!   on every node, best effort.
 //! * **Sentinel** ([`sentinel`]): a [`SentinelMaster`]: the master is resolved through the
-//!   sentinels (`SENTINEL get-master-addr-by-name`, then `ROLE` on the answer) and connected
-//!   before it is probed, and re-resolved when a sentinel announces `+switch-master`, when
-//!   the server answers `READONLY` (a demoted master) and after connection errors. A new
-//!   master gets a new connection manager; callers holding the old one finish their call on
-//!   it and the next call uses the new one. The subscription listener follows through a
-//!   [`watch`] channel. Unlock messages use `PUBLISH`.
+//!   sentinels (every sentinel asked, the newest configuration epoch wins, then `ROLE` on
+//!   the answer) and connected before it is probed. A follower task asks again every check
+//!   interval and at once on `+switch-master`, `READONLY`, a timeout or a lost connection,
+//!   and a command waits for a check whenever the master has not been confirmed lately.
+//!   A new master gets a new connection manager; callers holding the old one finish their
+//!   call on it and the next call uses the new one. The subscription listener follows
+//!   through a [`watch`] channel. Unlock messages use `PUBLISH`.
 //!
 //! Then [`connect`] checks that the user's ACL allows what lockwise runs ([`acl`]: fails
 //! with `Error::Permission` naming what is missing). With replica sync configured, it
@@ -56,8 +57,8 @@ use crate::scripts::ReplicaSync;
 
 pub(crate) use cluster::cluster_client;
 pub(crate) use protocol::Protocol;
-use sentinel::Retry;
 pub(crate) use sentinel::{MasterAuth, SentinelMaster};
+use sentinel::{Retry, Verdict};
 
 /// The command connection of a client, for any deployment. Cheap to clone.
 #[derive(Clone)]
@@ -86,13 +87,17 @@ impl ConnectionLike for Commands {
             Commands::Sentinel(m) => {
                 let m = m.clone();
                 async move {
-                    let reply = m
+                    let (sent_to, reply) = m
                         .on_current(|mut c| async move { c.req_packed_command(cmd).await })
                         .await;
-                    match m.after_error(reply.as_ref().err()).await {
+                    match m.after(&sent_to, Verdict::of(&reply)).await {
                         // READONLY: the command did not run; the master moved and the
-                        // refresh found the new one, so one more try is safe.
-                        Retry::Yes => m.conn().req_packed_command(cmd).await,
+                        // check found the new one, so one more try is safe.
+                        Retry::Yes => {
+                            m.on_current(|mut c| async move { c.req_packed_command(cmd).await })
+                                .await
+                                .1
+                        }
                         Retry::No => reply,
                     }
                 }
@@ -113,16 +118,17 @@ impl ConnectionLike for Commands {
             Commands::Sentinel(m) => {
                 let m = m.clone();
                 async move {
-                    let reply = m
-                        .on_current(|mut c| async move {
-                            c.req_packed_commands(pipeline, offset, count).await
-                        })
-                        .await;
-                    // A READONLY inside a pipeline shows up per command, not here; only
-                    // connection errors trigger a refresh (never a retry: a pipeline may
-                    // have partly run).
-                    let _ = m.after_error(reply.as_ref().err()).await;
-                    reply
+                    let run = |mut c: ConnectionManager| async move {
+                        c.req_packed_commands(pipeline, offset, count).await
+                    };
+                    let (sent_to, reply) = m.on_current(run).await;
+                    // Sent again only if nothing in it ran (every reply an error, the
+                    // first READONLY): a pipeline may have partly run.
+                    let (verdict, nothing_ran) = Verdict::of_pipeline(&reply);
+                    match m.after(&sent_to, verdict).await {
+                        Retry::Yes if nothing_ran => m.on_current(run).await.1,
+                        _ => reply,
+                    }
                 }
                 .boxed()
             }
@@ -176,6 +182,8 @@ pub(crate) struct Settings {
     pub(crate) namespace: String,
     /// RESP3 with a RESP2 fallback, or RESP2 only.
     pub(crate) protocol: Protocol,
+    /// How often a Sentinel client asks the sentinels for the master unprompted.
+    pub(crate) sentinel_check_interval: Duration,
 }
 
 /// What a connected client is made of.
@@ -226,6 +234,7 @@ struct Options {
     manager: ConnectionManagerConfig,
     self_id: String,
     protocol: Protocol,
+    sentinel_check_interval: Duration,
 }
 
 /// Connects the command connection and the subscription listener `L` of the deployment in
@@ -256,6 +265,7 @@ pub(crate) async fn connect<L: Subscriber>(settings: Settings) -> Result<Connect
             .set_max_delay(Duration::from_secs(2)),
         self_id: settings.self_id,
         protocol: settings.protocol,
+        sentinel_check_interval: settings.sentinel_check_interval,
     };
     let (mut commands, listener, publish) = match &settings.deployment {
         Deployment::Standalone { target } => standalone::connect(target, &options).await?,

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use redis::aio::ConnectionManagerConfig;
@@ -23,16 +24,29 @@ impl Listener {
         masters.mark_unchanged();
         tokio::spawn(async move {
             while masters.changed().await.is_ok() {
-                let client = masters.borrow_and_update().clone();
-                let Some(shared) = weak.upgrade() else {
-                    return;
-                };
-                match shared.connect_single(client, config.clone()).await {
-                    Ok(conn) => shared.switch(conn).await,
-                    Err(e) => tracing::warn!(
-                        error = %e,
-                        "could not connect the subscription connection to the new master"
-                    ),
+                // Until connected to the newest master: a master that was just promoted may
+                // refuse connections for a moment, and giving up would leave every waiter
+                // on the old server, hearing no unlock until the next failover.
+                let mut delay = Duration::from_millis(50);
+                loop {
+                    let client = masters.borrow_and_update().clone();
+                    let Some(shared) = weak.upgrade() else {
+                        return;
+                    };
+                    match shared.connect_single(client, config.clone()).await {
+                        Ok(conn) => {
+                            shared.switch(conn).await;
+                            break;
+                        }
+                        Err(e) => tracing::warn!(
+                            error = %e,
+                            "could not connect the subscription connection to the new master; retrying"
+                        ),
+                    }
+                    drop(shared);
+                    // A newer master meanwhile is tried at once; else after a pause.
+                    let _ = tokio::time::timeout(delay, masters.changed()).await;
+                    delay = (delay * 2).min(Duration::from_secs(1));
                 }
             }
         });

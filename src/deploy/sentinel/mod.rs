@@ -1,0 +1,497 @@
+//! Sentinel: the current master of a Sentinel-monitored set, and following it.
+//!
+//! redis-rs resolves a Sentinel master once and never again, so a failover would leave the
+//! client writing to a demoted replica, or worse, to a deposed master that has not been
+//! demoted yet (a master stalled past `down-after-milliseconds` and resumed after the
+//! failover stays writable until the sentinels reconfigure it, about 8 s later). So
+//! [`SentinelMaster`] follows the master itself:
+//!
+//! * **Checks.** One follower task per client asks *every* sentinel for the master
+//!   (`SENTINEL MASTER <name>`, in parallel) and takes the answer with the highest
+//!   configuration epoch, so a sentinel that lags behind a failover (one that was stalled,
+//!   say) cannot lead the client back to the old master. A master it has not used yet must
+//!   answer `ROLE` as a master before any command goes there. A check runs every
+//!   [`check_interval`](SentinelSettings::check_interval) (1 s by default), and at once when
+//!   a sentinel announces `+switch-master`, when the master answers `READONLY`, and after a
+//!   connection error or timeout.
+//! * **The gate.** A command goes to the current master only if a check that *started*
+//!   recently confirmed it: within two check intervals plus a response timeout, and after
+//!   the master last gave a reason for doubt (a connection error, a timeout, `READONLY`, an
+//!   announced switch). Otherwise it waits for the next check (one round trip to the
+//!   sentinels). So a switch cannot be missed: a process that was paused while the master
+//!   moved, or whose announcement got lost, or whose earlier check was still waiting on the
+//!   stalled master, asks again before it writes. When no sentinel answers at all, the
+//!   check confirms the current master (the sentinels being down is no reason to stop
+//!   using a healthy master), and says so in the log.
+//! * **`READONLY`.** The command did not run. The client checks at once and, if the master
+//!   moved, sends the command once more to the new one.
+//!
+//! Calls waiting on the old master when it moves are abandoned with a connection error
+//! (their outcome is unknown, which the lock paths settle), and the subscription listener
+//! follows each new master through a [`watch`] channel.
+//!
+//! # Layout
+//! - this file: the master, its gate, and how a reply is judged.
+//! - [`ask`]: asking the sentinels, and connecting to a master they name.
+//! - [`follow`]: the follower task (checks) and the `+switch-master` watcher.
+
+mod ask;
+mod follow;
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ConnectionInfo, ProtocolVersion, RedisConnectionInfo, RedisResult, Value};
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+
+use super::probe::{probe, resp3};
+use super::{protocol, Commands, Options, Subscriber};
+use crate::error::{Error, Result};
+
+/// Credentials and database of a Sentinel master (set only for Sentinel deployments).
+#[derive(Clone, Default)]
+pub(crate) struct MasterAuth {
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) db: Option<i64>,
+}
+
+/// Resolves the master named `master_name` through the `sentinels` and connects to it
+/// (starting the follower), probes it, then connects the listener and has it follow the
+/// master. Returns them with the command that publishes unlock messages.
+///
+/// Sentinels and master are spoken to in RESP3, or in RESP2 if one of them refuses `HELLO`
+/// (or the builder forces RESP2).
+pub(super) async fn connect<L: Subscriber>(
+    sentinels: &[String],
+    master_name: &str,
+    auth: &MasterAuth,
+    options: &Options,
+) -> Result<(Commands, L, &'static str)> {
+    let first = options.protocol.first();
+    match connect_with(sentinels, master_name, auth, options, first).await {
+        Err(e) if first == ProtocolVersion::RESP3 && protocol::refuses_resp3(&e) => {
+            tracing::info!("a sentinel or the master does not speak RESP3 (no HELLO): using RESP2");
+            connect_with(
+                sentinels,
+                master_name,
+                auth,
+                options,
+                ProtocolVersion::RESP2,
+            )
+            .await
+        }
+        other => other,
+    }
+}
+
+async fn connect_with<L: Subscriber>(
+    sentinels: &[String],
+    master_name: &str,
+    auth: &MasterAuth,
+    options: &Options,
+    version: ProtocolVersion,
+) -> Result<(Commands, L, &'static str)> {
+    let sentinels = sentinels
+        .iter()
+        .map(|s| Ok(protocol::with_protocol(resp3(s)?, version)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut master = protocol::named(RedisConnectionInfo::default(), &options.self_id)
+        .set_protocol(version)
+        .set_db(auth.db.unwrap_or(0));
+    if let Some(u) = &auth.username {
+        master = master.set_username(u);
+    }
+    if let Some(p) = &auth.password {
+        master = master.set_password(p);
+    }
+    let settings = SentinelSettings {
+        sentinels,
+        master_name: master_name.to_string(),
+        master,
+        connect_timeout: options.connect_timeout,
+        response_timeout: options.response_timeout,
+        check_interval: options.sentinel_check_interval,
+    };
+    let sentinel = SentinelMaster::connect(settings, options.manager.clone()).await?;
+    let client = sentinel.switches().borrow().clone();
+    probe(&client, &options.probe).await?;
+    let listener = L::connect(
+        client,
+        options.manager.clone(),
+        options.connect_timeout,
+        options.response_timeout,
+        options.self_id.clone(),
+    )
+    .await?;
+    listener.follow(sentinel.switches(), options.manager.clone());
+    Ok((Commands::Sentinel(sentinel), listener, "publish"))
+}
+
+/// Whether a call may be sent again after what the master answered.
+pub(super) enum Retry {
+    Yes,
+    No,
+}
+
+/// What a reply says about the master it came from.
+pub(super) enum Verdict {
+    /// Nothing new.
+    Fine,
+    /// `READONLY`: the server was demoted; the command did not run.
+    Demoted,
+    /// No reply (connection error, timeout): the server may be gone or stalled.
+    Doubtful,
+}
+
+impl Verdict {
+    /// The verdict on one command's reply. redis-rs hands a server error back as
+    /// `Ok(Value::ServerError)` at this level; it becomes an `Err` only later, in
+    /// `Cmd::query_async`.
+    pub(super) fn of(reply: &RedisResult<Value>) -> Verdict {
+        match reply {
+            Ok(Value::ServerError(e)) if e.code() == "READONLY" => Verdict::Demoted,
+            Ok(_) => Verdict::Fine,
+            Err(e) if is_readonly(e) => Verdict::Demoted,
+            Err(e) if is_connection_error(e) => Verdict::Doubtful,
+            Err(_) => Verdict::Fine,
+        }
+    }
+
+    /// The verdict on a pipeline's replies: `Demoted` only when nothing in it ran (every
+    /// reply an error, the first `READONLY`), so that sending it again is safe; a `READONLY`
+    /// among replies that did run only starts a check.
+    pub(super) fn of_pipeline(reply: &RedisResult<Vec<Value>>) -> (Verdict, bool) {
+        match reply {
+            Ok(values) => {
+                let readonly =
+                    |v: &Value| matches!(v, Value::ServerError(e) if e.code() == "READONLY");
+                let all_failed = values.iter().all(|v| matches!(v, Value::ServerError(_)));
+                match values.first() {
+                    Some(first) if readonly(first) && all_failed => (Verdict::Demoted, true),
+                    _ if values.iter().any(readonly) => (Verdict::Demoted, false),
+                    _ => (Verdict::Fine, false),
+                }
+            }
+            Err(e) => (Verdict::of(&Err(e.clone())), false),
+        }
+    }
+}
+
+/// Whether `e` says the server we talk to is not (or no longer) a writable master.
+pub(crate) fn is_readonly(e: &redis::RedisError) -> bool {
+    e.code() == Some("READONLY")
+}
+
+fn is_connection_error(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
+}
+
+/// How to reach and authenticate with a Sentinel-monitored master.
+#[derive(Clone)]
+pub(crate) struct SentinelSettings {
+    /// The sentinels' addresses (their own credentials, if any, in the URLs).
+    pub(crate) sentinels: Vec<ConnectionInfo>,
+    /// The monitored master's name (`sentinel monitor <name> ...`).
+    pub(crate) master_name: String,
+    /// Credentials, database and protocol for the master itself.
+    pub(crate) master: RedisConnectionInfo,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    /// How often the follower asks the sentinels for the master without being asked to.
+    pub(crate) check_interval: Duration,
+}
+
+impl SentinelSettings {
+    /// How long a check's confirmation of the master is trusted: two check intervals and a
+    /// response timeout, so one late or lost check does not hold up commands.
+    fn trust_window(&self) -> Duration {
+        self.check_interval * 2 + self.response_timeout
+    }
+
+    /// Longest wait of a command for a check (the sentinels are asked with the response
+    /// timeout; a new master is connected within the connect timeout).
+    fn check_wait(&self) -> Duration {
+        self.connect_timeout + self.response_timeout * 2
+    }
+}
+
+/// The current master of a Sentinel set and its command connection (see the module docs).
+pub(crate) struct SentinelMaster {
+    settings: SentinelSettings,
+    config: ConnectionManagerConfig,
+    current: RwLock<Current>,
+    /// The current master's client, for the subscription listener to follow.
+    switches: watch::Sender<redis::Client>,
+    /// Wakes the follower for a check now (shared with it: it holds no `Arc` of the master
+    /// while it waits).
+    wanted: Arc<Notify>,
+    /// When the newest finished check started.
+    checked: watch::Sender<Instant>,
+    /// The master has been in doubt since then: commands wait for a check that started
+    /// later.
+    doubt: Mutex<Option<Instant>>,
+    /// One cached connection per sentinel, for the checks.
+    sentinels: ask::Sentinels,
+}
+
+struct Current {
+    addr: (String, u16),
+    /// The newest configuration epoch a sentinel named this master with: a check never
+    /// moves to a master named with an older one (a sentinel lagging behind a failover).
+    epoch: u64,
+    conn: ConnectionManager,
+}
+
+impl SentinelMaster {
+    /// Resolves the master and connects to it; starts the follower and the `+switch-master`
+    /// watcher.
+    pub(crate) async fn connect(
+        settings: SentinelSettings,
+        config: ConnectionManagerConfig,
+    ) -> Result<Arc<SentinelMaster>> {
+        if settings.sentinels.is_empty() {
+            return Err(Error::invalid("sentinels", "no sentinel address given"));
+        }
+        let started = Instant::now();
+        let sentinels = ask::Sentinels::new(&settings);
+        let view = sentinels.newest_master(&settings).await?;
+        let (conn, client) = ask::connect_master(&settings, &config, &view.addr).await?;
+        let (switches, _) = watch::channel(client);
+        let master = Arc::new(SentinelMaster {
+            settings,
+            config,
+            current: RwLock::new(Current {
+                addr: view.addr,
+                epoch: view.epoch,
+                conn,
+            }),
+            switches,
+            wanted: Arc::new(Notify::new()),
+            checked: watch::channel(started).0,
+            doubt: Mutex::new(None),
+            sentinels,
+        });
+        follow::start(&master);
+        Ok(master)
+    }
+
+    /// The current master's command connection.
+    pub(crate) fn conn(&self) -> ConnectionManager {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .conn
+            .clone()
+    }
+
+    /// The current master's client; changes after each failover.
+    pub(crate) fn switches(&self) -> watch::Receiver<redis::Client> {
+        self.switches.subscribe()
+    }
+
+    /// The current master's address.
+    pub(crate) fn addr(&self) -> (String, u16) {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .addr
+            .clone()
+    }
+
+    /// Runs `call` on the current master's connection, once a check confirmed that master
+    /// (see "The gate" above). Returns the address it went to with the reply. If the master
+    /// moves while the call waits (typically on the old, dead master's reconnect backoff,
+    /// which can take seconds), the call is abandoned with a connection error: its outcome
+    /// is unknown, which the lock paths handle, and the caller's retry goes to the new master
+    /// at once.
+    pub(super) async fn on_current<T, F, Fut>(&self, call: F) -> ((String, u16), RedisResult<T>)
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: std::future::Future<Output = RedisResult<T>>,
+    {
+        if let Err(e) = self.confirmed().await {
+            return (self.addr(), Err(e));
+        }
+        let mut moved = self.switches.subscribe();
+        let (addr, conn) = {
+            let current = self.current.read().unwrap_or_else(|e| e.into_inner());
+            (current.addr.clone(), current.conn.clone())
+        };
+        let reply = tokio::select! {
+            reply = call(conn) => reply,
+            _ = moved.changed() => Err(redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "the sentinel master moved while the command waited; outcome unknown",
+            ))),
+        };
+        (addr, reply)
+    }
+
+    /// Waits until a check confirmed the current master recently enough (see "The gate").
+    /// Fails, without sending anything, if none did within [`SentinelSettings::check_wait`]:
+    /// the sentinels named another master that cannot be reached yet.
+    async fn confirmed(&self) -> RedisResult<()> {
+        let Some(needed) = self.check_needed() else {
+            return Ok(());
+        };
+        self.wanted.notify_one();
+        let mut checked = self.checked.subscribe();
+        let wait = async move { checked.wait_for(|at| *at >= needed).await.is_ok() };
+        match tokio::time::timeout(self.settings.check_wait(), wait).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no check confirmed the sentinel master in time (it may be moving); not sent",
+            ))),
+        }
+    }
+
+    /// The instant a check must have started at or after for the current master to be used
+    /// now; `None` while it is trusted.
+    fn check_needed(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let fresh = now.checked_sub(self.settings.trust_window());
+        let doubt = *self.doubt.lock().unwrap_or_else(|e| e.into_inner());
+        let needed = fresh.max(doubt)?;
+        (*self.checked.borrow() < needed).then_some(needed)
+    }
+
+    /// Puts the current master in doubt from now on and asks for a check.
+    pub(super) fn doubt(&self) {
+        *self.doubt.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        self.wanted.notify_one();
+    }
+
+    /// Reacts to what the master at `sent_to` answered: `READONLY` puts it in doubt and
+    /// waits for the check (allowing one more try if the master moved meanwhile); a
+    /// connection error or timeout puts it in doubt.
+    pub(super) async fn after(&self, sent_to: &(String, u16), verdict: Verdict) -> Retry {
+        match verdict {
+            Verdict::Fine => Retry::No,
+            Verdict::Doubtful => {
+                self.doubt();
+                Retry::No
+            }
+            Verdict::Demoted => {
+                tracing::debug!(
+                    master = %format!("{}:{}", sent_to.0, sent_to.1),
+                    "sentinel: the master answered READONLY; asking the sentinels"
+                );
+                self.doubt();
+                if self.confirmed().await.is_ok() && self.addr() != *sent_to {
+                    Retry::Yes
+                } else {
+                    Retry::No
+                }
+            }
+        }
+    }
+
+    /// Runs one check: asks the sentinels, moves to the master they name if it is new, and
+    /// records when the check started. A master named but not reachable (or not answering
+    /// `ROLE` as a master yet), or named only by sentinels that lag behind the current
+    /// master's epoch, is no confirmation: the check is not recorded, so gated commands keep
+    /// waiting for the next one. Returns whether it was recorded.
+    async fn check(&self) -> bool {
+        let started = Instant::now();
+        let view = match self.sentinels.newest_master(&self.settings).await {
+            Ok(view) => view,
+            Err(e) => {
+                // No sentinel answered: nothing says the master moved.
+                follow::no_sentinel(&self.settings.master_name, &e);
+                self.checked.send_replace(started);
+                return true;
+            }
+        };
+        {
+            let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+            if view.addr == current.addr {
+                current.epoch = current.epoch.max(view.epoch);
+            } else if view.epoch < current.epoch {
+                tracing::debug!(
+                    named = %format!("{}:{}", view.addr.0, view.addr.1),
+                    epoch = view.epoch,
+                    current = current.epoch,
+                    "sentinel: only lagging sentinels answered; asking again"
+                );
+                return false;
+            }
+        }
+        if view.addr != self.addr() {
+            if let Err(e) = self.switch_to(view).await {
+                tracing::debug!(error = %e, "sentinel: the named master is not usable yet");
+                return false;
+            }
+        }
+        self.checked.send_replace(started);
+        true
+    }
+
+    /// Connects to the master `view` names (checking its `ROLE`) and moves the commands and the
+    /// subscription listener there.
+    async fn switch_to(&self, view: ask::View) -> Result<()> {
+        let addr = view.addr;
+        let (conn, client) = ask::connect_master(&self.settings, &self.config, &addr).await?;
+        let old = {
+            let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+            std::mem::replace(
+                &mut *current,
+                Current {
+                    addr: addr.clone(),
+                    epoch: view.epoch,
+                    conn,
+                },
+            )
+            .addr
+        };
+        tracing::warn!(
+            master = %self.settings.master_name,
+            from = %format!("{}:{}", old.0, old.1),
+            to = %format!("{}:{}", addr.0, addr.1),
+            "sentinel: master moved; commands and subscriptions follow"
+        );
+        self.switches.send_replace(client);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(text: &str) -> Value {
+        redis::parse_redis_value(text.as_bytes()).unwrap()
+    }
+
+    /// redis-rs hands a server error back as `Ok(Value::ServerError)` from
+    /// `req_packed_command`: `READONLY` must be seen there (it was not, and a demoted master
+    /// was never left), in a single command's reply and as a pipeline's first reply.
+    #[test]
+    fn readonly_replies_are_seen_where_redis_rs_returns_them() {
+        let readonly = reply("-READONLY You can't write against a read only replica.\r\n");
+        assert!(matches!(
+            Verdict::of(&Ok(readonly.clone())),
+            Verdict::Demoted
+        ));
+        assert!(matches!(Verdict::of(&Ok(reply(":1\r\n"))), Verdict::Fine));
+        assert!(matches!(
+            Verdict::of(&Ok(reply("-ERR other\r\n"))),
+            Verdict::Fine
+        ));
+        let wait_refused = reply("-ERR WAIT cannot be used with replica instances.\r\n");
+        // Script and WAIT both refused: nothing ran, so it may be sent again.
+        let (v, nothing_ran) = Verdict::of_pipeline(&Ok(vec![readonly.clone(), wait_refused]));
+        assert!(matches!(v, Verdict::Demoted) && nothing_ran);
+        // Something ran: a check, but no second send.
+        let (v, nothing_ran) = Verdict::of_pipeline(&Ok(vec![reply(":1\r\n"), readonly]));
+        assert!(matches!(v, Verdict::Demoted) && !nothing_ran);
+        let io = redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "reset",
+        ));
+        assert!(matches!(Verdict::of(&Err(io)), Verdict::Doubtful));
+    }
+}
