@@ -131,6 +131,28 @@ impl Error {
         matches!(self, Error::ClientClosed)
     }
 
+    /// Whether an acquire that is already waiting may simply try again after this error: a
+    /// command that did not run because the deployment is changing ([`did_not_run`]), or a
+    /// lost connection or timeout (the outcome is unknown; the settlement that follows ends
+    /// before the next attempt is sent).
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            Error::Redis(e) => {
+                did_not_run(e)
+                    || e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || e.is_connection_refusal()
+            }
+            _ => false,
+        }
+    }
+
+    /// [`did_not_run`] for a crate error.
+    pub(crate) fn did_not_run(&self) -> bool {
+        matches!(self, Error::Redis(e) if did_not_run(e))
+    }
+
     pub(crate) fn invalid(argument: &'static str, reason: impl Into<String>) -> Self {
         Error::InvalidArgument {
             argument,
@@ -195,6 +217,18 @@ impl From<redis::RedisError> for Error {
     }
 }
 
+/// Whether the server refused the command without running it because the deployment is
+/// changing: a redirection left over after redis-rs's own retries (`MOVED`, `ASK`), a
+/// failover or resharding under way (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`), a demoted
+/// master (`READONLY`) or a server still loading its data (`LOADING`). Sending it again
+/// later is safe.
+pub(crate) fn did_not_run(e: &redis::RedisError) -> bool {
+    matches!(
+        e.code(),
+        Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" | "LOADING")
+    )
+}
+
 /// Keeps error messages readable when a name is huge.
 fn abbreviate(name: &str) -> String {
     const MAX: usize = 200;
@@ -240,6 +274,21 @@ mod tests {
             "NOSCRIPT No matching script",
         ] {
             assert!(!server_error(reply).is_retryable(), "{reply}");
+            assert!(!server_error(reply).is_transient(), "{reply}");
+        }
+        // What a waiting acquire and an unlock retry through: never OOM or BUSY (a full or
+        // stuck server is not a failover), never a refused permission.
+        for reply in [
+            "MOVED 3999 127.0.0.1:6381",
+            "CLUSTERDOWN down",
+            "READONLY ro",
+        ] {
+            assert!(server_error(reply).did_not_run(), "{reply}");
+            assert!(server_error(reply).is_transient(), "{reply}");
+        }
+        for reply in ["OOM full", "BUSY script", "NOPERM no"] {
+            assert!(!server_error(reply).did_not_run(), "{reply}");
+            assert!(!server_error(reply).is_transient(), "{reply}");
         }
     }
 }

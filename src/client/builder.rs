@@ -9,8 +9,9 @@ use redis::ConnectionInfo;
 use uuid::Uuid;
 
 use super::{
-    Client, DEFAULT_CONNECT_TIMEOUT, DEFAULT_NAMESPACE, DEFAULT_OVERTAKE_LIMIT,
-    DEFAULT_RESPONSE_TIMEOUT, DEFAULT_SENTINEL_CHECK_INTERVAL, DEFAULT_WATCHDOG_TIMEOUT,
+    Client, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAILOVER_RETRY, DEFAULT_NAMESPACE,
+    DEFAULT_OVERTAKE_LIMIT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_SENTINEL_CHECK_INTERVAL,
+    DEFAULT_WATCHDOG_TIMEOUT,
 };
 use crate::deploy::{self, Connected, Deployment, MasterAuth, Protocol, Settings, Subscriber};
 use crate::error::{Error, Result};
@@ -36,6 +37,7 @@ pub struct ClientBuilder {
     metrics_lock_names: bool,
     overtake_limit: Option<Duration>,
     sentinel_check_interval: Option<Duration>,
+    failover_retry: Duration,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -60,6 +62,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("metrics_lock_names", &self.metrics_lock_names)
             .field("overtake_limit", &self.overtake_limit)
             .field("sentinel_check_interval", &self.sentinel_check_interval)
+            .field("failover_retry", &self.failover_retry)
             .finish_non_exhaustive()
     }
 }
@@ -78,7 +81,27 @@ impl ClientBuilder {
             metrics_lock_names: false,
             overtake_limit: Some(DEFAULT_OVERTAKE_LIMIT),
             sentinel_check_interval: None,
+            failover_retry: DEFAULT_FAILOVER_RETRY,
         }
+    }
+
+    /// How long an acquire that waits, and an unlock, keep trying through a failover before
+    /// they return the error. Default [`DEFAULT_FAILOVER_RETRY`] (15 s); zero returns
+    /// every error at once.
+    ///
+    /// What they retry: a command the server refused without running it because the
+    /// deployment is changing (`MOVED` or `ASK` left after redis-rs's own redirects,
+    /// `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `READONLY`, `LOADING`), and, for an acquire
+    /// that is already waiting, a lost connection or a timeout (whatever that attempt may
+    /// have taken is settled before the next one is sent). Retries pause 50 ms, doubling
+    /// up to 1 s, and never outlast the caller's own wait (`try_lock(wait, ..)`). A first
+    /// attempt that finds the server unreachable still fails at once, so a call made while
+    /// Redis is down is not held up. Set it above the time your deployment takes to fail
+    /// over (Sentinel: `down-after-milliseconds` plus a few seconds; Cluster:
+    /// `cluster-node-timeout` plus a few seconds) for callers never to see one.
+    pub fn failover_retry(mut self, limit: Duration) -> Self {
+        self.failover_retry = limit;
+        self
     }
 
     /// How often a Sentinel client asks the sentinels which server is the master, besides
@@ -273,6 +296,7 @@ impl ClientBuilder {
             watchdog_timeout: self.watchdog_timeout,
             watchdog_ms,
             overtake_limit: self.overtake_limit,
+            failover_retry: self.failover_retry,
             handle: tokio::runtime::Handle::current(),
             metrics_lock_names: self.metrics_lock_names,
             #[cfg(feature = "metrics")]

@@ -29,6 +29,8 @@ pub const DEFAULT_OVERTAKE_LIMIT: Duration = Duration::from_millis(200);
 /// Default interval of a Sentinel client's checks of the master: see
 /// [`ClientBuilder::sentinel_check_interval`].
 pub const DEFAULT_SENTINEL_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// Default failover retry: see [`ClientBuilder::failover_retry`].
+pub const DEFAULT_FAILOVER_RETRY: Duration = Duration::from_secs(15);
 /// Default key namespace (prefix of every key and channel).
 pub const DEFAULT_NAMESPACE: &str = "lockwise";
 

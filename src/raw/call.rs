@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -112,6 +113,25 @@ impl<K: Kind> Ticket<K> {
                 notified.await;
             }
         }
+    }
+
+    /// The ticket of a granted call, unless its reply came after the TTL the call set
+    /// (`ttl`) ran out: the process was paused, or the reply sat in a buffer, so the lock
+    /// may have expired and been taken by another owner meanwhile. Such a call gets no
+    /// guard: the hold it took (the server counted `holds` of this owner right after) is
+    /// settled away, and `None` tells the caller to go on waiting.
+    pub(crate) fn unless_late(self, holds: u32, ttl: Duration, lock: &str) -> Option<Self> {
+        if self.sent.at + ttl > tokio::time::Instant::now() {
+            return Some(self);
+        }
+        tracing::debug!(
+            lock,
+            waited = ?self.sent.at.elapsed(),
+            "lock reply came after the lock's TTL ran out; not taken"
+        );
+        let sent = self.sent;
+        self.finish(Outcome::Abandoned(sent, holds));
+        None
     }
 
     /// Ends the call without a guard.

@@ -31,6 +31,9 @@ pub(crate) struct Core {
     /// How long a waiter may be overtaken before it claims the lock (`None`: never); see
     /// [`claim`](super::claim).
     pub(crate) overtake_limit: Option<std::time::Duration>,
+    /// How long a waiting acquire or an unlock retries through a failover before it returns
+    /// the error (`ClientBuilder::failover_retry`).
+    pub(crate) failover_retry: Duration,
     pub(crate) handle: tokio::runtime::Handle,
     /// Label the acquire wait histogram with the lock name too (`metrics_lock_names`).
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]

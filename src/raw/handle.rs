@@ -270,38 +270,50 @@ where
         granted: false,
     };
     let listener = &base.core.listener;
-    let granted = acquire_named(
-        &base.core,
-        channel,
-        &base.name,
-        deadline,
-        Some(&claim.wake),
-        || {
-            let attempt = attempt(&hold_key, lease_ms, &claim);
-            let claim = &claim;
-            async move {
-                Ok(match attempt.await? {
-                    Attempt::Claimant(pttl) => {
-                        Attempt::Held(Some(if claim.hold(listener, channel) {
-                            // Newly marked: look again at once, in case a release came between
-                            // the script's claim and the mark (its wakeup went elsewhere).
-                            Duration::ZERO
-                        } else {
-                            // Back before the claim runs out, to renew it.
-                            pttl.map_or(CLAIM_REFRESH, |p| p.min(CLAIM_REFRESH))
-                        }))
-                    }
-                    Attempt::Held(pttl) => {
-                        claim.let_go();
-                        Attempt::Held(pttl)
-                    }
-                    acquired => acquired,
-                })
-            }
-        },
-    )
-    .instrument(observed.span().clone())
-    .await;
+    let ttl = Duration::from_millis(lease_ms);
+    let granted = loop {
+        let granted = acquire_named(
+            &base.core,
+            channel,
+            &base.name,
+            deadline,
+            Some(&claim.wake),
+            || {
+                let attempt = attempt(&hold_key, lease_ms, &claim);
+                let claim = &claim;
+                async move {
+                    Ok(match attempt.await? {
+                        Attempt::Claimant(pttl) => {
+                            Attempt::Held(Some(if claim.hold(listener, channel) {
+                                // Newly marked: look again at once, in case a release came
+                                // between the claim and the mark (its wakeup went elsewhere).
+                                Duration::ZERO
+                            } else {
+                                // Back before the claim runs out, to renew it.
+                                pttl.map_or(CLAIM_REFRESH, |p| p.min(CLAIM_REFRESH))
+                            }))
+                        }
+                        Attempt::Held(pttl) => {
+                            claim.let_go();
+                            Attempt::Held(pttl)
+                        }
+                        acquired => acquired,
+                    })
+                }
+            },
+        )
+        .instrument(observed.span().clone())
+        .await;
+        match granted {
+            // A reply too late to trust takes no guard (see `Ticket::unless_late`).
+            Ok(Some((ticket, holds, extra))) => match ticket.unless_late(holds, ttl, &base.name) {
+                Some(ticket) => break Ok(Some((ticket, holds, extra))),
+                None if deadline.is_some_and(|d| Instant::now() >= d) => break Ok(None),
+                None => {}
+            },
+            other => break other,
+        }
+    };
     withdraw.granted = matches!(granted, Ok(Some(_)));
     drop(withdraw);
     let span = observed.finish(&granted);

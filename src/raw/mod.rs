@@ -18,6 +18,13 @@
 //!    never means "sleep forever"). Loop to 3.
 //! 5. On every exit the subscription share is dropped; the last share unsubscribes.
 //!
+//! A waiter rides through a failover: an attempt that the server refused without running
+//! it (`MOVED`, `TRYAGAIN`, `CLUSTERDOWN`, `READONLY`, ...), or, once the caller waits, one
+//! lost with its connection, is tried again after a pause (50 ms doubling to 1 s), within
+//! the caller's deadline and the client's failover retry ([`wait::Trouble`]). A reply that
+//! arrives after the TTL it set ran out (the process was paused meanwhile) takes no guard:
+//! its hold is settled away and the wait goes on.
+//!
 //! # Cancellation
 //!
 //! A script call whose future is dropped may still run on the server. Each acquire attempt is

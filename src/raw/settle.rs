@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::kind::Kind;
 use super::registry::{HoldKey, Outcome};
+use super::wait::Trouble;
 use super::Core;
 use crate::error::{Error, Result};
 
@@ -100,11 +101,25 @@ pub(crate) async fn owner_holds(core: &Core, key: &str, owner: &str) -> Result<u
 pub(super) fn send_release<K: Kind>(kind: &K, key: &HoldKey) -> BoxFuture<'static, Result<i64>> {
     let (kind, key) = (kind.clone(), key.clone());
     async move {
-        let reply = kind.release(key.1.clone(), 0).await;
+        // A release refused unrun while a failover is under way is sent again (the client's
+        // failover retry); if it still cannot run, a settlement takes over.
+        let mut trouble = Trouble::new(kind.core().failover_retry);
+        let reply = loop {
+            let sent = Instant::now();
+            match kind.release(key.1.clone(), 0).await {
+                Err(e) if e.did_not_run() => match trouble.retry(e, sent, None) {
+                    Ok(pause) => tokio::time::sleep(pause).await,
+                    Err(e) => break Err(e),
+                },
+                other => break other,
+            }
+        };
         let outcome = match &reply {
             Ok(-1) => Outcome::Forgotten,
             Ok(_) => Outcome::Known,
             Err(Error::Redis(e)) if outcome_unknown(e) => Outcome::Unknown,
+            // Not run: the server still counts the hold, which the settlement releases.
+            Err(e) if e.did_not_run() => Outcome::Unknown,
             Err(_) => Outcome::Known,
         };
         finish(&kind, &key, outcome);

@@ -45,15 +45,37 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Attempt<T>>>,
 {
-    // 1. The fast path: no subscription at all when the lock is free.
-    if let Attempt::Acquired(t) = attempt().await? {
+    let mut trouble = Trouble::new(core.failover_retry);
+    // 1. The fast path: no subscription at all when the lock is free. A command that did
+    //    not run because a failover is under way is sent again (the caller would wait
+    //    anyway); a lost connection on this first try is returned at once.
+    let first = loop {
+        let sent = Instant::now();
+        match trouble.bounded(deadline, attempt()).await? {
+            Err(e) if e.did_not_run() => {
+                tokio::time::sleep(trouble.retry(e, sent, deadline)?).await;
+            }
+            other => break other?,
+        }
+    };
+    if let Attempt::Acquired(t) = first {
         return Ok(Some(t));
     }
+    trouble.clear();
     if deadline.is_some_and(|d| Instant::now() >= d) {
         return Ok(None);
     }
     // 2. Subscribe before the next attempt; the share is released on every exit (drop).
-    let subscription = core.listener.subscribe(channel, lock).await?;
+    let subscription = loop {
+        let sent = Instant::now();
+        let subscribed = core.listener.subscribe(channel, lock);
+        match trouble.bounded(deadline, subscribed).await? {
+            Err(e) if e.is_transient() => {
+                tokio::time::sleep(trouble.retry(e, sent, deadline)?).await;
+            }
+            other => break other?,
+        }
+    };
     // A wakeup we consumed but did not act on yet; passed on if we are cancelled meanwhile.
     let mut woken = PassOn {
         subscription: &subscription,
@@ -64,19 +86,27 @@ where
         let notified = woken.subscription.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let outcome = attempt().await;
+        let sent = Instant::now();
+        let outcome = trouble.bounded(deadline, attempt()).await?;
         // The attempt saw the state after the wakeup: from now on the next unlock wakes us
         // (or someone else) again, so the consumed wakeup needs no passing on. A failed
         // attempt returns below, and the drop passes the wakeup on.
         if outcome.is_ok() {
             woken.armed = false;
         }
-        let held_for = match outcome? {
-            Attempt::Acquired(t) => return Ok(Some(t)),
-            Attempt::Held(pttl) | Attempt::Claimant(pttl) => pttl,
+        let held_for = match outcome {
+            Ok(Attempt::Acquired(t)) => return Ok(Some(t)),
+            Ok(Attempt::Held(pttl) | Attempt::Claimant(pttl)) => {
+                trouble.clear();
+                wait_bound(pttl)
+            }
+            // Waiting through a failover or a reconnect: look again after a pause (or at
+            // the next wakeup), within the caller's wait and the client's failover retry.
+            Err(e) if e.is_transient() => Some(trouble.retry(e, sent, deadline)?),
+            Err(e) => return Err(e),
         };
         // 4. Wait for the unlock, the holder's TTL or our deadline.
-        let mut bound = wait_bound(held_for).unwrap_or(FALLBACK_WAIT);
+        let mut bound = held_for.unwrap_or(FALLBACK_WAIT);
         if let Some(d) = deadline {
             let left = d.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -125,6 +155,88 @@ where
         .await;
     observed.finish(&result);
     result
+}
+
+/// A streak of errors an acquire waits through: since when (the send time of its first
+/// failed call, so a call that took long to fail counts in full), its latest error, and the
+/// next pause (50 ms, doubling up to 1 s).
+pub(crate) struct Trouble {
+    since: Option<Instant>,
+    last: Option<Error>,
+    next: Duration,
+    limit: Duration,
+}
+
+impl Trouble {
+    const FIRST_PAUSE: Duration = Duration::from_millis(50);
+
+    /// A streak that may last up to `limit` (the client's failover retry).
+    pub(crate) fn new(limit: Duration) -> Trouble {
+        Trouble {
+            since: None,
+            last: None,
+            next: Self::FIRST_PAUSE,
+            limit,
+        }
+    }
+
+    /// One more error `e`, of a call sent at `sent`: the pause before trying again, or `e`
+    /// back when the streak has lasted the limit or the caller's `deadline` passed.
+    pub(crate) fn retry(
+        &mut self,
+        e: Error,
+        sent: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<Duration> {
+        let Some(left) = self.left(sent, deadline) else {
+            return Err(e);
+        };
+        self.last = Some(e);
+        let pause = self.next.min(left);
+        self.next = (self.next * 2).min(Duration::from_secs(1));
+        Ok(pause)
+    }
+
+    /// How long the streak (begun at `sent` if none is on) may go on; `None` if it is over.
+    fn left(&mut self, sent: Instant, deadline: Option<Instant>) -> Option<Duration> {
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(sent);
+        let mut left = self.limit.checked_sub(now.duration_since(since))?;
+        if let Some(d) = deadline {
+            left = left.min(d.saturating_duration_since(now));
+        }
+        (!left.is_zero()).then_some(left)
+    }
+
+    /// Runs `call`, which during a streak may take only what is left of it: past that, the
+    /// streak's latest error is returned instead (a call can block long while Redis is
+    /// unreachable, e.g. waiting for the settlement of an attempt whose reply was lost).
+    pub(crate) async fn bounded<T>(
+        &mut self,
+        deadline: Option<Instant>,
+        call: impl Future<Output = T>,
+    ) -> Result<T> {
+        if self.since.is_none() {
+            return Ok(call.await);
+        }
+        let left = self.left(Instant::now(), deadline).unwrap_or_default();
+        match tokio::time::timeout(left, call).await {
+            Ok(out) => Ok(out),
+            Err(_) => Err(self.last.take().unwrap_or_else(|| {
+                Error::Redis(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the failover retry ran out",
+                )))
+            })),
+        }
+    }
+
+    /// The streak ended.
+    pub(crate) fn clear(&mut self) {
+        self.since = None;
+        self.last = None;
+        self.next = Self::FIRST_PAUSE;
+    }
 }
 
 /// Hands a consumed wakeup to the next local waiter if the waiting future is dropped before
