@@ -14,11 +14,15 @@ mod support;
 
 #[path = "support/checker/mod.rs"]
 mod checker;
+#[path = "support/child.rs"]
+mod child;
 #[path = "support/overtake.rs"]
 mod scenarios;
 #[path = "support/topology/mod.rs"]
 mod topology;
 
+#[path = "deployments/failover.rs"]
+mod failover;
 #[path = "deployments/fixture.rs"]
 mod fixture;
 #[path = "deployments/observed.rs"]
@@ -686,6 +690,68 @@ async fn sentinel_resp2_master_sigkill_with_waiters_checked() {
     let released_at = scenario.release_holder().await;
     scenario.finish(released_at, ttl * 2).await;
     assert_quiescent(&[new_master], &ns, Duration::from_secs(10)).await;
+}
+
+/// A forced failover (`SENTINEL FAILOVER`) that the client cannot hear about: the sentinel it
+/// watches for `+switch-master` is paused and its periodic check is an hour away. The old
+/// master is demoted to a replica, so the client's next lock gets `READONLY`: that reply alone
+/// makes it ask the sentinels, move to the new master and send the lock there once more. The
+/// caller sees a plain success, the hold is on the new master, and the client's connections
+/// follow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_readonly_reply_moves_the_client() {
+    support::init_tracing();
+    let mut sentinel = tokio::task::block_in_place(RedisSentinel::start);
+    let ns = support::unique_ns("sro");
+    let client = Client::sentinel_builder(sentinel.sentinel_urls(), sentinel.master_name())
+        .namespace(&ns)
+        .sentinel_check_interval(Duration::from_secs(3600))
+        .build()
+        .await
+        .expect("sentinel client");
+    let lock = client.lock("ro");
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let old = sentinel.master_port();
+    let watched = sentinel.sentinel_ports()[0];
+    let new = tokio::task::block_in_place(|| {
+        sentinel.pause(watched);
+        let other = sentinel.sentinel_ports()[1];
+        let _: String = redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(sentinel.master_name())
+            .query(&mut topology::connect(other))
+            .expect("SENTINEL FAILOVER");
+        let new = sentinel.wait_for_failover(Duration::from_secs(30));
+        sentinel.wait_replica_of(old, new, Duration::from_secs(30));
+        new
+    });
+    // The client still talks to the demoted master: it answers READONLY to writes.
+    let started = Instant::now();
+    let g = lock
+        .lock()
+        .await
+        .expect("the lock is taken on the new master");
+    eprintln!(
+        "lock after the unannounced failover {old} -> {new} took {:?}",
+        started.elapsed()
+    );
+    let on_new: Option<String> = redis::cmd("HGET")
+        .arg(lock.key())
+        .arg(g.owner())
+        .query(&mut topology::connect(new))
+        .unwrap();
+    assert_eq!(
+        on_new.as_deref(),
+        Some("1"),
+        "the hold is on the new master"
+    );
+    g.unlock().await.expect("unlock on the new master");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "moved by the READONLY reply, not by a periodic check"
+    );
+    tokio::task::block_in_place(|| sentinel.resume(watched));
+    assert_quiescent(&[new], &ns, Duration::from_secs(10)).await;
 }
 
 /// Replica sync on and the replica stopped: a lock fails closed with the typed error and

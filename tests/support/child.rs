@@ -214,6 +214,13 @@ impl ChildProc {
         text
     }
 
+    /// Remote ports of the child's established TCP connections (Linux: its socket fds in
+    /// `/proc/<pid>/fd`, matched by inode in `/proc/<pid>/net/tcp`): which servers it talks
+    /// to right now, seen from outside.
+    pub fn peer_ports(&self) -> Vec<u16> {
+        peer_ports(self.pid())
+    }
+
     /// All output so far (after the child was killed: everything it printed).
     pub fn output(&mut self) -> String {
         if let Some(r) = self.reader.take() {
@@ -235,4 +242,45 @@ impl Drop for ChildProc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// See [`ChildProc::peer_ports`].
+pub fn peer_ports(pid: u32) -> Vec<u16> {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    let inodes: std::collections::HashSet<String> = fds
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().into_owned();
+            Some(
+                link.strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_string(),
+            )
+        })
+        .collect();
+    let mut ports = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let (Some(rem), Some(state), Some(inode)) = (cols.get(2), cols.get(3), cols.get(9))
+            else {
+                continue;
+            };
+            if *state != "01" || !inodes.contains(*inode) {
+                continue; // not ESTABLISHED, or not this process's socket
+            }
+            if let Some(port) = rem
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok())
+            {
+                ports.push(port);
+            }
+        }
+    }
+    ports
 }

@@ -180,6 +180,29 @@ impl RedisSentinel {
         port
     }
 
+    /// SIGSTOP the current master; returns its port. Follow with
+    /// [`RedisSentinel::wait_for_failover`] (a stall past down-after fails it over) and
+    /// [`RedisSentinel::resume`].
+    pub fn pause_master(&mut self) -> u16 {
+        let port = self.master_port();
+        self.server_mut(port).pause();
+        self.failed_master = Some(port);
+        port
+    }
+
+    /// Wait until the server on `port` answers ROLE as a replica of `master` (a deposed
+    /// master that the sentinels reconfigured).
+    pub fn wait_replica_of(&self, port: u16, master: u16, timeout: std::time::Duration) {
+        wait_for(
+            &format!("{port} to become a replica of {master}"),
+            timeout,
+            || match role_of(port)? {
+                (role, Some(m)) if role == "slave" && m == master => Ok(()),
+                other => Err(format!("{port} has role {other:?}")),
+            },
+        )
+    }
+
     /// Wait until every running sentinel names the same master, different from the one the
     /// last [`RedisSentinel::kill_master`] killed (or the initial master), and that server
     /// answers ROLE as master. Returns the new master's port.
