@@ -40,7 +40,7 @@ async fn main() -> lockwise::Result<()> {
     let report_b = b.rw_lock("report").read().lock().await?;
     let pool = a.semaphore("db-pool");
     pool.try_set_permits(10).await?;
-    let conns = pool.acquire(3).await?;
+    let conns = pool.acquire_many(3).await?;
     // A holder that crashes: this program again, as a process that takes a lock with a
     // 10-minute lease and exits without unlocking. The lease outlives it.
     let exe = std::env::current_exe().expect("own path");

@@ -47,14 +47,14 @@ async fn order(State(app): State<App>, Path(id): Path<u64>) -> (StatusCode, Stri
     // that an earlier request of the same connection still holds.
     let lock = app.locks.lock(format!("order:{}", id % 4)).non_reentrant();
     match lock.try_lock(Duration::from_millis(50), None).await {
-        Ok(Some(guard)) => {
+        Ok(guard) => {
             tokio::time::sleep(Duration::from_millis(2)).await;
             match guard.unlock().await {
                 Ok(()) => (StatusCode::OK, format!("order {id} done\n")),
                 Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
             }
         }
-        Ok(None) => (StatusCode::SERVICE_UNAVAILABLE, "busy, retry\n".into()),
+        Err(e) if e.is_timeout() => (StatusCode::SERVICE_UNAVAILABLE, "busy, retry\n".into()),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
     }
 }

@@ -27,7 +27,7 @@ async fn main() -> lockwise::Result<()> {
         let in_use = in_use.clone();
         let k = if i == 5 { 2 } else { 1 };
         jobs.push(tokio::spawn(async move {
-            let permits = sem.acquire(k).await?;
+            let permits = sem.acquire_many(k).await?;
             let now = in_use.fetch_add(k, Ordering::SeqCst) + k;
             println!("job {i} runs with {k} permit(s); {now} of 3 in use");
             tokio::time::sleep(Duration::from_millis(100)).await;

@@ -221,7 +221,7 @@ async fn run(args: Args, url: String) -> Result<usize, BoxError> {
                 // Both kinds: one enum-free path per kind keeps the guard types apart.
                 let held = if is_fair(lock_ix) {
                     match fair.try_lock(wait, None).await {
-                        Ok(Some(g)) => {
+                        Ok(g) => {
                             let start = Instant::now();
                             tokio::task::yield_now().await;
                             let end = Instant::now();
@@ -229,19 +229,19 @@ async fn run(args: Args, url: String) -> Result<usize, BoxError> {
                             stats.fair_acquisitions.fetch_add(1, Ordering::Relaxed);
                             g.unlock().await.map(|_| true)
                         }
-                        Ok(None) => Ok(false),
+                        Err(e) if e.is_timeout() => Ok(false),
                         Err(e) => Err(e),
                     }
                 } else {
                     match rlock.try_lock(wait, None).await {
-                        Ok(Some(g)) => {
+                        Ok(g) => {
                             let start = Instant::now();
                             tokio::task::yield_now().await;
                             let end = Instant::now();
                             holds[lock_ix].lock().unwrap().push((start, end, t as u32));
                             g.unlock().await.map(|_| true)
                         }
-                        Ok(None) => Ok(false),
+                        Err(e) if e.is_timeout() => Ok(false),
                         Err(e) => Err(e),
                     }
                 };

@@ -4,7 +4,11 @@ use std::fmt;
 
 /// What went wrong in a lockwise call.
 ///
-/// Contention is never an error: a `try_lock` that times out returns `Ok(None)`.
+/// Contention is not a failure, but a `try_lock` (or `try_acquire`) that gave up is not a
+/// success either: it returns [`Error::Timeout`], so the guard is the value a caller could
+/// forget to use, and the compiler says so (`#[must_use]`). Tell it apart with
+/// [`is_timeout`](Error::is_timeout); real failures answer
+/// [`is_retryable`](Error::is_retryable) instead.
 #[non_exhaustive]
 #[derive(Debug)]
 pub enum Error {
@@ -15,6 +19,21 @@ pub enum Error {
         argument: &'static str,
         /// Why it was rejected.
         reason: String,
+    },
+    /// A `try_lock` or `try_acquire` waited as long as it was allowed and the lock (or the
+    /// permits) stayed taken by others: nothing was taken. Contention, not a failure:
+    /// [`is_timeout`](Error::is_timeout) is true, [`is_retryable`](Error::is_retryable)
+    /// false.
+    Timeout {
+        /// The lock's (or semaphore's) name.
+        name: String,
+    },
+    /// The lock was lost while a [`Lock::run`](crate::Lock::run) body ran under it (its
+    /// lease ran out, the watchdog found it gone, it was force-unlocked, the client shut
+    /// down): the body was dropped before it finished.
+    Lost {
+        /// The lock's name.
+        name: String,
     },
     /// The caller released a hold it no longer has: the lock expired (lease ran out, or the
     /// watchdog could not renew it), was force-unlocked, or is held by another owner.
@@ -104,6 +123,16 @@ impl Error {
         matches!(self, Error::Redis(e) if e.code() == Some("OOM"))
     }
 
+    /// Whether this is [`Error::Timeout`]: a `try_lock` or `try_acquire` that waited in vain.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout { .. })
+    }
+
+    /// Whether this is [`Error::Lost`].
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Error::Lost { .. })
+    }
+
     /// Whether this is [`Error::NotHeld`].
     pub fn is_not_held(&self) -> bool {
         matches!(self, Error::NotHeld { .. })
@@ -153,6 +182,12 @@ impl Error {
         matches!(self, Error::Redis(e) if did_not_run(e))
     }
 
+    pub(crate) fn timeout(name: &str) -> Self {
+        Error::Timeout {
+            name: name.to_string(),
+        }
+    }
+
     pub(crate) fn invalid(argument: &'static str, reason: impl Into<String>) -> Self {
         Error::InvalidArgument {
             argument,
@@ -167,6 +202,16 @@ impl fmt::Display for Error {
             Error::InvalidArgument { argument, reason } => {
                 write!(f, "invalid argument `{argument}`: {reason}")
             }
+            Error::Timeout { name } => write!(
+                f,
+                "`{}` was not acquired within the wait: others held it the whole time",
+                abbreviate(name)
+            ),
+            Error::Lost { name } => write!(
+                f,
+                "lock `{}` was lost while the body ran under it; the body was stopped",
+                abbreviate(name)
+            ),
             Error::NotHeld { name } => write!(
                 f,
                 "lock `{}` is not held by this owner (expired, force-unlocked or taken over)",

@@ -47,12 +47,10 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 
+use crate::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::error::Result;
 use crate::keys::Role;
-use crate::raw::{
-    self, guard_accessors, inspect_methods, owner_methods, Attempt, Base, Core, HashKind, Hold,
-    HoldKey, Owner, Reply, Ticket,
-};
+use crate::raw::{self, Attempt, Base, Core, HashKind, Hold, HoldKey, Owner, Reply, Ticket};
 use crate::scripts::{FAIR_LEAVE, FAIR_LOCK};
 
 /// Upper bound of the waiter lease (see the module docs).
@@ -114,6 +112,10 @@ impl FairLock {
         FairLock {
             inner: Arc::new(Inner { waiter_lease, base }),
         }
+    }
+
+    fn owner_mode(&self) -> &Owner {
+        &self.inner.base.owner
     }
 
     fn with_owner_mode(&self, owner: Owner) -> FairLock {
@@ -196,8 +198,8 @@ impl FairLock {
         raw::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
 
-    /// Tries to acquire the lock in turn, waiting at most `wait`. `Ok(None)` means the lock
-    /// did not come to this waiter within the wait; the waiter has then left the queue.
+    /// Tries to acquire the lock in turn, waiting at most `wait`. [`Error::Timeout`](crate::Error::Timeout)
+    /// means the lock did not come to this waiter within the wait; the waiter has then left the queue.
     /// `Duration::ZERO` makes a single attempt that never queues and succeeds only if the lock
     /// is free and nobody is queued. With `lease: None` the watchdog keeps the lock alive; with
     /// `Some(lease)` it expires after the lease.
@@ -206,16 +208,15 @@ impl FairLock {
     /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
     /// (a waiting call returns it then too).
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or lease; [`Error::Redis`](crate::Error::Redis) when Redis
-    /// fails. Contention is never an error.
+    /// fails. [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
     ///
     /// # Cancel safety
     /// As for [`FairLock::lock`].
-    pub async fn try_lock(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<FairLockGuard>> {
-        self.acquire(Some(raw::deadline_after(wait)), lease).await
+    pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<FairLockGuard> {
+        raw::or_timeout(
+            self.acquire(Some(raw::deadline_after(wait)), lease).await?,
+            self.name(),
+        )
     }
 
     async fn acquire(

@@ -30,12 +30,10 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::time::Instant;
 
+use crate::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::error::Result;
 use crate::keys::Role;
-use crate::raw::{
-    self, guard_accessors, inspect_methods, owner_methods, pttl_from, Base, Core, HashKind, Hold,
-    Owner, Reply,
-};
+use crate::raw::{self, pttl_from, Base, Core, HashKind, Hold, Owner, Reply};
 use crate::reentrant::RLock;
 use crate::scripts::FENCED_LOCK;
 
@@ -95,6 +93,10 @@ impl FencedLock {
                 rlock,
             }),
         }
+    }
+
+    fn owner_mode(&self) -> &Owner {
+        self.inner.rlock.owner_mode()
     }
 
     fn with_owner_mode(&self, owner: Owner) -> FencedLock {
@@ -162,13 +164,13 @@ impl FencedLock {
     }
 
     /// Tries to acquire the lock, waiting at most `wait` (`Duration::ZERO`: one attempt).
-    /// `Ok(None)` means another owner held it for the whole wait. With `lease: None` the
+    /// [`Error::Timeout`](crate::Error::Timeout) means another owner held it for the whole wait. With `lease: None` the
     /// watchdog keeps the lock alive; with `Some(lease)` it expires after the lease.
     ///
     /// # Errors
     /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
     /// (a waiting call returns it then too).
-    /// As [`FencedLock::lock_with_lease`]. Contention is never an error.
+    /// As [`FencedLock::lock_with_lease`]. [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
     ///
     /// # Cancel safety
     /// As for [`FencedLock::lock`].
@@ -176,8 +178,11 @@ impl FencedLock {
         &self,
         wait: Duration,
         lease: Option<Duration>,
-    ) -> Result<Option<FencedLockGuard>> {
-        self.acquire(Some(raw::deadline_after(wait)), lease).await
+    ) -> Result<FencedLockGuard> {
+        raw::or_timeout(
+            self.acquire(Some(raw::deadline_after(wait)), lease).await?,
+            self.name(),
+        )
     }
 
     async fn acquire(

@@ -9,6 +9,8 @@
 // The engine imports no lock kind and not the `Client`.
 //
 //   admin/            Admin: list, inspect, leaks, force unlock (what the CLI shows)
+//   contract.rs       Lock and LockGuard: what every lock kind offers; run / try_run
+//   api.rs            the public methods every kind shares, as macros its file invokes
 //   client/           Client (mod.rs) and ClientBuilder (builder.rs): what users build;
 //                     the builder calls deploy/ to connect and assembles the parts
 //   deploy/           standalone, Cluster and Sentinel: connect, probe, follow failovers;
@@ -37,18 +39,20 @@
 //     inspect.rs      read-only queries
 //   reentrant.rs      RLock                 fair.rs     FairLock (FIFO queue)
 //   fenced.rs         FencedLock (tokens)   fenced_value.rs  FencedValue
-//   multi.rs          MultiLock (all or nothing over several RLocks)
+//   multi/            MultiLock (all or nothing over several RLocks) and its guard
 //   latch.rs          CountDownLatch
 //   rwlock/           RwLock: read and write sides, each a kind on the engine
 //   semaphore.rs      Semaphore (counted permits)
-//   lease_semaphore/  LeaseSemaphore (permits with ids and leases), LeasedPermit
+//   lease_semaphore/  LeaseSemaphore (permits with ids and leases), LeasedPermit(s)
 //   redlock/          RedLock over independent masters: options, node, round, guard
 //   keys.rs           every key and channel name (`Role`), argument checks
 //   scripts.rs        every Lua script (lua/*.lua), the runner, the header test
 //   error.rs          the one error enum
 
 mod admin;
+mod api;
 mod client;
+mod contract;
 mod deploy;
 mod error;
 mod fair;
@@ -70,17 +74,18 @@ pub use admin::{
     OwnerCheck, QueueEntry, DEFAULT_SCAN_LIMIT,
 };
 pub use client::{
-    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAILOVER_RETRY, DEFAULT_NAMESPACE,
-    DEFAULT_OVERTAKE_LIMIT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_SENTINEL_CHECK_INTERVAL,
-    DEFAULT_WATCHDOG_TIMEOUT,
+    Client, ClientBuilder, Ownership, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAILOVER_RETRY,
+    DEFAULT_NAMESPACE, DEFAULT_OVERTAKE_LIMIT, DEFAULT_RESPONSE_TIMEOUT,
+    DEFAULT_SENTINEL_CHECK_INTERVAL, DEFAULT_WATCHDOG_TIMEOUT,
 };
+pub use contract::{Held, Lock, LockGuard};
 pub use error::{Error, Result};
 pub use fair::{FairLock, FairLockGuard};
 pub use fenced::{FencedLock, FencedLockGuard};
 pub use fenced_value::FencedValue;
 pub use keys::MAX_NAME_LEN;
 pub use latch::CountDownLatch;
-pub use lease_semaphore::{LeaseSemaphore, LeasedPermit};
+pub use lease_semaphore::{LeaseSemaphore, LeasedPermit, LeasedPermits};
 pub use multi::{MultiLock, MultiLockGuard};
 #[cfg(feature = "metrics")]
 pub use raw::observe::describe_metrics;
@@ -97,3 +102,7 @@ pub use semaphore::{Semaphore, SemaphorePermits};
 
 /// The redis-rs version lockwise is built on, so callers name the same types.
 pub use redis;
+/// The loss signal of every guard (`lost()`), from `tokio-util`.
+pub use tokio_util::sync::CancellationToken;
+/// A client's id ([`Client::id`]), from `uuid`.
+pub use uuid::Uuid;

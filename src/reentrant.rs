@@ -7,11 +7,10 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 
+use crate::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::error::Result;
 use crate::keys::Role;
-use crate::raw::{
-    self, guard_accessors, inspect_methods, owner_methods, Base, Core, HashKind, Hold, Owner,
-};
+use crate::raw::{self, Base, Core, HashKind, Hold, Owner};
 use crate::scripts::LOCK;
 
 /// A reentrant distributed lock, like Redisson's `RLock`: a Redis hash whose one field
@@ -49,6 +48,10 @@ impl RLock {
         RLock {
             base: Arc::new(self.base.with_owner(owner)),
         }
+    }
+
+    pub(crate) fn owner_mode(&self) -> &Owner {
+        &self.base.owner
     }
 
     /// The lock's name.
@@ -101,24 +104,24 @@ impl RLock {
         raw::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
 
-    /// Tries to acquire the lock, waiting at most `wait`. `Ok(None)` means another owner held
-    /// it for the whole wait; `Duration::ZERO` makes a single attempt. With `lease: None` the
+    /// Tries to acquire the lock, waiting at most `wait`; `Duration::ZERO` makes a single
+    /// attempt. [`Error::Timeout`](crate::Error::Timeout) means another owner held it for the
+    /// whole wait. With `lease: None` the
     /// watchdog keeps the lock alive; with `Some(lease)` it expires after the lease.
     ///
     /// # Errors
     /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
     /// (a waiting call returns it then too).
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or lease; [`Error::Redis`](crate::Error::Redis) when Redis
-    /// fails. Contention is never an error.
+    /// fails. [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
     ///
     /// # Cancel safety
     /// As for [`RLock::lock`].
-    pub async fn try_lock(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<RLockGuard>> {
-        self.acquire(Some(raw::deadline_after(wait)), lease).await
+    pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<RLockGuard> {
+        raw::or_timeout(
+            self.acquire(Some(raw::deadline_after(wait)), lease).await?,
+            self.name(),
+        )
     }
 
     async fn acquire(

@@ -263,36 +263,58 @@ impl Semaphore {
         Ok(n.max(0) as u64)
     }
 
-    /// Waits until `permits` (1 ..= 2<sup>53</sup>) are available and takes them.
+    /// Waits until a permit is available and takes it.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name or idle TTL or `permits` out of range;
-    /// [`Error::Redis`] when Redis fails (if the reply of the script that took the permits
-    /// is lost, they may be taken with no guard: lost, as a crashed holder's);
-    /// [`Error::ClientClosed`] once the last `Client` is dropped.
+    /// [`Error::InvalidArgument`] for an invalid name or idle TTL; [`Error::Redis`] when
+    /// Redis fails (if the reply of the script that took the permit is lost, it may be
+    /// taken with no guard: lost, as a crashed holder's); [`Error::ClientClosed`] once the
+    /// last `Client` is dropped.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call takes nothing. If it is dropped after the server granted
-    /// the permits but before the reply was read, they are given back in the background.
-    pub async fn acquire(&self, permits: u64) -> Result<SemaphorePermits> {
-        raw::never_timed_out(self.acquire_until(permits, None).await?)
+    /// the permit but before the reply was read, it is given back in the background.
+    pub async fn acquire(&self) -> Result<SemaphorePermits> {
+        self.acquire_many(1).await
     }
 
-    /// Like [`acquire`](Self::acquire), waiting at most `wait`: `Ok(None)` when the time ran
-    /// out first. `Duration::ZERO` tries once.
+    /// Waits until `permits` (1 ..= 2<sup>53</sup>) are available at once and takes them.
     ///
     /// # Errors
-    /// As for [`acquire`](Self::acquire).
+    /// As for [`acquire`](Self::acquire), and [`Error::InvalidArgument`] for `permits` out
+    /// of range.
     ///
     /// # Cancel safety
     /// As for [`acquire`](Self::acquire).
-    pub async fn try_acquire(
-        &self,
-        permits: u64,
-        wait: Duration,
-    ) -> Result<Option<SemaphorePermits>> {
-        self.acquire_until(permits, Some(raw::deadline_after(wait)))
-            .await
+    pub async fn acquire_many(&self, permits: u64) -> Result<SemaphorePermits> {
+        raw::never_timed_out(self.acquire_until(permits, None).await?)
+    }
+
+    /// Like [`acquire`](Self::acquire), waiting at most `wait` (`Duration::ZERO`: one
+    /// attempt): [`Error::Timeout`] when no permit came free in time.
+    ///
+    /// # Errors
+    /// As for [`acquire`](Self::acquire), and [`Error::Timeout`].
+    ///
+    /// # Cancel safety
+    /// As for [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self, wait: Duration) -> Result<SemaphorePermits> {
+        self.try_acquire_many(1, wait).await
+    }
+
+    /// Like [`acquire_many`](Self::acquire_many), waiting at most `wait`: [`Error::Timeout`]
+    /// when `permits` did not come free at once in time.
+    ///
+    /// # Errors
+    /// As for [`acquire_many`](Self::acquire_many), and [`Error::Timeout`].
+    ///
+    /// # Cancel safety
+    /// As for [`acquire`](Self::acquire).
+    pub async fn try_acquire_many(&self, permits: u64, wait: Duration) -> Result<SemaphorePermits> {
+        let acquired = self
+            .acquire_until(permits, Some(raw::deadline_after(wait)))
+            .await?;
+        raw::or_timeout(acquired, self.name())
     }
 
     async fn acquire_until(
@@ -321,9 +343,12 @@ impl Semaphore {
                         // Not enough for us, but maybe for a waiter behind us.
                         i.core.listener.notify_local(&i.channel);
                     }
-                    // The count only changes by writes that publish; sleep until then or
-                    // until the key's TTL (an idle TTL when there is none).
-                    let bound = raw::pttl_from(*pttl).unwrap_or(i.idle_ttl);
+                    // The count only changes by writes that publish; sleep until then, but
+                    // at most until the key's TTL and at most the watchdog timeout, so a
+                    // lost wakeup costs at most that (the idle TTL is 24 h by default).
+                    let bound = raw::pttl_from(*pttl)
+                        .unwrap_or(i.idle_ttl)
+                        .min(i.core.watchdog_timeout);
                     Ok(Attempt::Held(Some(bound)))
                 }
                 other => Err(Error::UnexpectedReply(format!(

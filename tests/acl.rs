@@ -4,6 +4,7 @@
 //! nothing but the preload.
 mod support;
 
+use crate::support::OrNone;
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error, RedLockSet};
@@ -78,7 +79,11 @@ async fn readme_minimal_user_runs_every_kind() {
         let waiter = {
             let lock = b.lock("r");
             tokio::spawn(async move {
-                let g = lock.try_lock(lease, None).await.expect("rlock wait");
+                let g = lock
+                    .try_lock(lease, None)
+                    .await
+                    .or_none()
+                    .expect("rlock wait");
                 let at = Instant::now();
                 g.expect("acquired").unlock().await.expect("rlock unlock b");
                 at
@@ -98,7 +103,11 @@ async fn readme_minimal_user_runs_every_kind() {
         let waiter = {
             let lock = b.fair_lock("f");
             tokio::spawn(async move {
-                let g = lock.try_lock(lease, None).await.expect("fair wait");
+                let g = lock
+                    .try_lock(lease, None)
+                    .await
+                    .or_none()
+                    .expect("fair wait");
                 g.expect("acquired").unlock().await.expect("fair unlock b");
             })
         };
@@ -157,10 +166,10 @@ async fn readme_minimal_user_runs_every_kind() {
         // A semaphore: a waiter in the other client is woken by the release's message.
         let sem = a.semaphore("sem");
         assert!(sem.try_set_permits(1).await.expect("set permits"));
-        let held = sem.acquire(1).await.expect("acquire");
+        let held = sem.acquire_many(1).await.expect("acquire");
         let waiting = {
             let sem = b.semaphore("sem");
-            tokio::spawn(async move { sem.acquire(1).await.map(|p| p.forget()) })
+            tokio::spawn(async move { sem.acquire_many(1).await.map(|p| p.forget()) })
         };
         held.release().await.expect("release");
         tokio::time::timeout(Duration::from_secs(5), waiting)

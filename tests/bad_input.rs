@@ -7,6 +7,7 @@
 
 mod support;
 
+use crate::support::OrNone;
 use support::kit::*;
 
 use support::hget;
@@ -107,10 +108,13 @@ async fn empty_name_is_invalid_everywhere() {
         assert_invalid(within(5, l.lock()).await, "lock()");
         assert_invalid(within(5, l.lock_with_lease(s)).await, "lock_with_lease()");
         assert_invalid(
-            within(5, l.try_lock(Duration::ZERO, None)).await,
+            within(5, l.try_lock(Duration::ZERO, None)).await.or_none(),
             "try_lock(0)",
         );
-        assert_invalid(within(5, l.try_lock(s, Some(s))).await, "try_lock(1s)");
+        assert_invalid(
+            within(5, l.try_lock(s, Some(s))).await.or_none(),
+            "try_lock(1s)",
+        );
         assert_invalid(within(5, l.force_unlock()).await, "force_unlock()");
         assert_invalid(within(5, l.is_locked()).await, "is_locked()");
         assert_invalid(
@@ -144,7 +148,7 @@ async fn name_longer_than_64_kib_is_invalid() {
             "lock_with_lease()",
         );
         assert_invalid(
-            within(5, l.try_lock(Duration::ZERO, None)).await,
+            within(5, l.try_lock(Duration::ZERO, None)).await.or_none(),
             "try_lock()",
         );
         assert_invalid(within(5, l.force_unlock()).await, "force_unlock()");
@@ -223,6 +227,7 @@ async fn odd_but_valid_names_work() {
                 other_lock
                     .try_lock(Duration::ZERO, None)
                     .await
+                    .or_none()
                     .unwrap()
                     .is_none(),
                 "{name:?}: another client must be excluded"
@@ -295,6 +300,7 @@ async fn distinct_names_never_share_a_key() {
             async move {
                 l2.try_lock(Duration::ZERO, Some(Duration::from_secs(5)))
                     .await
+                    .or_none()
                     .unwrap()
             }
         })
@@ -330,11 +336,15 @@ async fn invalid_leases_are_rejected() {
                 &format!("lock_with_lease({what})"),
             );
             assert_invalid(
-                within(5, l.try_lock(Duration::ZERO, Some(lease))).await,
+                within(5, l.try_lock(Duration::ZERO, Some(lease)))
+                    .await
+                    .or_none(),
                 &format!("try_lock(0, Some({what}))"),
             );
             assert_invalid(
-                within(5, l.try_lock(Duration::from_secs(1), Some(lease))).await,
+                within(5, l.try_lock(Duration::from_secs(1), Some(lease)))
+                    .await
+                    .or_none(),
                 &format!("try_lock(1s, Some({what}))"),
             );
         }
@@ -390,7 +400,7 @@ async fn huge_wait_does_not_panic() {
     let l = lock.clone();
     in_task(async move {
         for wait in [Duration::MAX, Duration::from_secs(u64::MAX / 2)] {
-            match within(5, l.try_lock(wait, None)).await {
+            match within(5, l.try_lock(wait, None)).await.or_none() {
                 Ok(Some(g)) => g.unlock().await.unwrap(),
                 Ok(None) => panic!("free lock not acquired with wait {wait:?}"),
                 Err(e @ Error::InvalidArgument { .. }) => drop(e),
@@ -543,12 +553,14 @@ async fn a_foreign_key_of_the_wrong_type_is_a_typed_error() {
                 "try_lock(0)",
                 within(5, l.try_lock(Duration::ZERO, None))
                     .await
+                    .or_none()
                     .map(|g| g.is_some()),
             ),
             (
                 "try_lock(300ms)",
                 within(5, l.try_lock(Duration::from_millis(300), None))
                     .await
+                    .or_none()
                     .map(|g| g.is_some()),
             ),
             ("lock()", within(5, l.lock()).await.map(|_| true)),
@@ -603,7 +615,11 @@ async fn a_foreign_hold_without_ttl_does_not_hang_try_lock() {
     let l = lock.clone();
     let (got, took) = in_task(async move {
         let t = Instant::now();
-        let got = l.try_lock(Duration::from_millis(300), None).await.unwrap();
+        let got = l
+            .try_lock(Duration::from_millis(300), None)
+            .await
+            .or_none()
+            .unwrap();
         (got.is_some(), t.elapsed())
     })
     .await;
@@ -690,7 +706,7 @@ async fn one_mib_name_is_invalid() {
     let before = support::script_calls(&mut conn).await;
     let name = "x".repeat(1 << 20);
     let l = c.lock(&name);
-    let r = tokio::spawn(async move { l.try_lock(Duration::ZERO, None).await.map(drop) })
+    let r = tokio::spawn(async move { l.try_lock(Duration::ZERO, None).await.or_none().map(drop) })
         .await
         .unwrap();
     match r {

@@ -3,6 +3,7 @@
 //! behind, and a dropped guard releases its hold promptly, even after its runtime shut down.
 mod support;
 
+use crate::support::OrNone;
 use support::in_task;
 use support::{client, exists, numsub_until, Conn};
 
@@ -77,6 +78,7 @@ async fn cancel_before_acquire() {
         let g = lock
             .try_lock(Duration::ZERO, None)
             .await
+            .or_none()
             .unwrap()
             .expect("lock free after unpolled futures were dropped");
         g.unlock().await.unwrap();
@@ -126,7 +128,7 @@ async fn cancel_while_waiting_by(how: Cancel) {
                 assert!(
                     r.is_err(),
                     "B's try_lock returned early: {:?}",
-                    r.map(|x| x.map(|o| o.is_some()))
+                    r.map(|x| x.map(|g| g.owner().to_string()))
                 );
             }
             Cancel::AbortSpawnedLock => {
@@ -200,9 +202,12 @@ async fn poll_then_drop<F: Future>(fut: F, polls: u32) -> Option<F::Output> {
 
 async fn lock_or_try_lock(lock: &RLock, use_try: bool) -> lockwise::Result<lockwise::RLockGuard> {
     if use_try {
-        lock.try_lock(Duration::from_secs(1), None).await.map(|g| {
-            g.expect("try_lock(1 s) timed out: a cancelled attempt's hold was not released")
-        })
+        lock.try_lock(Duration::from_secs(1), None)
+            .await
+            .or_none()
+            .map(|g| {
+                g.expect("try_lock(1 s) timed out: a cancelled attempt's hold was not released")
+            })
     } else {
         lock.lock().await
     }
@@ -291,6 +296,7 @@ async fn cancel_right_after_script() {
         let g = lock
             .try_lock(Duration::ZERO, None)
             .await
+            .or_none()
             .unwrap()
             .expect("lock free");
         g.unlock().await.unwrap();

@@ -115,7 +115,7 @@ async fn list_shows_every_kind_with_holders_queue_and_waiters() {
     let r2 = b.rw_lock("rw").read().lock().await.unwrap();
     let sem = a.semaphore("sem");
     assert!(sem.try_set_permits(3).await.unwrap());
-    let permits = sem.acquire(1).await.unwrap();
+    let permits = sem.acquire_many(1).await.unwrap();
     let lsem = a.lease_semaphore("lsem");
     assert!(lsem.try_set_permits(2).await.unwrap());
     let lease = lsem.acquire(Duration::from_secs(30)).await.unwrap();

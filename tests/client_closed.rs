@@ -3,6 +3,7 @@
 //! at that moment returns it too, and nothing is left locked.
 mod support;
 
+use crate::support::OrNone;
 use std::time::Duration;
 
 use lockwise::Error;
@@ -34,18 +35,24 @@ async fn every_kind_refuses_to_lock_once_the_client_is_dropped() {
     in_task(async move {
         assert_closed(rlock.lock().await, "rlock lock");
         assert_closed(rlock.lock_with_lease(LEASE).await, "rlock lease");
-        assert_closed(rlock.try_lock(Duration::ZERO, None).await, "rlock try");
+        assert_closed(
+            rlock.try_lock(Duration::ZERO, None).await.or_none(),
+            "rlock try",
+        );
         assert_closed(named.lock().await, "named owner lock");
         assert_closed(per_hold.lock().await, "per-hold lock");
         assert_closed(fair.lock().await, "fair lock");
         assert_closed(fair.lock_with_lease(LEASE).await, "fair lease");
-        assert_closed(fair.try_lock(LEASE, None).await, "fair try");
+        assert_closed(fair.try_lock(LEASE, None).await.or_none(), "fair try");
         assert_closed(fenced.lock().await, "fenced lock");
         assert_closed(fenced.lock_with_lease(LEASE).await, "fenced lease");
-        assert_closed(fenced.try_lock(Duration::ZERO, None).await, "fenced try");
+        assert_closed(
+            fenced.try_lock(Duration::ZERO, None).await.or_none(),
+            "fenced try",
+        );
         assert_closed(multi.lock().await, "multi lock");
         assert_closed(multi.lock_with_lease(LEASE).await, "multi lease");
-        assert_closed(multi.try_lock(LEASE, None).await, "multi try");
+        assert_closed(multi.try_lock(LEASE, None).await.or_none(), "multi try");
     })
     .await;
     let mut conn = server.conn().await;
@@ -81,7 +88,7 @@ async fn waiting_calls_return_client_closed_when_the_client_is_dropped() {
             },
             {
                 let l = client.fair_lock("b");
-                tokio::spawn(async move { l.try_lock(hold, None).await.map(drop) })
+                tokio::spawn(async move { l.try_lock(hold, None).await.or_none().map(drop) })
             },
             {
                 let l = client.fenced_lock("a");

@@ -2,6 +2,7 @@
 //! password and database set in code are the ones used.
 mod support;
 
+use crate::support::OrNone;
 use std::time::Duration;
 
 use lockwise::redis::{self, IntoConnectionInfo, RedisConnectionInfo};
@@ -62,7 +63,7 @@ async fn builder_from_info_uses_its_password_and_db() {
     // Waiters still wake by pub/sub (channels are not per database).
     let waiter = {
         let lock = client.lock("job").non_reentrant();
-        tokio::spawn(async move { lock.try_lock(Duration::from_secs(10), None).await })
+        tokio::spawn(async move { lock.try_lock(Duration::from_secs(10), None).await.or_none() })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     let released = std::time::Instant::now();

@@ -35,6 +35,7 @@ mod seen;
 #[path = "deployments/synchronizers.rs"]
 mod synchronizers;
 
+use crate::support::OrNone;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -207,7 +208,7 @@ async fn contend(
     let mut acquired_at = Vec::new();
     while Instant::now() < until {
         let id = hist.invoke(&who, &name);
-        let g = match lock.try_lock(Duration::from_secs(2), None).await {
+        let g = match lock.try_lock(Duration::from_secs(2), None).await.or_none() {
             Ok(Some(g)) => g,
             Ok(None) => {
                 hist.fail(&id, "timeout");
@@ -432,6 +433,7 @@ async fn cluster_1000_locks_across_slots_woken_by_sharded_pubsub() {
                 let g = lock
                     .try_lock(Duration::from_secs(60), None)
                     .await
+                    .or_none()
                     .expect("waiter: no error")
                     .expect("waiter: acquired within 60 s");
                 hist.ok(&id, g.owner(), None, None);

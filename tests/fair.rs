@@ -5,6 +5,7 @@
 //! lease guard in tests/stale_guard.rs.
 mod support;
 
+use crate::support::OrNone;
 use support::Conn;
 
 use support::{in_task, queue_reaches};
@@ -207,6 +208,7 @@ async fn reentrant_holds_and_single_attempts() {
         let inner = lock
             .try_lock(Duration::ZERO, Some(Duration::from_secs(5)))
             .await
+            .or_none()
             .unwrap()
             .expect("re-entry by the holder");
         assert_eq!(lock.hold_count().await.unwrap(), 2);
@@ -223,6 +225,7 @@ async fn reentrant_holds_and_single_attempts() {
             assert!(other
                 .try_lock(Duration::ZERO, None)
                 .await
+                .or_none()
                 .unwrap()
                 .is_none());
             assert_eq!(other.queue_len().await.unwrap(), 0);
@@ -230,6 +233,7 @@ async fn reentrant_holds_and_single_attempts() {
             assert!(other
                 .try_lock(Duration::from_millis(200), None)
                 .await
+                .or_none()
                 .unwrap()
                 .is_none());
             assert!(t.elapsed() >= Duration::from_millis(190));
@@ -248,7 +252,12 @@ async fn reentrant_holds_and_single_attempts() {
 
         // Free, but a (live) waiter is queued: a single attempt must not overtake it.
         insert_dead_waiter(&mut conn, &lock, "someone:1", Duration::from_secs(2)).await;
-        assert!(lock.try_lock(Duration::ZERO, None).await.unwrap().is_none());
+        assert!(lock
+            .try_lock(Duration::ZERO, None)
+            .await
+            .or_none()
+            .unwrap()
+            .is_none());
         assert_eq!(lock.queue_len().await.unwrap(), 1);
         let _: () = redis::cmd("DEL")
             .arg(lock.queue_key())
@@ -256,7 +265,12 @@ async fn reentrant_holds_and_single_attempts() {
             .query_async(&mut conn)
             .await
             .unwrap();
-        let g = lock.try_lock(Duration::ZERO, None).await.unwrap().unwrap();
+        let g = lock
+            .try_lock(Duration::ZERO, None)
+            .await
+            .or_none()
+            .unwrap()
+            .unwrap();
         g.unlock().await.unwrap();
         assert!(lock.hold_count().await.unwrap() == 0);
         assert_clean(&conn, "after re-entry").await;
@@ -333,6 +347,7 @@ async fn cancelled_waiters_leave_no_queue_entry() {
                 let r = lock
                     .try_lock(Duration::from_millis(400), None)
                     .await
+                    .or_none()
                     .unwrap();
                 (r.is_none(), t.elapsed())
             })
@@ -454,6 +469,7 @@ async fn holds_never_overlap_under_contention() {
                             if let Some(g) = lock
                                 .try_lock(Duration::from_millis(300), None)
                                 .await
+                                .or_none()
                                 .unwrap()
                             {
                                 break g;
@@ -544,13 +560,14 @@ async fn invalid_name_is_reported() {
         lock.lock().await,
         Err(lockwise::Error::InvalidArgument { .. })
     ));
-    assert!(lock.try_lock(Duration::ZERO, None).await.is_err());
+    assert!(lock.try_lock(Duration::ZERO, None).await.or_none().is_err());
     assert!(lock.queue_len().await.is_err());
     assert!(lock.force_unlock().await.is_err());
     let ok = c.fair_lock("fine");
     assert!(ok
         .try_lock(Duration::from_secs(1), Some(Duration::ZERO))
         .await
+        .or_none()
         .is_err());
 }
 
@@ -653,7 +670,7 @@ async fn cancelled_waiter_with_a_granting_attempt_in_flight_leaves_nothing() {
         );
         let l = lock.clone();
         let newcomer = tokio::spawn(async move {
-            match l.try_lock(Duration::ZERO, None).await.unwrap() {
+            match l.try_lock(Duration::ZERO, None).await.or_none().unwrap() {
                 Some(g) => g.unlock().await.is_ok(),
                 None => false,
             }

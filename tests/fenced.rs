@@ -6,6 +6,7 @@
 
 mod support;
 
+use crate::support::OrNone;
 use support::in_task;
 
 use std::future::Future;
@@ -143,7 +144,7 @@ async fn tokens_after_a_restart_without_persistence_are_larger() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut after = Vec::new();
     while after.len() < 5 {
-        match lock.try_lock(Duration::from_secs(1), None).await {
+        match lock.try_lock(Duration::from_secs(1), None).await.or_none() {
             Ok(Some(g)) => {
                 after.push(g.token());
                 g.unlock().await.expect("unlock");
@@ -249,6 +250,7 @@ async fn reentry_keeps_the_token() {
         let inner = lock
             .try_lock(Duration::ZERO, Some(Duration::from_secs(5)))
             .await
+            .or_none()
             .expect("inner")
             .expect("re-entry never waits");
         assert_eq!(inner.token(), outer.token());
@@ -259,6 +261,7 @@ async fn reentry_keeps_the_token() {
             other
                 .try_lock(Duration::from_millis(100), None)
                 .await
+                .or_none()
                 .unwrap()
                 .is_none()
         });
@@ -269,6 +272,7 @@ async fn reentry_keeps_the_token() {
             plain
                 .try_lock(Duration::ZERO, None)
                 .await
+                .or_none()
                 .unwrap()
                 .is_none()
         });
@@ -345,7 +349,9 @@ async fn watchdog_renews_a_fenced_hold_and_bad_names_are_rejected() {
             Err(Error::InvalidArgument { .. })
         ));
         assert!(matches!(
-            lock.try_lock(Duration::ZERO, Some(Duration::ZERO)).await,
+            lock.try_lock(Duration::ZERO, Some(Duration::ZERO))
+                .await
+                .or_none(),
             Err(Error::InvalidArgument { .. })
         ));
     })
@@ -379,7 +385,7 @@ async fn issue_when_back(lock: &FencedLock, n: usize) -> Vec<u64> {
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut tokens = Vec::new();
     while tokens.len() < n {
-        match lock.try_lock(Duration::from_secs(1), None).await {
+        match lock.try_lock(Duration::from_secs(1), None).await.or_none() {
             Ok(Some(g)) => {
                 tokens.push(g.token());
                 g.unlock().await.expect("unlock");
@@ -610,7 +616,11 @@ async fn counter_ahead_of_the_clock_counts_on_and_bad_counters_are_errors() {
         ("abc", "fencing counter is not an integer"),
     ] {
         let () = conn.set(lock.fence_key(), value).await.unwrap();
-        let err = lock.try_lock(Duration::ZERO, None).await.unwrap_err();
+        let err = lock
+            .try_lock(Duration::ZERO, None)
+            .await
+            .or_none()
+            .unwrap_err();
         assert!(
             matches!(&err, Error::Redis(_)) && err.to_string().contains(message),
             "{value}: {err:?}"

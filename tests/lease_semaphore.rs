@@ -8,6 +8,7 @@
 mod child;
 mod support;
 
+use crate::support::OrNone;
 use std::future::Future;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -72,6 +73,7 @@ async fn sets_adds_acquires_and_releases_by_id() {
     assert!(
         sem.try_acquire(Duration::ZERO, LONG)
             .await
+            .or_none()
             .unwrap()
             .is_none(),
         "nothing to take from an unset semaphore"
@@ -91,6 +93,7 @@ async fn sets_adds_acquires_and_releases_by_id() {
     let b = sem
         .try_acquire(Duration::ZERO, LONG)
         .await
+        .or_none()
         .unwrap()
         .unwrap();
     assert_ne!(a.id(), b.id());
@@ -100,6 +103,7 @@ async fn sets_adds_acquires_and_releases_by_id() {
     assert!(sem
         .try_acquire(Duration::from_millis(50), LONG)
         .await
+        .or_none()
         .unwrap()
         .is_none());
     let leases = pttl(&mut conn, sem.leases_key()).await;
@@ -125,6 +129,7 @@ async fn sets_adds_acquires_and_releases_by_id() {
     assert!(sem
         .try_acquire_many(3, Duration::from_millis(50), LONG)
         .await
+        .or_none()
         .unwrap()
         .is_none());
     let two = sem.acquire_many(2, LONG).await.unwrap();
@@ -196,7 +201,7 @@ async fn permit_accounting_under_contention_over_several_clients() {
     );
     assert!(max_seen.load(Ordering::SeqCst) >= 2, "there was contention");
     let sem = cs[1].lease_semaphore("acct");
-    assert_eq!(sem.available_permits().await.unwrap(), TOTAL);
+    assert_eq!(sem.available_permits().await.unwrap(), TOTAL as i64);
     assert_eq!(sem.leased_permits().await.unwrap(), 0);
     assert_tidy(&mut conn, cs[0].namespace()).await;
 }
@@ -217,6 +222,7 @@ async fn expired_lease_frees_a_waiter_without_a_release() {
     let got = waiter
         .try_acquire(Duration::from_secs(20), LONG)
         .await
+        .or_none()
         .unwrap()
         .expect("the expired permit is handed out");
     let waited = t.elapsed();
@@ -269,6 +275,7 @@ async fn killed_holder_permit_comes_back_after_its_lease() {
     let permit = sem
         .try_acquire(Duration::from_secs(30), LONG)
         .await
+        .or_none()
         .unwrap()
         .expect("the killed holder's permit comes back");
     let after = acquired.elapsed();
@@ -310,6 +317,7 @@ async fn update_lease_extends_the_permit() {
     let next = sem
         .try_acquire(Duration::from_secs(10), LONG)
         .await
+        .or_none()
         .unwrap()
         .expect("expires at the new deadline");
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
@@ -512,7 +520,10 @@ async fn bad_input_is_refused_and_changes_nothing() {
     invalid(sem.add_permits((1 << 53) + 1).await, "delta");
     invalid(sem.acquire(Duration::ZERO).await, "lease");
     invalid(sem.acquire(Duration::from_micros(999)).await, "lease");
-    invalid(sem.try_acquire(Duration::ZERO, huge).await, "lease");
+    invalid(
+        sem.try_acquire(Duration::ZERO, huge).await.or_none(),
+        "lease",
+    );
     invalid(sem.acquire_many(0, LONG).await, "permits");
     invalid(
         sem.acquire_many(LeaseSemaphore::MAX_ACQUIRE_MANY + 1, LONG)
@@ -573,7 +584,10 @@ async fn bad_input_is_refused_and_changes_nothing() {
             s.try_set_permits(1).await.map(|_| ()),
             s.add_permits(1).await.map(|_| ()),
             s.available_permits().await.map(|_| ()),
-            s.try_acquire(Duration::ZERO, LONG).await.map(|_| ()),
+            s.try_acquire(Duration::ZERO, LONG)
+                .await
+                .or_none()
+                .map(|_| ()),
             s.release("x").await.map(|_| ()),
             s.update_lease("x", LONG).await.map(|_| ()),
         ] {
@@ -630,4 +644,74 @@ async fn idle_ttl_keeps_the_count_key_past_the_latest_lease() {
         "and can be set again"
     );
     assert_tidy(&mut conn, c.namespace()).await;
+}
+
+/// No unbounded sleep: a waiter whose wakeup never comes (a lease removed behind the
+/// semaphore's back, with no message) looks again within the client's watchdog timeout
+/// (1 s here), not at the remaining lease (60 s) or the idle TTL (24 h).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_misses_its_wakeup_is_served_within_the_watchdog_timeout() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("lsem-nowake");
+    let client = support::client(&server, &ns, Duration::from_secs(1)).await;
+    let sem = client.lease_semaphore("quiet");
+    assert!(sem.try_set_permits(1).await.unwrap());
+    let held = sem.acquire(LONG).await.unwrap().into_id();
+    let waiter = tokio::spawn({
+        let sem = sem.clone();
+        async move {
+            sem.acquire(LONG)
+                .await
+                .map(|p| (p.into_id(), Instant::now()))
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut conn = server.conn().await;
+    let freed = Instant::now();
+    let _: () = redis::pipe()
+        .cmd("ZREM")
+        .arg(sem.leases_key())
+        .arg(&held)
+        .ignore()
+        .cmd("INCR")
+        .arg(sem.key())
+        .ignore()
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let (id, served) = within(10, waiter).await.unwrap().unwrap();
+    let after = served - freed;
+    eprintln!("served {after:?} after a permit came back without a wakeup");
+    assert!(after < Duration::from_secs(3), "{after:?}");
+    assert!(sem.release(&id).await.unwrap());
+}
+
+/// A permit's `lost()` fires when its lease runs out, and an `update_lease` moves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permit_lost_fires_at_its_lease_end() {
+    let server = RedisServer::start();
+    let c = clients(&server, "lsem-lost", 1).await.remove(0);
+    let sem = c.lease_semaphore("lost");
+    assert!(sem.try_set_permits(2).await.unwrap());
+    let lease = Duration::from_millis(600);
+    let started = Instant::now();
+    let p = sem.acquire(lease).await.unwrap();
+    assert_eq!(p.lease(), lease);
+    assert!(p.validity() > Duration::ZERO && !p.is_lost());
+    within(3, p.lost().cancelled()).await;
+    let fired = started.elapsed();
+    assert!(p.is_lost() && p.validity().is_zero());
+    assert!(fired >= Duration::from_millis(300) && fired <= lease + Duration::from_millis(500));
+    eprintln!("lost() fired {fired:?} after a {lease:?} lease");
+
+    // Extended halfway: it fires at the new end, not the old one.
+    let started = Instant::now();
+    let p = sem.acquire(lease).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    p.update_lease(Duration::from_secs(1)).await.unwrap();
+    assert_eq!(p.lease(), Duration::from_secs(1));
+    within(3, p.lost().cancelled()).await;
+    let fired = started.elapsed();
+    assert!(fired >= Duration::from_millis(1000), "{fired:?}");
+    eprintln!("after update_lease(1 s) at 300 ms, lost() fired {fired:?} after the acquire");
 }

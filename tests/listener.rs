@@ -2,6 +2,7 @@
 //! not taken on trust, and waiters are woken by the next unlock, not by the holder's TTL.
 mod support;
 
+use crate::support::OrNone;
 use std::time::{Duration, Instant};
 
 use lockwise::Client;
@@ -37,7 +38,12 @@ fn wait_for(
 ) -> tokio::task::JoinHandle<Option<Instant>> {
     let lock = client.lock(name);
     tokio::spawn(async move {
-        match lock.try_lock(wait, None).await.expect("waiter try_lock") {
+        match lock
+            .try_lock(wait, None)
+            .await
+            .or_none()
+            .expect("waiter try_lock")
+        {
             Some(g) => {
                 std::mem::forget(g);
                 Some(Instant::now())
@@ -149,6 +155,7 @@ async fn subscription_loss_wakes_one_waiter_per_lock_not_every_waiter() {
                     let g = l
                         .try_lock(Duration::from_secs(20), None)
                         .await
+                        .or_none()
                         .expect("waiter try_lock")
                         .expect("waiter acquired");
                     let at = Instant::now();

@@ -10,6 +10,7 @@
 mod seen;
 mod support;
 
+use crate::support::OrNone;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -104,6 +105,7 @@ async fn acquire_release_and_timeout_move_their_metrics() {
     let other_lock = other.lock("m-acquire");
     let none = within(5, other_lock.try_lock(Duration::from_millis(300), None))
         .await
+        .or_none()
         .unwrap();
     assert!(none.is_none());
     let seen = Seen::take();
@@ -365,9 +367,10 @@ async fn semaphores_and_latches_record_their_waits() {
     let sem = client.semaphore("m-sem");
     assert!(within(5, sem.try_set_permits(1)).await.unwrap());
     Seen::take();
-    let permits = within(5, sem.acquire(1)).await.unwrap();
-    let none = within(5, sem.try_acquire(1, Duration::from_millis(100)))
+    let permits = within(5, sem.acquire_many(1)).await.unwrap();
+    let none = within(5, sem.try_acquire_many(1, Duration::from_millis(100)))
         .await
+        .or_none()
         .unwrap();
     assert!(none.is_none());
     within(5, permits.release()).await.unwrap();
@@ -406,6 +409,7 @@ async fn redlock_acquires_and_timeouts_are_recorded() {
     // Held by the other set: its rounds run out after 200 ms, a timeout, not an error.
     let none = within(5, theirs.try_lock(Duration::from_millis(200), None))
         .await
+        .or_none()
         .unwrap();
     assert!(none.is_none());
     within(5, guard.unlock()).await.unwrap();

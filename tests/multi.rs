@@ -6,6 +6,7 @@
 
 mod support;
 
+use crate::support::OrNone;
 use support::in_task;
 
 use std::collections::HashMap;
@@ -83,6 +84,7 @@ async fn overlapping_sets_in_random_orders_never_overlap_or_deadlock() {
                         match multi
                             .try_lock(Duration::from_millis(50), None)
                             .await
+                            .or_none()
                             .expect("try_lock")
                         {
                             Some(g) => break g,
@@ -153,6 +155,7 @@ async fn timeout_and_cancellation_release_what_was_taken() {
         let got = multi
             .try_lock(Duration::from_millis(300), None)
             .await
+            .or_none()
             .expect("try_lock");
         let waited = t0.elapsed();
         assert!(got.is_none());
@@ -209,13 +212,17 @@ async fn empty_duplicate_and_reentered_names() {
             })
         ));
         assert!(matches!(
-            c.multi_lock(["a", ""]).try_lock(Duration::ZERO, None).await,
+            c.multi_lock(["a", ""])
+                .try_lock(Duration::ZERO, None)
+                .await
+                .or_none(),
             Err(Error::InvalidArgument { .. })
         ));
         assert!(matches!(
             c.multi_lock(["a"])
                 .try_lock(Duration::ZERO, Some(Duration::ZERO))
-                .await,
+                .await
+                .or_none(),
             Err(Error::InvalidArgument { .. })
         ));
 
@@ -354,7 +361,7 @@ fn spawn_multi(
                 .lock_with_lease(Duration::from_secs(10))
                 .await
                 .map(Some),
-            Mode::TryLock(wait) => multi.try_lock(wait, None).await,
+            Mode::TryLock(wait) => multi.try_lock(wait, None).await.or_none(),
         };
         let y_held = y_holds.load(Ordering::SeqCst);
         let mut conn = connect(&url).await;

@@ -6,6 +6,7 @@
 
 mod support;
 
+use crate::support::OrNone;
 use support::Conn;
 
 use std::future::Future;
@@ -52,6 +53,7 @@ async fn acquire(lock: &RLock, how: Acquire, shared: &Shared) -> RLockGuard {
             match lock
                 .try_lock(Duration::from_millis(200), Some(Duration::from_secs(10)))
                 .await
+                .or_none()
                 .expect("try_lock(200ms, lease)")
             {
                 Some(g) => {
@@ -67,6 +69,7 @@ async fn acquire(lock: &RLock, how: Acquire, shared: &Shared) -> RLockGuard {
             match lock
                 .try_lock(Duration::ZERO, None)
                 .await
+                .or_none()
                 .expect("try_lock(ZERO)")
             {
                 Some(g) => break g,
@@ -152,6 +155,7 @@ async fn hammer(
                             let inner = lock
                                 .try_lock(Duration::ZERO, None)
                                 .await
+                                .or_none()
                                 .unwrap()
                                 .expect("the holder re-enters at once");
                             assert_eq!(inner.owner(), g.owner());

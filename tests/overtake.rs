@@ -8,6 +8,7 @@
 mod scenarios;
 mod support;
 
+use crate::support::OrNone;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -114,10 +115,16 @@ async fn a_claim_refuses_a_free_lock_to_others_only() {
         inner.unlock().await.unwrap();
         outer.unlock().await.unwrap();
         // Free but claimed: refused, to both kinds.
-        assert!(lock.try_lock(Duration::ZERO, None).await.unwrap().is_none());
+        assert!(lock
+            .try_lock(Duration::ZERO, None)
+            .await
+            .or_none()
+            .unwrap()
+            .is_none());
         assert!(fenced
             .try_lock(Duration::ZERO, None)
             .await
+            .or_none()
             .unwrap()
             .is_none());
         assert!(!lock.is_locked().await.unwrap(), "refused, not taken");
@@ -126,6 +133,7 @@ async fn a_claim_refuses_a_free_lock_to_others_only() {
         let guard = lock
             .try_lock(Duration::from_secs(5), None)
             .await
+            .or_none()
             .unwrap()
             .expect("free once the claim expired");
         assert!(
@@ -152,11 +160,13 @@ async fn a_claim_refuses_a_free_lock_to_others_only() {
     assert!(fenced
         .try_lock(Duration::ZERO, None)
         .await
+        .or_none()
         .unwrap()
         .is_none());
     let guard = named
         .try_lock(Duration::ZERO, None)
         .await
+        .or_none()
         .unwrap()
         .expect("the claimant takes the free lock");
     assert!(!exists(&mut conn, &claim_key(&client, "c")).await);
@@ -178,7 +188,11 @@ async fn a_claimant_that_stops_waiting_withdraws_its_claim() {
 
     // Timed out.
     let lock = eager.lock("w");
-    let waiter = tokio::spawn(async move { lock.try_lock(Duration::from_millis(250), None).await });
+    let waiter = tokio::spawn(async move {
+        lock.try_lock(Duration::from_millis(250), None)
+            .await
+            .or_none()
+    });
     assert!(
         turns(&conn, &key, true, Duration::from_secs(2)).await,
         "the waiter staked a claim"
@@ -364,6 +378,7 @@ async fn no_limit_no_claim() {
         .lock("o")
         .try_lock(Duration::from_millis(700), None)
         .await
+        .or_none()
         .unwrap();
     assert!(waited.is_none());
     assert!(!exists(&mut conn, &claim_key(&holder, "o")).await);

@@ -12,6 +12,7 @@ mod support;
 #[path = "support/checker/mod.rs"]
 mod checker;
 
+use crate::support::OrNone;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ use axum::Router;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use lockwise::{Client, RLockGuard};
+use lockwise::{Client, Lock, LockGuard, Ownership, RLockGuard, RedLockSet};
 use support::{Conn, RedisServer};
 
 use checker::{assert_clean, History};
@@ -31,23 +32,45 @@ const JOB: Duration = Duration::from_millis(300);
 #[derive(Clone)]
 struct App {
     client: Client,
+    /// A Redlock set over the one server (quorum 1), for the `redlock` kind.
+    set: RedLockSet,
     hist: History,
     jobs: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
 }
 
-/// The handler: takes `job`, hands the guard to a spawned job and answers at once with the
-/// id of the task that served the request.
+/// The handler: takes the job's lock (of the kind in the query: `rlock`, `multi` or
+/// `redlock`), hands the guard to a spawned job and answers at once with the id of the task
+/// that served the request.
 async fn start_job(State(app): State<App>, RawQuery(query): RawQuery) -> String {
-    let mode = query.unwrap_or_default();
-    let lock = app.client.lock("job");
-    let lock = if mode == "mode=non_reentrant" {
+    let query = query.unwrap_or_default();
+    let param = |k: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+            .unwrap_or("")
+            .to_string()
+    };
+    let (kind, mode) = (param("kind"), param("mode"));
+    match kind.as_str() {
+        "multi" => take_for_job(&app, app.client.multi_lock(["job-a", "job-b"]), &mode).await,
+        "redlock" => take_for_job(&app, app.set.lock("job"), &mode).await,
+        _ => take_for_job(&app, app.client.lock("job"), &mode).await,
+    }
+    format!("{}", tokio::task::id())
+}
+
+/// Takes `lock` (made non-reentrant, or its guard detached, as `mode` says) and hands the
+/// guard to a spawned job that holds it for [`JOB`]; written once for every kind through
+/// the `Lock` contract.
+async fn take_for_job<L: Lock>(app: &App, lock: L, mode: &str) {
+    let lock = if mode == "non_reentrant" {
         lock.non_reentrant()
     } else {
         lock
     };
-    let id = app.hist.invoke("handler", "job");
+    let id = app.hist.invoke("handler", lock.name());
     let mut guard = lock.lock().await.expect("lock");
-    if mode == "mode=detach" {
+    if mode == "detach" {
         // The guard leaves this task: give it an owner of its own first.
         guard.detach().await.expect("detach");
     }
@@ -59,20 +82,45 @@ async fn start_job(State(app): State<App>, RawQuery(query): RawQuery) -> String 
         guard.unlock().await.expect("unlock");
     });
     app.jobs.lock().unwrap().push(job);
-    format!("{}", tokio::task::id())
 }
 
 /// Serves `start_job` and sends two requests over one keep-alive connection; checks that the
 /// scenario is real (one task served both requests, both took the lock) and returns the
 /// recorded history.
 async fn two_requests_on_one_connection(mode: &str) -> History {
+    two_requests(Kind::RLock, mode, Ownership::Task).await
+}
+
+/// Which kind the handler takes.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    RLock,
+    Multi,
+    RedLock,
+}
+
+/// [`two_requests_on_one_connection`] for `kind`, with a client whose handles default to
+/// `ownership`.
+async fn two_requests(kind: Kind, mode: &str, ownership: Ownership) -> History {
     let server = RedisServer::start();
     let ns = support::unique_ns(&format!("ownership-keepalive-{mode}"));
-    let client = support::client(&server, &ns, Duration::from_secs(5)).await;
+    let client = Client::builder(server.url())
+        .namespace(&ns)
+        .watchdog_timeout(Duration::from_secs(5))
+        .ownership(ownership)
+        .build()
+        .await
+        .expect("client");
     let app = App {
+        set: RedLockSet::new(std::slice::from_ref(&client)),
         client,
         hist: History::new(),
         jobs: Arc::default(),
+    };
+    let kind = match kind {
+        Kind::RLock => "rlock",
+        Kind::Multi => "multi",
+        Kind::RedLock => "redlock",
     };
     let router = Router::new()
         .route("/job", get(start_job))
@@ -90,7 +138,7 @@ async fn two_requests_on_one_connection(mode: &str) -> History {
     for _ in 0..2 {
         // The connection takes the next request once the previous response is read.
         sender.ready().await.unwrap();
-        let req = hyper::Request::get(format!("/job?mode={mode}"))
+        let req = hyper::Request::get(format!("/job?mode={mode}&kind={kind}"))
             .header("host", "localhost")
             .body(Empty::<Bytes>::new())
             .unwrap();
@@ -161,6 +209,61 @@ async fn keep_alive_requests_reenter_a_task_owned_lock() {
     );
 }
 
+/// The same keep-alive scenario for a `MultiLock` and a `RedLock`: reproduced with the
+/// default (task-owned) handle, the next request re-entered the set still held by the first
+/// request's job; a non-reentrant handle or a detached guard makes it wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_requests_and_multi_and_redlock_guards() {
+    for kind in [Kind::Multi, Kind::RedLock] {
+        let hist = two_requests(kind, "task", Ownership::Task).await;
+        let acq = hist.acquisitions();
+        assert_eq!(
+            acq[0].owner, acq[1].owner,
+            "{kind:?}: the connection's task"
+        );
+        assert!(
+            acq[1].acquired.unwrap() < acq[0].released.unwrap(),
+            "{kind:?}: the trap, shown: the next request re-entered"
+        );
+        for mode in ["non_reentrant", "detach"] {
+            let hist = two_requests(kind, mode, Ownership::Task).await;
+            let acq = hist.acquisitions();
+            assert_ne!(acq[0].owner, acq[1].owner, "{kind:?} {mode}: own owners");
+            assert_clean(&hist.check_overlaps());
+        }
+    }
+}
+
+/// A client built with `Ownership::PerHold` makes every handle non-reentrant in one line:
+/// the keep-alive scenario waits for the job with every kind, with no per-handle call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_hold_client_makes_every_handle_non_reentrant() {
+    for kind in [Kind::RLock, Kind::Multi, Kind::RedLock] {
+        let hist = two_requests(kind, "default", Ownership::PerHold).await;
+        let acq = hist.acquisitions();
+        assert_ne!(acq[0].owner, acq[1].owner, "{kind:?}: own owners");
+        assert_clean(&hist.check_overlaps());
+    }
+    let server = RedisServer::start();
+    let client = Client::builder(server.url())
+        .ownership(Ownership::PerHold)
+        .build()
+        .await
+        .unwrap();
+    assert!(!client.lock("x").is_reentrant());
+    assert!(!client.fair_lock("x").is_reentrant());
+    assert!(!client.fenced_lock("x").is_reentrant());
+    assert!(!client.rw_lock("x").is_reentrant());
+    assert!(!client.multi_lock(["x"]).is_reentrant());
+    assert!(!RedLockSet::new(std::slice::from_ref(&client))
+        .lock("x")
+        .is_reentrant());
+    assert!(
+        client.lock("x").reentrant().is_reentrant(),
+        "a handle can opt back in"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guard_that_outlives_its_task_excludes_every_later_task() {
     let server = RedisServer::start();
@@ -190,7 +293,12 @@ async fn guard_that_outlives_its_task_excludes_every_later_task() {
         let (l, h) = (lock.clone(), hist.clone());
         tasks.push(tokio::spawn(async move {
             let id = h.invoke(&format!("later-{i}"), "state");
-            match l.try_lock(Duration::from_millis(20), None).await.unwrap() {
+            match l
+                .try_lock(Duration::from_millis(20), None)
+                .await
+                .or_none()
+                .unwrap()
+            {
                 Some(g) => {
                     h.ok(&id, g.owner(), None, None);
                     h.release(&id);
@@ -208,7 +316,7 @@ async fn guard_that_outlives_its_task_excludes_every_later_task() {
     let guard = kept.lock().unwrap().take().unwrap();
     hist.release(&checker::AcqId(kept_id));
     guard.unlock().await.unwrap();
-    let g = lock.try_lock(Duration::ZERO, None).await.unwrap();
+    let g = lock.try_lock(Duration::ZERO, None).await.or_none().unwrap();
     assert!(g.is_some(), "free once the kept guard is released");
     g.unwrap().unlock().await.unwrap();
     assert_clean(&hist.check_overlaps());
@@ -229,6 +337,7 @@ async fn non_reentrant_handles_never_reenter_in_one_task() {
     assert!(lock
         .try_lock(Duration::from_millis(100), None)
         .await
+        .or_none()
         .unwrap()
         .is_none());
     // The task-owned handle of the same lock waits too: the hold is the guard's.
@@ -236,6 +345,7 @@ async fn non_reentrant_handles_never_reenter_in_one_task() {
         .lock("a")
         .try_lock(Duration::ZERO, None)
         .await
+        .or_none()
         .unwrap()
         .is_none());
     assert_eq!(lock.hold_count().await.unwrap(), 0);
@@ -249,6 +359,7 @@ async fn non_reentrant_handles_never_reenter_in_one_task() {
     assert!(fair
         .try_lock(Duration::from_millis(100), None)
         .await
+        .or_none()
         .unwrap()
         .is_none());
     g.unlock().await.unwrap();
@@ -258,6 +369,7 @@ async fn non_reentrant_handles_never_reenter_in_one_task() {
     assert!(fenced
         .try_lock(Duration::from_millis(100), None)
         .await
+        .or_none()
         .unwrap()
         .is_none());
     let token = g.token();
@@ -299,7 +411,13 @@ async fn named_owner_reenters_across_tasks_and_excludes_others() {
     // Another task with the same owner re-enters the same hold.
     let second = tokio::spawn({
         let named = named.clone();
-        async move { named.try_lock(Duration::ZERO, None).await.unwrap() }
+        async move {
+            named
+                .try_lock(Duration::ZERO, None)
+                .await
+                .or_none()
+                .unwrap()
+        }
     })
     .await
     .unwrap()
@@ -307,11 +425,17 @@ async fn named_owner_reenters_across_tasks_and_excludes_others() {
     assert_eq!(second.owner(), first.owner());
     assert_eq!(named.hold_count().await.unwrap(), 2);
     // Other owners wait: the calling task, and another name.
-    assert!(lock.try_lock(Duration::ZERO, None).await.unwrap().is_none());
+    assert!(lock
+        .try_lock(Duration::ZERO, None)
+        .await
+        .or_none()
+        .unwrap()
+        .is_none());
     let other = lock.with_owner("batch-8");
     assert!(other
         .try_lock(Duration::ZERO, None)
         .await
+        .or_none()
         .unwrap()
         .is_none());
     second.unlock().await.unwrap();
@@ -338,7 +462,8 @@ async fn named_owner_reenters_across_tasks_and_excludes_others() {
             .fair_lock("f")
             .with_owner(&bad)
             .try_lock(Duration::ZERO, None)
-            .await;
+            .await
+            .or_none();
         assert!(err.is_err());
     }
     assert_no_keys(&mut server.conn().await, &ns).await;
@@ -372,6 +497,7 @@ async fn detached_guard_keeps_the_lock_and_excludes_the_task_that_took_it() {
     assert!(lock
         .try_lock(Duration::from_millis(100), None)
         .await
+        .or_none()
         .unwrap()
         .is_none());
     assert_eq!(lock.hold_count().await.unwrap(), 0);
@@ -417,6 +543,7 @@ async fn detached_guard_keeps_the_lock_and_excludes_the_task_that_took_it() {
         .fenced_lock("t")
         .try_lock(Duration::ZERO, None)
         .await
+        .or_none()
         .unwrap()
         .is_none());
     fenced.unlock().await.unwrap();
@@ -426,6 +553,7 @@ async fn detached_guard_keeps_the_lock_and_excludes_the_task_that_took_it() {
         .fair_lock("f")
         .try_lock(Duration::ZERO, None)
         .await
+        .or_none()
         .unwrap()
         .is_none());
     fair.unlock().await.unwrap();

@@ -4,6 +4,7 @@
 //! partial release and re-entry on every subset of the nodes are in tests/redlock_subsets.rs.
 mod support;
 
+use crate::support::OrNone;
 use support::{conns, hget, node_clients, redlock_options};
 
 use support::in_task;
@@ -95,6 +96,7 @@ async fn two_nodes_down_still_acquires() {
         let guard = lock
             .try_lock(Duration::from_secs(5), None)
             .await
+            .or_none()
             .expect("no error with a majority up")
             .expect("acquired with 3 of 5");
         assert!(started.elapsed() < Duration::from_secs(3));
@@ -125,6 +127,7 @@ async fn three_nodes_down_fails_and_releases_the_rest() {
         let err = lock
             .try_lock(Duration::from_secs(2), None)
             .await
+            .or_none()
             .expect_err("no majority can be reached");
         assert!(matches!(err, Error::Redis(_)), "{err:?}");
         assert!(err.is_retryable(), "{err:?}");
@@ -166,6 +169,7 @@ async fn minority_prelocked_by_another_owner_still_acquires() {
             .lock("shared")
             .try_lock(Duration::from_secs(5), None)
             .await
+            .or_none()
             .unwrap()
             .expect("the free majority grants it");
         assert_eq!(guard.acquired_nodes(), 3);
@@ -205,6 +209,7 @@ async fn majority_held_by_another_set_times_out_with_none_and_leaves_nothing() {
         let got = lock
             .try_lock(Duration::from_millis(600), None)
             .await
+            .or_none()
             .expect("contention is not an error");
         assert!(got.is_none());
         let waited = started.elapsed();
@@ -213,11 +218,20 @@ async fn majority_held_by_another_set_times_out_with_none_and_leaves_nothing() {
             "{waited:?}"
         );
         // Zero wait: exactly one round.
-        assert!(lock.try_lock(Duration::ZERO, None).await.unwrap().is_none());
+        assert!(lock
+            .try_lock(Duration::ZERO, None)
+            .await
+            .or_none()
+            .unwrap()
+            .is_none());
         // Nodes 3 and 4 granted holds in every round; all were given back.
         assert!(eventually_free(&conns[3..], &key, Duration::from_secs(3)).await);
         theirs.unlock().await.unwrap();
-        let mine = lock.try_lock(Duration::from_secs(3), None).await.unwrap();
+        let mine = lock
+            .try_lock(Duration::from_secs(3), None)
+            .await
+            .or_none()
+            .unwrap();
         assert_eq!(mine.expect("free now").acquired_nodes(), 5);
     })
     .await;
@@ -335,6 +349,7 @@ async fn reentrant_on_every_node_across_handles_of_one_set() {
             .lock("re")
             .try_lock(Duration::ZERO, Some(Duration::from_secs(2)))
             .await
+            .or_none()
             .unwrap()
             .expect("re-entry");
         assert_eq!(inner.owner(), outer.owner());
@@ -347,6 +362,7 @@ async fn reentrant_on_every_node_across_handles_of_one_set() {
             other
                 .try_lock(Duration::from_millis(200), None)
                 .await
+                .or_none()
                 .unwrap()
                 .is_none()
         });
@@ -386,6 +402,7 @@ async fn mutual_exclusion_two_client_sets_four_tasks_each() {
                 let guard = lock
                     .try_lock(Duration::from_secs(15), None)
                     .await
+                    .or_none()
                     .unwrap()
                     .expect("acquired within the wait");
                 assert!(guard.validity() > Duration::ZERO);
@@ -515,7 +532,11 @@ async fn cancelled_lock_with_calls_in_flight_leaves_no_hold() {
         // The calls ran after the nodes woke up and were undone.
         assert!(eventually_free(&conns, &key, Duration::from_secs(3)).await);
         // And the lock is free for the next owner.
-        let g = lock.try_lock(Duration::from_secs(2), None).await.unwrap();
+        let g = lock
+            .try_lock(Duration::from_secs(2), None)
+            .await
+            .or_none()
+            .unwrap();
         assert_eq!(g.expect("free").acquired_nodes(), 5);
     })
     .await;
@@ -549,7 +570,11 @@ async fn bad_input_is_rejected_before_anything_is_sent() {
         RedLockOptions::default().node_timeout(Duration::ZERO),
     );
     assert!(invalid(
-        bad.lock("x").try_lock(Duration::ZERO, None).await.map(drop)
+        bad.lock("x")
+            .try_lock(Duration::ZERO, None)
+            .await
+            .or_none()
+            .map(drop)
     ));
     let mut conn = server.conn().await;
     assert!(support::keys_with_pttl(&mut conn).await.is_empty());

@@ -8,6 +8,7 @@
 //! count that no guard can claim is settled away on that node.
 mod support;
 
+use crate::support::OrNone;
 use support::{conns, node_clients, redlock_options};
 
 use support::in_task;
@@ -104,6 +105,7 @@ async fn other_takes_majority(other: &RedLockSet, name: &str) -> bool {
         .lock(name)
         .try_lock(Duration::ZERO, Some(Duration::from_secs(1)))
         .await
+        .or_none()
         .expect("contention is not an error");
     match got {
         Some(g) => {
@@ -148,13 +150,19 @@ async fn reentry_after_partial_expiry_is_a_fresh_hold() {
                 let name = format!("expiry-{}-{mask}", lease.is_some());
                 let lock = set.lock(&name);
                 let key = lock.key(0).unwrap().to_string();
-                let old = lock.try_lock(Duration::ZERO, lease).await.unwrap().unwrap();
+                let old = lock
+                    .try_lock(Duration::ZERO, lease)
+                    .await
+                    .or_none()
+                    .unwrap()
+                    .unwrap();
                 let owner = old.owner().to_string();
                 expire_on(&mut conns, &key, mask).await;
 
                 let new = lock
                     .try_lock(Duration::ZERO, lease)
                     .await
+                    .or_none()
                     .unwrap()
                     .expect("every node grants the same owner");
                 // Every node granted it: a new hold where the old one had expired, a re-entry
@@ -206,10 +214,20 @@ async fn old_guard_unlock_never_releases_new_run() {
                 let name = format!("old-unlock-{}-{mask}", lease.is_some());
                 let lock = set.lock(&name);
                 let key = lock.key(0).unwrap().to_string();
-                let old = lock.try_lock(Duration::ZERO, lease).await.unwrap().unwrap();
+                let old = lock
+                    .try_lock(Duration::ZERO, lease)
+                    .await
+                    .or_none()
+                    .unwrap()
+                    .unwrap();
                 let owner = old.owner().to_string();
                 expire_on(&mut conns, &key, mask).await;
-                let new = lock.try_lock(Duration::ZERO, lease).await.unwrap().unwrap();
+                let new = lock
+                    .try_lock(Duration::ZERO, lease)
+                    .await
+                    .or_none()
+                    .unwrap()
+                    .unwrap();
 
                 // The old guard unlocks first.
                 let result = old.unlock().await;
@@ -249,8 +267,18 @@ async fn reentry_after_partial_release_counts_only_nodes_that_still_hold_the_run
                 let name = format!("release-{}-{mask}", lease.is_some());
                 let lock = set.lock(&name);
                 let key = lock.key(0).unwrap().to_string();
-                let outer = lock.try_lock(Duration::ZERO, lease).await.unwrap().unwrap();
-                let inner = lock.try_lock(Duration::ZERO, lease).await.unwrap().unwrap();
+                let outer = lock
+                    .try_lock(Duration::ZERO, lease)
+                    .await
+                    .or_none()
+                    .unwrap()
+                    .unwrap();
+                let inner = lock
+                    .try_lock(Duration::ZERO, lease)
+                    .await
+                    .or_none()
+                    .unwrap()
+                    .unwrap();
                 let owner = outer.owner().to_string();
                 assert_nodes(&mut conns, &key, &owner, &[2; NODES], &ctx).await;
                 // One release of one hold reached only the nodes of `mask` (behind the
@@ -267,7 +295,12 @@ async fn reentry_after_partial_release_counts_only_nodes_that_still_hold_the_run
                     }
                 }
 
-                let new = lock.try_lock(Duration::ZERO, lease).await.unwrap().unwrap();
+                let new = lock
+                    .try_lock(Duration::ZERO, lease)
+                    .await
+                    .or_none()
+                    .unwrap()
+                    .unwrap();
                 // Where the count did not add up, the new guard holds the node alone: the
                 // hold no guard can claim is settled away.
                 assert_nodes_settled(&mut conns, &key, &owner, &per_node(mask, 1, 3), &ctx).await;

@@ -7,6 +7,7 @@
 
 mod support;
 
+use crate::support::OrNone;
 use support::kit::*;
 
 use support::hget;
@@ -153,6 +154,7 @@ async fn nested_sections_unwind_one_hold_at_a_time() {
                 let c = outer
                     .try_lock(Duration::ZERO, None)
                     .await
+                    .or_none()
                     .unwrap()
                     .expect("re-entrant try_lock(ZERO) by the holder");
                 assert_eq!(outer.hold_count().await.unwrap(), 3);
@@ -213,7 +215,11 @@ async fn a_spawned_task_is_a_different_owner() {
         let child_lock = lock.clone();
         in_task(async move {
             let t = Instant::now();
-            let got = child_lock.try_lock(Duration::ZERO, None).await.unwrap();
+            let got = child_lock
+                .try_lock(Duration::ZERO, None)
+                .await
+                .or_none()
+                .unwrap();
             assert!(
                 got.is_none(),
                 "a child task must not re-enter its parent's lock"
@@ -242,6 +248,7 @@ async fn a_spawned_task_is_a_different_owner() {
             let g = child_lock
                 .try_lock(Duration::ZERO, None)
                 .await
+                .or_none()
                 .unwrap()
                 .expect("free lock");
             tx_held.send(g.owner().to_string()).unwrap();
@@ -251,7 +258,11 @@ async fn a_spawned_task_is_a_different_owner() {
         let child_owner = within(5, rx_held).await.unwrap();
         assert_ne!(child_owner, parent_owner, "distinct tasks, distinct owners");
         assert!(
-            lock.try_lock(Duration::ZERO, None).await.unwrap().is_none(),
+            lock.try_lock(Duration::ZERO, None)
+                .await
+                .or_none()
+                .unwrap()
+                .is_none(),
             "parent must not enter the child's lock"
         );
         assert!(!lock.is_held_by_current_task().await.unwrap());
@@ -265,7 +276,12 @@ async fn a_spawned_task_is_a_different_owner() {
     let (l, ol) = (lock.clone(), other_client.lock("owned"));
     in_task(async move {
         let g = l.lock().await.unwrap();
-        assert!(ol.try_lock(Duration::ZERO, None).await.unwrap().is_none());
+        assert!(ol
+            .try_lock(Duration::ZERO, None)
+            .await
+            .or_none()
+            .unwrap()
+            .is_none());
         assert!(!ol.is_held_by_current_task().await.unwrap());
         assert_eq!(ol.hold_count().await.unwrap(), 0);
         g.unlock().await.unwrap();
@@ -286,6 +302,7 @@ async fn lock_and_unlock_work_in_the_test_body_outside_spawned_tasks() {
     assert!(lock.is_held_by_current_task().await.unwrap());
     let g2 = within(5, lock.try_lock(Duration::ZERO, None))
         .await
+        .or_none()
         .unwrap()
         .expect("re-entry in the same (block_on) context");
     assert_eq!(lock.hold_count().await.unwrap(), 2);
@@ -298,7 +315,12 @@ async fn lock_and_unlock_work_in_the_test_body_outside_spawned_tasks() {
     // A spawned task is still a different owner.
     let l = lock.clone();
     in_task(async move {
-        assert!(l.try_lock(Duration::ZERO, None).await.unwrap().is_none());
+        assert!(l
+            .try_lock(Duration::ZERO, None)
+            .await
+            .or_none()
+            .unwrap()
+            .is_none());
     })
     .await;
     g2.unlock().await.unwrap();
@@ -535,6 +557,7 @@ async fn different_names_are_independent_locks() {
         async move {
             y.try_lock(Duration::ZERO, Some(Duration::from_secs(5)))
                 .await
+                .or_none()
                 .unwrap()
                 .expect("another name is free")
         }

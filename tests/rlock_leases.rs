@@ -7,6 +7,7 @@
 
 mod support;
 
+use crate::support::OrNone;
 use support::kit::*;
 
 use support::hget;
@@ -62,7 +63,12 @@ async fn lease_expiry_frees_the_lock_for_another_client() {
         (g, Instant::now())
     })
     .await;
-    assert!(lb.try_lock(Duration::ZERO, None).await.unwrap().is_none());
+    assert!(lb
+        .try_lock(Duration::ZERO, None)
+        .await
+        .or_none()
+        .unwrap()
+        .is_none());
     let key = la.key().to_string();
     let mut c = conn.clone();
     assert!(
@@ -81,7 +87,7 @@ async fn lease_expiry_frees_the_lock_for_another_client() {
     let t = in_task({
         let lb = lb.clone();
         async move {
-            let g = lb.try_lock(Duration::ZERO, None).await.unwrap();
+            let g = lb.try_lock(Duration::ZERO, None).await.or_none().unwrap();
             let g = g.expect("B takes the expired lock");
             let owner = g.owner().to_string();
             g.unlock().await.unwrap();
@@ -143,11 +149,16 @@ async fn try_lock_with_zero_wait_is_a_single_fast_attempt() {
     let owner = held.owner().to_string();
 
     // Warm-up (script cache etc.), then measure one call.
-    assert!(lb.try_lock(Duration::ZERO, None).await.unwrap().is_none());
+    assert!(lb
+        .try_lock(Duration::ZERO, None)
+        .await
+        .or_none()
+        .unwrap()
+        .is_none());
     let scripts_before = support::script_calls(&mut conn).await;
     let subs_before = support::command_calls(&mut conn, "subscribe").await;
     let t = Instant::now();
-    let got = lb.try_lock(Duration::ZERO, None).await.unwrap();
+    let got = lb.try_lock(Duration::ZERO, None).await.or_none().unwrap();
     let took = t.elapsed();
     assert!(got.is_none(), "held elsewhere");
     assert!(took < Duration::from_millis(200), "took {took:?}");
@@ -163,6 +174,7 @@ async fn try_lock_with_zero_wait_is_a_single_fast_attempt() {
     let got = lb
         .try_lock(Duration::ZERO, Some(Duration::from_secs(1)))
         .await
+        .or_none()
         .unwrap();
     assert!(got.is_none());
 
@@ -180,6 +192,7 @@ async fn try_lock_with_zero_wait_is_a_single_fast_attempt() {
         let g = l
             .try_lock(Duration::ZERO, None)
             .await
+            .or_none()
             .unwrap()
             .expect("free");
         g.unlock().await.unwrap();
@@ -206,7 +219,11 @@ async fn try_lock_with_wait_times_out_on_a_held_lock() {
         let l = lb.clone();
         let (got, took) = in_task(async move {
             let t = Instant::now();
-            let got = l.try_lock(Duration::from_millis(300), lease).await.unwrap();
+            let got = l
+                .try_lock(Duration::from_millis(300), lease)
+                .await
+                .or_none()
+                .unwrap();
             (got.is_some(), t.elapsed())
         })
         .await;
@@ -278,7 +295,11 @@ async fn a_dropped_guard_releases_promptly() {
         lb.clone(),
     );
     let waiter = tokio::spawn(async move {
-        let got = l.try_lock(Duration::from_secs(5), None).await.unwrap();
+        let got = l
+            .try_lock(Duration::from_secs(5), None)
+            .await
+            .or_none()
+            .unwrap();
         (got, Instant::now())
     });
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -367,6 +388,7 @@ async fn mixed_reentry_keeps_the_lease(outer_is_lease: bool) {
         assert!(other_lock
             .try_lock(Duration::ZERO, None)
             .await
+            .or_none()
             .unwrap()
             .is_none());
         leased.unlock().await.unwrap();

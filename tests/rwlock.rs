@@ -8,6 +8,7 @@ mod support;
 #[path = "support/child.rs"]
 mod child;
 
+use crate::support::OrNone;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,7 +61,11 @@ async fn history_no_write_overlaps_any_hold_and_reads_overlap() {
                 let lease = (i % 3 == 0).then(|| Duration::from_secs(5));
                 let hold = Duration::from_millis(3 + (i as u64 * 7 + t as u64) % 9);
                 if write {
-                    let g = rw.write().try_lock(Duration::from_secs(30), lease).await;
+                    let g = rw
+                        .write()
+                        .try_lock(Duration::from_secs(30), lease)
+                        .await
+                        .or_none();
                     let g = g.unwrap().expect("write within 30 s");
                     let from = Instant::now();
                     tokio::time::sleep(hold).await;
@@ -69,7 +74,11 @@ async fn history_no_write_overlaps_any_hold_and_reads_overlap() {
                     g.unlock().await.unwrap();
                     spans.lock().unwrap().push(Span { write, from, to });
                 } else {
-                    let g = rw.read().try_lock(Duration::from_secs(30), lease).await;
+                    let g = rw
+                        .read()
+                        .try_lock(Duration::from_secs(30), lease)
+                        .await
+                        .or_none();
                     let g = g.unwrap().expect("read within 30 s");
                     let from = Instant::now();
                     tokio::time::sleep(hold * 2).await;
@@ -164,6 +173,7 @@ async fn reentrancy_downgrade_and_refused_upgrade() {
             .write()
             .try_lock(Duration::from_millis(100), None)
             .await
+            .or_none()
             .unwrap()
             .is_none());
         a.unlock().await.unwrap();
@@ -441,6 +451,7 @@ async fn cancellation_at_every_phase_leaves_nothing() {
         .write()
         .try_lock(Duration::from_millis(200), None)
         .await
+        .or_none()
         .unwrap()
         .is_none());
     let mut conn = server.conn().await;
@@ -517,7 +528,7 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() {
         Err(Error::InvalidArgument { .. })
     ));
     assert!(matches!(
-        bad.write().try_lock(Duration::ZERO, None).await,
+        bad.write().try_lock(Duration::ZERO, None).await.or_none(),
         Err(Error::InvalidArgument { .. })
     ));
     assert!(matches!(
@@ -555,10 +566,12 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() {
             rw.read()
                 .try_lock(Duration::ZERO, None)
                 .await
+                .or_none()
                 .map(|g| g.is_some()),
             rw.write()
                 .try_lock(Duration::ZERO, None)
                 .await
+                .or_none()
                 .map(|g| g.is_some()),
         ] {
             match res {

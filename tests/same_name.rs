@@ -8,6 +8,7 @@ mod support;
 #[path = "support/checker/mod.rs"]
 mod checker;
 
+use crate::support::OrNone;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
@@ -65,21 +66,23 @@ async fn try_take(
         };
     }
     let res = match kind {
-        Kind::Plain => held!(client.lock(name).try_lock(wait, None).await),
-        Kind::Fenced => held!(client.fenced_lock(name).try_lock(wait, None).await),
-        Kind::Fair => held!(client.fair_lock(name).try_lock(wait, None).await),
-        Kind::Multi => held!(
-            client
-                .multi_lock([name, "other-member"])
-                .try_lock(wait, None)
-                .await
-        ),
-        Kind::Redlock => held!(
-            RedLockSet::new(std::slice::from_ref(client))
-                .lock(name)
-                .try_lock(wait, None)
-                .await
-        ),
+        Kind::Plain => held!(client.lock(name).try_lock(wait, None).await.or_none()),
+        Kind::Fenced => held!(client
+            .fenced_lock(name)
+            .try_lock(wait, None)
+            .await
+            .or_none()),
+        Kind::Fair => held!(client.fair_lock(name).try_lock(wait, None).await.or_none()),
+        Kind::Multi => held!(client
+            .multi_lock([name, "other-member"])
+            .try_lock(wait, None)
+            .await
+            .or_none()),
+        Kind::Redlock => held!(RedLockSet::new(std::slice::from_ref(client))
+            .lock(name)
+            .try_lock(wait, None)
+            .await
+            .or_none()),
     };
     Ok(res)
 }

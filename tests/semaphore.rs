@@ -8,6 +8,7 @@
 mod child;
 mod support;
 
+use crate::support::OrNone;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,29 +54,35 @@ async fn counts_permits_and_keeps_a_ttl() {
     let mut conn = server.conn().await;
     let sem = c.semaphore("pool");
     assert_eq!(sem.available_permits().await.unwrap(), 0);
-    assert!(sem.try_acquire(1, Duration::ZERO).await.unwrap().is_none());
+    assert!(sem
+        .try_acquire_many(1, Duration::ZERO)
+        .await
+        .or_none()
+        .unwrap()
+        .is_none());
     assert!(sem.try_set_permits(3).await.unwrap());
     assert!(!sem.try_set_permits(9).await.unwrap(), "set only once");
     let ttl = support::kit::pttl(&mut conn, sem.key()).await;
     let day = Semaphore::DEFAULT_IDLE_TTL.as_millis() as i64;
     assert!(ttl > day - 5_000 && ttl <= day, "pttl {ttl}");
-    let two = sem.acquire(2).await.unwrap();
+    let two = sem.acquire_many(2).await.unwrap();
     assert_eq!(two.permits(), 2);
     assert_eq!(sem.available_permits().await.unwrap(), 1);
     let started = Instant::now();
     assert!(sem
-        .try_acquire(2, Duration::from_millis(200))
+        .try_acquire_many(2, Duration::from_millis(200))
         .await
+        .or_none()
         .unwrap()
         .is_none());
     assert!(started.elapsed() >= Duration::from_millis(200));
     assert_eq!(two.release().await.unwrap(), 3);
     // A forgotten guard keeps its permits until Semaphore::release.
-    assert_eq!(sem.acquire(3).await.unwrap().forget(), 3);
+    assert_eq!(sem.acquire_many(3).await.unwrap().forget(), 3);
     assert_eq!(sem.available_permits().await.unwrap(), 0);
     assert_eq!(sem.release(3).await.unwrap(), 3);
     // A dropped guard gives its permits back in the background.
-    drop(sem.acquire(1).await.unwrap());
+    drop(sem.acquire_many(1).await.unwrap());
     available_becomes(&sem, 3).await;
     // Negative adds go below zero; acquires wait until the count is back.
     assert_eq!(sem.add_permits(-5).await.unwrap(), -2);
@@ -134,9 +141,14 @@ async fn permit_accounting_over_many_tasks_and_clients() {
             for round in 0..15 {
                 let k = rand::random_range(1..=3u64);
                 let guard = if round % 2 == 0 {
-                    sem.acquire(k).await.unwrap()
+                    sem.acquire_many(k).await.unwrap()
                 } else {
-                    match sem.try_acquire(k, Duration::from_millis(50)).await.unwrap() {
+                    match sem
+                        .try_acquire_many(k, Duration::from_millis(50))
+                        .await
+                        .or_none()
+                        .unwrap()
+                    {
                         Some(g) => g,
                         None => continue,
                     }
@@ -206,7 +218,7 @@ async fn a_waiter_for_several_permits_is_woken_when_they_come_back_one_by_one() 
         let held: Vec<_> = {
             let mut v = Vec::new();
             for _ in 0..5 {
-                v.push(releaser.acquire(1).await.unwrap());
+                v.push(releaser.acquire_many(1).await.unwrap());
             }
             v
         };
@@ -215,13 +227,17 @@ async fn a_waiter_for_several_permits_is_woken_when_they_come_back_one_by_one() 
         // the wakeups of those behind it.
         let blocker = {
             let sem = waiters.semaphore(&name);
-            tokio::spawn(async move { sem.acquire(10).await.map(|g| g.forget()) })
+            tokio::spawn(async move { sem.acquire_many(10).await.map(|g| g.forget()) })
         };
         tokio::time::sleep(Duration::from_millis(100)).await;
         let big = {
             let sem = waiters.semaphore(&name);
             tokio::spawn(async move {
-                let g = sem.try_acquire(3, Duration::from_secs(30)).await.unwrap();
+                let g = sem
+                    .try_acquire_many(3, Duration::from_secs(30))
+                    .await
+                    .or_none()
+                    .unwrap();
                 (g.map(|g| g.forget()), Instant::now())
             })
         };
@@ -229,7 +245,7 @@ async fn a_waiter_for_several_permits_is_woken_when_they_come_back_one_by_one() 
         let small: Vec<_> = (0..2)
             .map(|_| {
                 let sem = waiters.semaphore(&name);
-                tokio::spawn(async move { sem.acquire(1).await.unwrap().forget() })
+                tokio::spawn(async move { sem.acquire_many(1).await.unwrap().forget() })
             })
             .collect();
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -277,16 +293,16 @@ async fn cancellation_at_every_phase_leaks_no_permit() {
     let sem = cs[0].semaphore("cx");
     assert!(sem.try_set_permits(4).await.unwrap());
     // Before send: never polled.
-    drop(sem.acquire(2));
+    drop(sem.acquire_many(2));
     assert_eq!(sem.available_permits().await.unwrap(), 4);
     // Right after the script ran (and at other random points), on a free semaphore.
     let mut cancelled = 0;
     for i in 0..200u32 {
         let got = match i % 2 {
-            0 => poll_then_drop(sem.acquire(1 + i as u64 % 4), 1 + i % 3).await,
+            0 => poll_then_drop(sem.acquire_many(1 + i as u64 % 4), 1 + i % 3).await,
             _ => tokio::time::timeout(
                 Duration::from_micros(rand::random_range(0..3000)),
-                sem.acquire(1 + i as u64 % 4),
+                sem.acquire_many(1 + i as u64 % 4),
             )
             .await
             .ok(),
@@ -304,16 +320,16 @@ async fn cancellation_at_every_phase_leaks_no_permit() {
     );
     available_becomes(&sem, 4).await;
     // While waiting, in both clients: the permits stay, the waiters' wakeups pass on.
-    let all = sem.acquire(4).await.unwrap();
+    let all = sem.acquire_many(4).await.unwrap();
     let waiting: Vec<_> = (0..6)
         .map(|i| {
             let sem = cs[i % 2].semaphore("cx");
-            tokio::spawn(async move { sem.acquire(1).await.map(|g| g.forget()) })
+            tokio::spawn(async move { sem.acquire_many(1).await.map(|g| g.forget()) })
         })
         .collect();
     let survivor = {
         let sem = cs[1].semaphore("cx");
-        tokio::spawn(async move { sem.acquire(2).await.unwrap() })
+        tokio::spawn(async move { sem.acquire_many(2).await.unwrap() })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     for w in &waiting {
@@ -341,7 +357,11 @@ async fn waiters_survive_a_killed_subscription_and_script_flush() {
     let waiters: Vec<_> = (0..10)
         .map(|i| {
             let sem = cs[i % 2].semaphore("faults");
-            tokio::spawn(async move { sem.acquire(1 + (i as u64 % 2)).await.map(|g| g.forget()) })
+            tokio::spawn(async move {
+                sem.acquire_many(1 + (i as u64 % 2))
+                    .await
+                    .map(|g| g.forget())
+            })
         })
         .collect();
     let channel = format!("{}:semaphorechannel:{{faults}}", cs[0].namespace());
@@ -375,10 +395,13 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() {
     let huge = (1u64 << 53) + 1;
     let invalid = |r: lockwise::Result<_>| matches!(r, Err(Error::InvalidArgument { .. }));
     assert!(invalid(sem.try_set_permits(huge).await.map(|_| ())));
-    assert!(invalid(sem.acquire(0).await.map(|_| ())));
-    assert!(invalid(sem.acquire(huge).await.map(|_| ())));
+    assert!(invalid(sem.acquire_many(0).await.map(|_| ())));
+    assert!(invalid(sem.acquire_many(huge).await.map(|_| ())));
     assert!(invalid(
-        sem.try_acquire(0, Duration::ZERO).await.map(|_| ())
+        sem.try_acquire_many(0, Duration::ZERO)
+            .await
+            .or_none()
+            .map(|_| ())
     ));
     assert!(invalid(sem.release(0).await.map(|_| ())));
     assert!(invalid(sem.release(huge).await.map(|_| ())));
@@ -412,7 +435,7 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() {
         .unwrap();
     let redis_err = |r: lockwise::Result<_>| matches!(r, Err(Error::Redis(_)));
     assert!(redis_err(other.try_set_permits(1).await.map(|_| ())));
-    assert!(redis_err(other.acquire(1).await.map(|_| ())));
+    assert!(redis_err(other.acquire_many(1).await.map(|_| ())));
     assert!(redis_err(other.release(1).await.map(|_| ())));
     assert!(redis_err(other.add_permits(-1).await.map(|_| ())));
     assert!(redis_err(other.drain_permits().await.map(|_| ())));
@@ -462,12 +485,48 @@ async fn a_killed_holders_permits_are_lost() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(sem.available_permits().await.unwrap(), 2, "3 permits lost");
     assert!(sem
-        .try_acquire(3, Duration::from_millis(300))
+        .try_acquire_many(3, Duration::from_millis(300))
         .await
+        .or_none()
         .unwrap()
         .is_none());
     let pttl = support::kit::pttl(&mut conn, sem.key()).await;
     assert!(pttl > 0, "the key keeps its TTL: {pttl}");
     assert_eq!(sem.add_permits(3).await.unwrap(), 5);
     assert_clean(&mut conn, c.namespace()).await;
+}
+
+/// No unbounded sleep: a waiter whose wakeup never comes (permits added behind the
+/// semaphore's back, with no message) looks again within the client's watchdog timeout
+/// (1 s here), not at the key's idle TTL (24 h).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_misses_its_wakeup_is_served_within_the_watchdog_timeout() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("sem-nowake");
+    let client = support::client(&server, &ns, Duration::from_secs(1)).await;
+    let sem = client.semaphore("quiet");
+    assert!(sem.try_set_permits(0).await.unwrap());
+    let waiter = tokio::spawn({
+        let sem = sem.clone();
+        async move { sem.acquire().await.map(|p| (p.forget(), Instant::now())) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut conn = server.conn().await;
+    let added = Instant::now();
+    let _: i64 = redis::cmd("HINCRBY")
+        .arg(sem.key())
+        .arg("p")
+        .arg(1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let (n, served) = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("served long before the idle TTL")
+        .unwrap()
+        .unwrap();
+    assert_eq!(n, 1);
+    let after = served - added;
+    eprintln!("served {after:?} after a permit came back without a wakeup");
+    assert!(after < Duration::from_secs(3), "{after:?}");
 }

@@ -37,6 +37,19 @@ fn handles_guards_and_errors_are_send_and_sync() {
     send_sync::<RedLockGuard>();
     send_sync::<RedLockSet>();
     send_sync::<RedLockOptions>();
+    send_sync::<lockwise::RwLock>();
+    send_sync::<lockwise::ReadLock>();
+    send_sync::<lockwise::ReadLockGuard>();
+    send_sync::<lockwise::WriteLock>();
+    send_sync::<lockwise::WriteLockGuard>();
+    send_sync::<lockwise::Semaphore>();
+    send_sync::<lockwise::SemaphorePermits>();
+    send_sync::<lockwise::LeaseSemaphore>();
+    send_sync::<lockwise::LeasedPermit>();
+    send_sync::<lockwise::LeasedPermits>();
+    send_sync::<lockwise::CountDownLatch>();
+    send_sync::<lockwise::Admin>();
+    send_sync::<lockwise::Held>();
     send_sync_static::<Error>();
     send_sync_static::<lockwise::Result<()>>();
 }
@@ -131,7 +144,7 @@ fn semaphore_futures_are_send(sem: lockwise::Semaphore, permits: lockwise::Semap
     send(&sem.release(1));
     send(&sem.available_permits());
     send(&sem.drain_permits());
-    send(&sem.acquire(1));
-    send(&sem.try_acquire(1, d));
+    send(&sem.acquire_many(1));
+    send(&sem.try_acquire_many(1, d));
     send(&permits.release());
 }

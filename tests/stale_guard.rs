@@ -9,6 +9,7 @@
 
 mod support;
 
+use crate::support::OrNone;
 use support::kit::*;
 
 use support::hget;
@@ -147,7 +148,11 @@ async fn stale_guard_of_the_same_task_does_not_release_its_new_hold() {
         assert_not_held(r, "res");
         assert_eq!(l.hold_count().await.unwrap(), 1, "the fresh hold is intact");
         assert!(
-            ol.try_lock(Duration::ZERO, None).await.unwrap().is_none(),
+            ol.try_lock(Duration::ZERO, None)
+                .await
+                .or_none()
+                .unwrap()
+                .is_none(),
             "another client must still be excluded"
         );
         fresh.unlock().await.unwrap();
@@ -262,6 +267,7 @@ async fn stale_guard_never_releases_a_hold_being_registered() {
         .lock("stale")
         .try_lock(Duration::ZERO, Some(Duration::from_secs(5)))
         .await
+        .or_none()
         .expect("try_lock");
     let both_hold = intruder.is_some();
     assert!(
@@ -291,12 +297,14 @@ async fn fair_stale_lease_guard_does_not_release_the_next_hold_of_its_task() {
         let old = lock
             .try_lock(Duration::ZERO, Some(Duration::from_millis(200)))
             .await
+            .or_none()
             .unwrap()
             .expect("first hold");
         tokio::time::sleep(Duration::from_millis(400)).await;
         let new = lock
             .try_lock(Duration::ZERO, Some(Duration::from_secs(8)))
             .await
+            .or_none()
             .unwrap()
             .expect("second hold");
         let stale = old.unlock().await;
@@ -308,6 +316,7 @@ async fn fair_stale_lease_guard_does_not_release_the_next_hold_of_its_task() {
         let intruder = other
             .try_lock(Duration::ZERO, Some(Duration::from_secs(1)))
             .await
+            .or_none()
             .unwrap();
         assert!(intruder.is_none(), "another owner got in");
         new.unlock().await.unwrap();
@@ -340,6 +349,7 @@ async fn redlock_stale_lease_guard_does_not_release_the_next_hold_of_its_task() 
         let old = lock
             .try_lock(Duration::ZERO, Some(Duration::from_millis(300)))
             .await
+            .or_none()
             .unwrap()
             .expect("first hold");
         tokio::time::sleep(Duration::from_millis(600)).await;
@@ -348,6 +358,7 @@ async fn redlock_stale_lease_guard_does_not_release_the_next_hold_of_its_task() 
         let new = lock
             .try_lock(Duration::ZERO, Some(Duration::from_secs(8)))
             .await
+            .or_none()
             .unwrap()
             .expect("second hold");
         for c in conns.iter_mut() {
@@ -363,6 +374,7 @@ async fn redlock_stale_lease_guard_does_not_release_the_next_hold_of_its_task() 
             .lock("stale")
             .try_lock(Duration::ZERO, Some(Duration::from_secs(1)))
             .await
+            .or_none()
             .unwrap();
         let stale_ok = matches!(&stale, Err(e) if e.is_not_held());
         assert!(

@@ -5,6 +5,7 @@
 //! `required-features`; `.ci/run` runs it).
 mod support;
 
+use crate::support::OrNone;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -143,7 +144,7 @@ async fn rediss_with_a_custom_ca_locks_and_wakes_waiters() {
     assert!(support::exists(&mut conn, &format!("{ns}:lock:{{job}}")).await);
     let waiter = {
         let lock = client.lock("job").non_reentrant();
-        tokio::spawn(async move { lock.try_lock(Duration::from_secs(10), None).await })
+        tokio::spawn(async move { lock.try_lock(Duration::from_secs(10), None).await.or_none() })
     };
     let channel = format!("{ns}:channel:{{job}}");
     assert!(

@@ -8,6 +8,7 @@
 
 mod support;
 
+use crate::support::OrNone;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -209,6 +210,7 @@ async fn acquire_and_release_spans_carry_stable_fields() {
             .try_lock(Duration::from_millis(100), None),
     )
     .await
+    .or_none()
     .unwrap();
     assert!(none.is_none());
     within(5, guard.unlock()).await.unwrap();

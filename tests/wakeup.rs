@@ -4,6 +4,7 @@
 //! waiters churn the same channel.
 mod support;
 
+use crate::support::OrNone;
 use support::in_task;
 use support::{client, exists, numsub_until, Conn};
 
@@ -204,6 +205,7 @@ async fn crashed_leased_holder_is_taken_within_its_ttl() {
             .lock("crashed")
             .try_lock(Duration::from_secs(5), None)
             .await
+            .or_none()
             .expect("try_lock")
             .expect("waiter did not get the lock within 5 s");
         let took = t0.elapsed();
@@ -321,7 +323,10 @@ async fn waiter_survives_subscription_churn_on_its_channel() {
                 for _ in 0..n {
                     let lock = lock.clone();
                     short.push(tokio::spawn(async move {
-                        lock.try_lock(Duration::from_millis(3), None).await.unwrap()
+                        lock.try_lock(Duration::from_millis(3), None)
+                            .await
+                            .or_none()
+                            .unwrap()
                     }));
                 }
                 for s in short {

@@ -107,14 +107,15 @@ async fn round(url: &str, limit: Option<Duration>, length: Duration) -> Result<R
     while Instant::now() < end {
         let asked = Instant::now();
         let left = end.saturating_duration_since(asked);
-        match lock.try_lock(left, None).await? {
-            Some(guard) => {
+        match lock.try_lock(left, None).await {
+            Ok(guard) => {
                 waits_ms.push(asked.elapsed().as_secs_f64() * 1e3);
                 tokio::time::sleep(HOLD).await;
                 guard.unlock().await?;
                 tokio::time::sleep(REMOTE_PAUSE).await;
             }
-            None => unfinished_ms = Some(asked.elapsed().as_secs_f64() * 1e3),
+            Err(e) if e.is_timeout() => unfinished_ms = Some(asked.elapsed().as_secs_f64() * 1e3),
+            Err(e) => return Err(e.into()),
         }
     }
     let elapsed = start.elapsed().as_secs_f64();

@@ -118,7 +118,7 @@ async fn contended(url: &str, seconds: f64, round: usize) -> Result<(Rate, f64),
     let rate = timed_pairs(seconds, move |_| {
         let (sem, counted) = (sem.clone(), counted.clone());
         async move {
-            sem.acquire(1).await?.release().await?;
+            sem.acquire().await?.release().await?;
             counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok(())
         }

@@ -416,15 +416,15 @@ async fn task(ctx: Arc<Ctx>, t: usize, seed: u64) {
             if let Held::Nested(outer, inner @ None) = &mut held {
                 if now_ns() >= acq + hold_ns / 2 {
                     match ctx.locks[ix].0.try_lock(Duration::ZERO, None).await {
-                        Ok(Some(g)) => {
+                        Ok(g) => {
                             ctx.stats.reentries.fetch_add(1, Ordering::Relaxed);
                             *inner = Some(g);
                         }
-                        Ok(None) if !outer.is_lost() => out(&format!(
+                        Err(e) if e.is_timeout() && !outer.is_lost() => out(&format!(
                             "Q reentry-refused task {t} lock {ix} owner {} was refused re-entry of its valid hold",
                             outer.owner()
                         )),
-                        Ok(None) => {}
+                        Err(e) if e.is_timeout() => {}
                         Err(e) => out(&format!(
                             "X {t} {ix} {} {} {} re-entry: {}",
                             now_ns(),

@@ -9,7 +9,7 @@ use redis::ConnectionInfo;
 use uuid::Uuid;
 
 use super::{
-    Client, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAILOVER_RETRY, DEFAULT_NAMESPACE,
+    Client, Ownership, DEFAULT_CONNECT_TIMEOUT, DEFAULT_FAILOVER_RETRY, DEFAULT_NAMESPACE,
     DEFAULT_OVERTAKE_LIMIT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_SENTINEL_CHECK_INTERVAL,
     DEFAULT_WATCHDOG_TIMEOUT,
 };
@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_namespace};
 use crate::raw::listener::Listener;
 use crate::raw::registry::Watchdog;
-use crate::raw::Core;
+use crate::raw::{Core, Owner};
 use crate::scripts::ReplicaSync;
 
 /// Settings for a [`Client`]; from [`Client::builder`], [`Client::cluster_builder`] or
@@ -38,6 +38,7 @@ pub struct ClientBuilder {
     overtake_limit: Option<Duration>,
     sentinel_check_interval: Option<Duration>,
     failover_retry: Duration,
+    ownership: Ownership,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -63,6 +64,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("overtake_limit", &self.overtake_limit)
             .field("sentinel_check_interval", &self.sentinel_check_interval)
             .field("failover_retry", &self.failover_retry)
+            .field("ownership", &self.ownership)
             .finish_non_exhaustive()
     }
 }
@@ -82,7 +84,32 @@ impl ClientBuilder {
             overtake_limit: Some(DEFAULT_OVERTAKE_LIMIT),
             sentinel_check_interval: None,
             failover_retry: DEFAULT_FAILOVER_RETRY,
+            ownership: Ownership::Task,
         }
+    }
+
+    /// Whose holds the acquires of this client's new lock handles take: the calling task's
+    /// ([`Ownership::Task`], the default: a task re-enters what it holds) or each
+    /// acquire's own ([`Ownership::PerHold`]: never reentrant). Every handle can still
+    /// change it for itself (`non_reentrant()`, `reentrant()`, `with_owner(id)`).
+    ///
+    /// A web service should choose `PerHold`: hyper and axum serve every request of one
+    /// HTTP/1.1 keep-alive connection in one task, so with task ownership a guard handed to
+    /// a spawned job lets the *next request on that connection* re-enter the lock instead
+    /// of waiting, and tokio may reuse an ended task's id.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::builder("redis://127.0.0.1/")
+    ///     .ownership(lockwise::Ownership::PerHold)
+    ///     .build()
+    ///     .await?;
+    /// assert!(!client.lock("order:1").is_reentrant());
+    /// # Ok(()) }
+    /// ```
+    pub fn ownership(mut self, ownership: Ownership) -> Self {
+        self.ownership = ownership;
+        self
     }
 
     /// How long an acquire that waits, and an unlock, keep trying through a failover before
@@ -297,6 +324,10 @@ impl ClientBuilder {
             watchdog_ms,
             overtake_limit: self.overtake_limit,
             failover_retry: self.failover_retry,
+            default_owner: match self.ownership {
+                Ownership::Task => Owner::Task,
+                Ownership::PerHold => Owner::PerHold,
+            },
             handle: tokio::runtime::Handle::current(),
             metrics_lock_names: self.metrics_lock_names,
             #[cfg(feature = "metrics")]

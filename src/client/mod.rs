@@ -31,6 +31,23 @@ pub const DEFAULT_OVERTAKE_LIMIT: Duration = Duration::from_millis(200);
 pub const DEFAULT_SENTINEL_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// Default failover retry: see [`ClientBuilder::failover_retry`].
 pub const DEFAULT_FAILOVER_RETRY: Duration = Duration::from_secs(15);
+/// Whose holds the acquires of a client's new lock handles take, by default: see
+/// [`ClientBuilder::ownership`]. A handle can still change it
+/// (`non_reentrant()`, `reentrant()`, `with_owner(id)`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ownership {
+    /// The calling tokio task owns its holds: the task that holds a lock re-enters it,
+    /// other tasks wait (Redisson's per-thread ownership). The default.
+    #[default]
+    Task,
+    /// Every acquire takes a hold of its own, owned by its guard: nothing is ever
+    /// re-entered, so a guard may move to another task (`tokio::spawn`) or outlive its own
+    /// without letting its old task in. The safe choice for web services, whose framework
+    /// serves many requests in one task.
+    PerHold,
+}
+
 /// Default key namespace (prefix of every key and channel).
 pub const DEFAULT_NAMESPACE: &str = "lockwise";
 

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::waiters::Waiter;
-use super::{unexpected, LeaseSemaphore, LeasedPermit};
+use super::{unexpected, LeaseSemaphore, LeasedPermit, LeasedPermits};
 use crate::error::{Error, Result};
 use crate::keys::check_millis;
 use crate::raw::call::Inflight;
@@ -28,26 +28,21 @@ impl LeaseSemaphore {
     /// whose reply nobody awaits any more (or whose reply was lost) is released in the
     /// background as soon as the call ends; a wakeup it took is passed on.
     pub async fn acquire(&self, lease: Duration) -> Result<LeasedPermit> {
-        let mut permits = raw::never_timed_out(self.acquire_until(1, None, lease).await?)?;
-        Ok(permits.remove(0))
+        let mut permits = self.acquire_many(1, lease).await?;
+        Ok(permits.permits.remove(0))
     }
 
-    /// Like [`acquire`](Self::acquire), waiting at most `wait`: `Ok(None)` when no permit
-    /// came free in time. `Duration::ZERO` tries once.
+    /// Like [`acquire`](Self::acquire), waiting at most `wait` (`Duration::ZERO`: one
+    /// attempt): [`Error::Timeout`] when no permit came free in time.
     ///
     /// # Errors
-    /// As for [`acquire`](Self::acquire).
+    /// As for [`acquire`](Self::acquire), and [`Error::Timeout`].
     ///
     /// # Cancel safety
     /// As for [`acquire`](Self::acquire).
-    pub async fn try_acquire(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<LeasedPermit>> {
-        let deadline = raw::deadline_after(wait);
-        let permits = self.acquire_until(1, Some(deadline), lease).await?;
-        Ok(permits.map(|mut p| p.remove(0)))
+    pub async fn try_acquire(&self, wait: Duration, lease: Duration) -> Result<LeasedPermit> {
+        let mut permits = self.try_acquire_many(1, wait, lease).await?;
+        Ok(permits.permits.remove(0))
     }
 
     /// Acquires `k` permits (1 ..= [`MAX_ACQUIRE_MANY`](Self::MAX_ACQUIRE_MANY)) at once, all or none, each with
@@ -60,14 +55,15 @@ impl LeaseSemaphore {
     ///
     /// # Cancel safety
     /// As for [`acquire`](Self::acquire).
-    pub async fn acquire_many(&self, k: u64, lease: Duration) -> Result<Vec<LeasedPermit>> {
+    pub async fn acquire_many(&self, k: u64, lease: Duration) -> Result<LeasedPermits> {
         raw::never_timed_out(self.acquire_until(k, None, lease).await?)
     }
 
-    /// Like [`acquire_many`](Self::acquire_many), waiting at most `wait`.
+    /// Like [`acquire_many`](Self::acquire_many), waiting at most `wait`:
+    /// [`Error::Timeout`] when `k` permits did not come free at once in time.
     ///
     /// # Errors
-    /// As for [`acquire_many`](Self::acquire_many).
+    /// As for [`acquire_many`](Self::acquire_many), and [`Error::Timeout`].
     ///
     /// # Cancel safety
     /// As for [`acquire`](Self::acquire).
@@ -76,9 +72,12 @@ impl LeaseSemaphore {
         k: u64,
         wait: Duration,
         lease: Duration,
-    ) -> Result<Option<Vec<LeasedPermit>>> {
+    ) -> Result<LeasedPermits> {
         let deadline = raw::deadline_after(wait);
-        self.acquire_until(k, Some(deadline), lease).await
+        raw::or_timeout(
+            self.acquire_until(k, Some(deadline), lease).await?,
+            self.name(),
+        )
     }
 
     async fn acquire_until(
@@ -86,7 +85,7 @@ impl LeaseSemaphore {
         k: u64,
         deadline: Option<Instant>,
         lease: Duration,
-    ) -> Result<Option<Vec<LeasedPermit>>> {
+    ) -> Result<Option<LeasedPermits>> {
         self.check()?;
         let lease_ms = check_millis("lease", lease)?;
         if k == 0 || k > Self::MAX_ACQUIRE_MANY {
@@ -101,10 +100,11 @@ impl LeaseSemaphore {
         let (channel, name) = (&self.inner.channel, &self.inner.name);
         let ids = raw::wait::acquire_as(core, channel, deadline, "lease_semaphore", name, attempt)
             .await?;
-        Ok(ids.map(|ids| {
-            ids.into_iter()
-                .map(|id| LeasedPermit::new(self.clone(), id))
-                .collect()
+        Ok(ids.map(|(ids, sent_at)| LeasedPermits {
+            permits: ids
+                .into_iter()
+                .map(|id| LeasedPermit::new(self.clone(), id, lease, sent_at))
+                .collect(),
         }))
     }
 
@@ -115,8 +115,9 @@ impl LeaseSemaphore {
         k: u64,
         lease_ms: u64,
         waiter: &Waiter,
-    ) -> Result<Attempt<Vec<String>>> {
+    ) -> Result<Attempt<(Vec<String>, Instant)>> {
         let ids: Vec<String> = (0..k).map(|_| Uuid::new_v4().to_string()).collect();
+        let sent_at = Instant::now();
         let this = self.clone();
         let sent = ids.clone();
         let call = async move {
@@ -159,18 +160,18 @@ impl LeaseSemaphore {
                 if waiter.another_fits((*left).max(0) as u64) {
                     self.inner.core.listener.notify_local(channel);
                 }
-                Ok(Attempt::Acquired(ids))
+                Ok(Attempt::Acquired((ids, sent_at)))
             }
             [0, free, wait] => {
                 if waiter.another_fits((*free).max(0) as u64) {
                     self.inner.core.listener.notify_local(channel);
                 }
-                let bound = match u64::try_from(*wait) {
-                    Ok(ms) => Duration::from_millis(ms),
-                    // No lease and no key (unset): nothing expires; sleep until a wakeup
-                    // (`try_set_permits` / `add_permits` publish) or the idle TTL.
-                    Err(_) => Duration::from_millis(self.inner.idle_ms),
-                };
+                // Until the earliest lease ends (or, with none, a wakeup: `try_set_permits`
+                // and `add_permits` publish), but never longer than the watchdog timeout,
+                // so a lost wakeup costs at most that.
+                let bound = u64::try_from(*wait)
+                    .map_or(Duration::MAX, Duration::from_millis)
+                    .min(self.inner.core.watchdog_timeout);
                 Ok(Attempt::Held(Some(bound)))
             }
             other => Err(unexpected("acquire", other)),

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use redis::FromRedisValue;
 
-pub use permit::LeasedPermit;
+pub use permit::{LeasedPermit, LeasedPermits};
 
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys, Role, MAX_MILLIS};
@@ -208,7 +208,7 @@ impl LeaseSemaphore {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have added the permits (do not retry blindly).
-    pub async fn add_permits(&self, delta: i64) -> Result<u64> {
+    pub async fn add_permits(&self, delta: i64) -> Result<i64> {
         self.check()?;
         if delta.unsigned_abs() > MAX_PERMITS {
             return Err(Error::invalid(
@@ -217,7 +217,7 @@ impl LeaseSemaphore {
             ));
         }
         match self.add_call("add", delta).await? {
-            (true, available) => Ok(available),
+            (true, available) => Ok(available as i64),
             (false, available) => Err(Error::invalid(
                 "delta",
                 format!(
@@ -255,8 +255,8 @@ impl LeaseSemaphore {
     /// # Cancel safety
     /// Cancel safe: it changes nothing but the return of expired permits, which any call
     /// does.
-    pub async fn available_permits(&self) -> Result<u64> {
-        Ok(self.state().await?.0)
+    pub async fn available_permits(&self) -> Result<i64> {
+        Ok(self.state().await?.0 as i64)
     }
 
     /// The permits leased now (whose lease has not run out).

@@ -31,6 +31,8 @@ pub(crate) struct Core {
     /// How long a waiter may be overtaken before it claims the lock (`None`: never); see
     /// [`claim`](super::claim).
     pub(crate) overtake_limit: Option<std::time::Duration>,
+    /// Whose holds a new handle's acquires take ([`ClientBuilder::ownership`](crate::ClientBuilder::ownership)).
+    pub(crate) default_owner: super::Owner,
     /// How long a waiting acquire or an unlock retries through a failover before it returns
     /// the error (`ClientBuilder::failover_retry`).
     pub(crate) failover_retry: Duration,

@@ -98,12 +98,22 @@ impl<K: Kind> Hold<K> {
     /// that stays unknown, or a dropped future, leaves both owners' counts to a settlement:
     /// if the hold moved, this guard is then lost and the moved hold released.
     pub(crate) async fn detach(&mut self) -> Result<()> {
+        let Some(state) = self.state.as_ref() else {
+            return Ok(());
+        };
+        let to = Owner::PerHold.field(&state.kind.core().id_str);
+        self.detach_to(to).await
+    }
+
+    /// [`detach`](Self::detach) to the owner field `to` (a fresh one, never in use): a
+    /// Redlock moves each node's share of a guard to one owner this way.
+    pub(crate) async fn detach_to(&mut self, to: Arc<str>) -> Result<()> {
         let Some(state) = self.state.as_mut() else {
             return Ok(());
         };
         let core = state.kind.core().clone();
         let from = state.hold_key.clone();
-        let to: HoldKey = (from.0.clone(), Owner::PerHold.field(&core.id_str));
+        let to: HoldKey = (from.0.clone(), to);
         core.watchdog
             .begin_transfer(&from, state.epoch, &to)
             .map_err(|reason| Error::invalid("guard", reason))?;
@@ -204,18 +214,19 @@ impl<K: Kind> Hold<K> {
                 }
                 Err(not_held())
             }
-            Release::Settling(settled) => {
-                // The settlement running now releases this hold with the others it trims.
+            Release::Settling(settled, lasted) => {
+                // The settlement running now releases this hold with the others it trims,
+                // and says whether the hold was still there: Ok only if it lasted.
                 let notified = settled.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
                 if core.watchdog.is_settling(&state.hold_key) {
                     notified.await;
                 }
-                if state.lost.is_cancelled() {
-                    Err(not_held())
-                } else {
+                if lasted.get() == Some(&true) && !state.lost.is_cancelled() {
                     Ok(())
+                } else {
+                    Err(not_held())
                 }
             }
             Release::Send => {
@@ -312,6 +323,14 @@ impl<K: Kind> HoldRef<K> {
         &self.lost
     }
 
+    /// A call sent at `sent` set the key's TTL to `ttl` again (an extension outside the
+    /// watchdog): the hold's loss deadline moves accordingly.
+    pub(crate) fn extended(&self, sent: tokio::time::Instant, ttl: Duration) {
+        let until = crate::raw::safe_until(sent, ttl);
+        let watchdog = &self.kind.core().watchdog;
+        watchdog.extended(&self.hold_key, self.epoch, until);
+    }
+
     /// Reports that the server no longer has this hold (a renewal found it gone): it and
     /// every guard of its run are lost.
     pub(crate) fn gone(&self, why: &str) {
@@ -337,7 +356,7 @@ impl<K: Kind> Drop for Hold<K> {
                 }
             }
             // The running settlement releases it.
-            Release::Settling(_) => {}
+            Release::Settling(..) => {}
             Release::Send => {
                 let span = observe::release_span(&state.meta, &state.hold_key.1, true);
                 tracing::debug!(parent: &span, "guard dropped; releasing in the background");

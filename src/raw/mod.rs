@@ -89,11 +89,11 @@ pub(crate) mod watchdog;
 
 pub(crate) use self::core::Core;
 pub(crate) use call::{run_acquire, Ticket};
+pub(crate) use deadline::safe_until;
 pub(crate) use handle::{
-    attempt, guard_accessors, inspect_methods, owner_methods, plain_reply, release, take, Base,
-    HashKind, Reply,
+    attempt, check_owner_id, plain_reply, release, take, Base, HashKind, Reply,
 };
 pub(crate) use hold::{Hold, HoldRef};
 pub(crate) use kind::Kind;
 pub(crate) use registry::HoldKey;
-pub(crate) use wait::{current_owner, deadline_after, never_timed_out, pttl_from, Attempt, Owner};
+pub(crate) use wait::{deadline_after, never_timed_out, or_timeout, pttl_from, Attempt, Owner};

@@ -8,7 +8,7 @@ use futures::FutureExt;
 use tokio::time::Instant;
 
 use super::kind::Kind;
-use super::registry::{HoldKey, Outcome};
+use super::registry::{HoldKey, Outcome, SettleTarget};
 use super::wait::Trouble;
 use super::Core;
 use crate::error::{Error, Result};
@@ -37,13 +37,22 @@ async fn settle<K: Kind>(kind: K, key: HoldKey) {
     let core = kind.core().clone();
     let started = Instant::now();
     let mut backoff = SETTLE_BACKOFF;
+    // The first count read: it tells whether the holds whose release this settlement took
+    // over were still there (later reads see this settlement's own releases).
+    let mut first_count: Option<u32> = None;
     loop {
-        let (target, ttl, hint) = core.watchdog.settle_target(&key);
+        let SettleTarget {
+            target,
+            expected,
+            ttl,
+            hint,
+        } = core.watchdog.settle_target(&key);
         let step: Result<Option<bool>> = async {
             let count = match hint {
                 Some(count) => count,
                 None => owner_holds(&core, &key.0, &key.1).await?,
             };
+            first_count.get_or_insert(count);
             if count == target {
                 return Ok(Some(false));
             }
@@ -55,9 +64,12 @@ async fn settle<K: Kind>(kind: K, key: HoldKey) {
             Ok(None)
         }
         .await;
+        // Every hold the server was expected to count was there (then the ones being released
+        // lasted until this settlement released them), or some had vanished.
+        let lasted = first_count.map(|first| first >= expected);
         match step {
             Ok(Some(lost)) => {
-                if core.watchdog.settle_done(&key, target, lost, false) {
+                if core.watchdog.settle_done(&key, target, lost, lasted, false) {
                     tracing::debug!(lock = %kind.name(), holds = target, lost, "hold count settled");
                     return;
                 }
@@ -73,7 +85,7 @@ async fn settle<K: Kind>(kind: K, key: HoldKey) {
                         error = %e,
                         "could not settle the hold count; the hold expires with its TTL"
                     );
-                    core.watchdog.settle_done(&key, target, false, true);
+                    core.watchdog.settle_done(&key, target, false, None, true);
                     return;
                 }
                 tracing::debug!(lock = %kind.name(), error = %e, "settling the hold count failed; retrying");

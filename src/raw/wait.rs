@@ -263,6 +263,12 @@ pub(crate) fn deadline_after(wait: Duration) -> Instant {
         .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
 }
 
+/// The result of a wait with a deadline: what it acquired, or [`Error::Timeout`] naming
+/// `name` when the deadline passed first.
+pub(crate) fn or_timeout<T>(acquired: Option<T>, name: &str) -> Result<T> {
+    acquired.ok_or_else(|| Error::timeout(name))
+}
+
 /// The result of a wait without deadline, which never times out: `Some` by construction.
 pub(crate) fn never_timed_out<T>(acquired: Option<T>) -> Result<T> {
     acquired.ok_or_else(|| Error::UnexpectedReply("wait without deadline ended".into()))

@@ -19,7 +19,7 @@ use super::node::{node_timeout_error, NodeLock};
 use super::round::{drift, quorum};
 use super::RedLock;
 use crate::error::{Error, Result};
-use crate::raw::{Hold, HoldRef};
+use crate::raw::{Hold, HoldRef, Owner};
 
 /// State shared by a guard and its extension task.
 struct Shared {
@@ -69,11 +69,16 @@ struct QuorumHold {
     /// Per node, this guard's hold there (`None`: not granted).
     holds: Vec<Option<Hold<NodeLock>>>,
     shared: Arc<Shared>,
+    /// Stops the current extension task only (a child of `shared.stop`): `detach` starts
+    /// a new one that follows the moved holds.
+    keeper_stop: CancellationToken,
+    ttl: Duration,
 }
 
-crate::raw::guard_accessors!(
+crate::api::guard_accessors!(
     RedLockGuard,
-    owner: "The owner field of this hold on every node: `<set id>:<task id>`.",
+    owner: "The owner field of this hold on every node: `<set id>:<task id>` for a \
+        task-owned handle, `<set id>:h<n>` for a non-reentrant one or once detached.",
     lease: "The lease this hold was taken with; `None` when its task extends it.",
     is_lost: "Whether the lock is known to be lost: no extension reached a majority within \
         the validity; or this hold is known to exist on fewer than a majority of the nodes \
@@ -99,25 +104,65 @@ impl RedLockGuard {
             lost: CancellationToken::new(),
             stop: CancellationToken::new(),
         });
-        let keeper = Keeper {
-            lock: lock.clone(),
-            nodes: holds
-                .iter()
-                .enumerate()
-                .filter_map(|(i, h)| Some((i, h.as_ref()?.follow()?)))
-                .collect(),
-            shared: shared.clone(),
+        let mut hold = QuorumHold {
+            keeper_stop: shared.stop.child_token(),
+            lock,
+            owner,
+            lease,
+            holds,
+            shared,
+            ttl,
         };
-        let task = keep(keeper, ttl, lease.is_none(), round_start);
-        lock.inner.nodes[0].core.handle.spawn(task);
-        RedLockGuard {
-            hold: QuorumHold {
-                lock,
-                owner,
-                lease,
-                holds,
-                shared,
-            },
+        hold.start_keeper(round_start);
+        RedLockGuard { hold }
+    }
+
+    /// Moves this hold, on every node that holds it, to one owner of its own
+    /// (`<set id>:h<n>`), so the task that took it no longer re-enters it: call it before
+    /// the guard leaves its task (moved into `tokio::spawn`, kept in shared state). The lock
+    /// stays held throughout, extensions follow the moved holds. One script call per node,
+    /// at once.
+    ///
+    /// # Errors
+    /// The first node's error, as [`RLockGuard::detach`](crate::RLockGuard::detach)
+    /// reports it for one lock (`InvalidArgument` when the task re-entered the lock: detach
+    /// the outermost guard once the inner ones are released; `NotHeld` where the hold is
+    /// gone; `Redis` when a node failed, settled in the background). The nodes that moved
+    /// did; the guard keeps the others under the old owner, and stays held while a majority
+    /// of its node holds do.
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves each node's move to a settlement, as for
+    /// [`RLockGuard::detach`](crate::RLockGuard::detach); the extension task stays stopped
+    /// until the guard is released, so the lock then expires with its TTL unless released.
+    pub async fn detach(&mut self) -> Result<()> {
+        let to = Owner::PerHold.field(&self.hold.lock.inner.set.id_str);
+        // The extension task follows the node holds it was given: stop it, move, restart.
+        self.hold.keeper_stop.cancel();
+        let moves = self
+            .hold
+            .holds
+            .iter_mut()
+            .flatten()
+            .map(|h| h.detach_to(to.clone()));
+        let mut moved = 0;
+        let mut first_error = None;
+        for result in join_all(moves).await {
+            match result {
+                Ok(()) => moved += 1,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if moved > 0 {
+            self.hold.owner = to;
+        }
+        self.hold.keeper_stop = self.hold.shared.stop.child_token();
+        self.hold.start_keeper(Instant::now());
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
     }
 
@@ -183,6 +228,24 @@ impl RedLockGuard {
 }
 
 impl QuorumHold {
+    /// Starts the extension task (or, with a lease, the watch of its end) over the node
+    /// holds as they are now, from `from`.
+    fn start_keeper(&mut self, from: Instant) {
+        let keeper = Keeper {
+            lock: self.lock.clone(),
+            nodes: self
+                .holds
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| Some((i, h.as_ref()?.follow()?)))
+                .collect(),
+            shared: self.shared.clone(),
+            stop: self.keeper_stop.clone(),
+        };
+        let task = keep(keeper, self.ttl, self.lease.is_none(), from);
+        self.lock.inner.nodes[0].core.handle.spawn(task);
+    }
+
     /// How many of this guard's node holds are not known to be lost.
     fn live_nodes(&self) -> usize {
         self.holds
@@ -260,6 +323,8 @@ struct Keeper {
     lock: RedLock,
     nodes: Vec<(usize, HoldRef<NodeLock>)>,
     shared: Arc<Shared>,
+    /// Cancelled when the guard is released or starts a new keeper.
+    stop: CancellationToken,
 }
 
 /// Resolves once fewer than `needed` of `holds` are left that are not lost.
@@ -286,6 +351,7 @@ async fn keep(keeper: Keeper, ttl: Duration, extend: bool, acquired_at: Instant)
         lock,
         nodes,
         shared,
+        stop,
     } = keeper;
     let inner = &lock.inner;
     let needed = quorum(inner.nodes.len());
@@ -307,7 +373,7 @@ async fn keep(keeper: Keeper, ttl: Duration, extend: bool, acquired_at: Instant)
             valid_until
         };
         tokio::select! {
-            _ = shared.stop.cancelled() => return,
+            _ = stop.cancelled() => return,
             _ = shared.lost.cancelled() => return,
             _ = &mut quorum_gone => {
                 shared.lose(&inner.name, "its hold is known on fewer than a majority of the nodes");
@@ -337,8 +403,8 @@ async fn keep(keeper: Keeper, ttl: Duration, extend: bool, acquired_at: Instant)
             tokio::time::timeout(timeout, inner.nodes[*i].renew(h.owner().clone(), ttl_ms))
         }))
         .await;
-        if shared.stop.is_cancelled() {
-            return; // released meanwhile: whatever the answers say is moot
+        if stop.is_cancelled() {
+            return; // released (or detached) meanwhile: whatever the answers say is moot
         }
         let mut confirmed = 0;
         for ((_, hold), answer) in targets.iter().zip(&answers) {
@@ -346,7 +412,10 @@ async fn keep(keeper: Keeper, ttl: Duration, extend: bool, acquired_at: Instant)
                 Ok(Ok(false)) => hold.gone("an extension found it gone on this node"),
                 // A node hold found lost meanwhile (a re-entry found it reset): its
                 // confirmation is not this guard's.
-                Ok(Ok(true)) if !hold.lost().is_cancelled() => confirmed += 1,
+                Ok(Ok(true)) if !hold.lost().is_cancelled() => {
+                    hold.extended(round_start, ttl);
+                    confirmed += 1;
+                }
                 _ => {}
             }
         }

@@ -56,16 +56,19 @@
 //! - [`round`]: the acquire rounds across the nodes, with the quorum, validity and drift
 //!   arithmetic and the randomized retry.
 //! - [`guard`]: [`RedLockGuard`], its extension task and its unlock.
+//! - [`inspect`]: the read-only queries and `force_unlock`, answered by quorum.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::api::owner_methods;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys};
-use crate::raw;
+use crate::raw::{self, Owner};
 
 mod guard;
+mod inspect;
 mod node;
 mod options;
 mod round;
@@ -128,6 +131,8 @@ struct LockInner {
     set: Arc<SetInner>,
     name: Arc<str>,
     nodes: Vec<NodeLock>,
+    /// Whose holds the acquires take (owner fields start with the set's id).
+    owner: Owner,
     /// The argument a lock method must reject, if any.
     invalid: Option<(&'static str, String)>,
 }
@@ -180,14 +185,47 @@ impl RedLock {
                 })
                 .collect()
         };
+        let owner = set
+            .clients
+            .first()
+            .map_or(Owner::Task, |c| c.core().default_owner.clone());
         RedLock {
             inner: Arc::new(LockInner {
                 name: if invalid.is_some() { "" } else { name }.into(),
                 set,
                 nodes,
+                owner,
                 invalid,
             }),
         }
+    }
+
+    fn owner_mode(&self) -> &Owner {
+        &self.inner.owner
+    }
+
+    fn with_owner_mode(&self, owner: Owner) -> RedLock {
+        let i = &self.inner;
+        let invalid = i.invalid.clone().or_else(|| match &owner {
+            Owner::Named(id) => raw::check_owner_id(id).err(),
+            _ => None,
+        });
+        RedLock {
+            inner: Arc::new(LockInner {
+                set: i.set.clone(),
+                name: i.name.clone(),
+                nodes: i.nodes.clone(),
+                owner,
+                invalid,
+            }),
+        }
+    }
+
+    /// The owner field of the next acquire: `<set id>:<task id>` for a task-owned handle,
+    /// a fresh `<set id>:h<n>` for a non-reentrant one, `<set id>:owner:<id>` for a named
+    /// owner.
+    pub(super) fn owner_field(&self) -> Arc<str> {
+        self.inner.owner.field(&self.inner.set.id_str)
     }
 
     /// The lock's name.
@@ -238,23 +276,24 @@ impl RedLock {
     }
 
     /// Tries to acquire the lock on a majority of the nodes for at most `wait` (and at most
-    /// [`retry_count`](RedLockOptions::retry_count) retries). `Ok(None)`: not acquired in
-    /// time. `Duration::ZERO` makes a single round. With `lease: None` the guard's task
+    /// [`retry_count`](RedLockOptions::retry_count) retries). [`Error::Timeout`](crate::Error::Timeout): not acquired
+    /// in time. `Duration::ZERO` makes a single round. With `lease: None` the guard's task
     /// extends the lock; with `Some(lease)` it expires after the lease.
     ///
     /// # Errors
-    /// As for [`lock_with_lease`](Self::lock_with_lease). Contention is never an error.
+    /// As for [`lock_with_lease`](Self::lock_with_lease). [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
     ///
     /// # Cancel safety
     /// As for [`lock`](Self::lock).
-    pub async fn try_lock(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<RedLockGuard>> {
-        self.acquire(Some(raw::deadline_after(wait)), lease).await
+    pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<RedLockGuard> {
+        raw::or_timeout(
+            self.acquire(Some(raw::deadline_after(wait)), lease).await?,
+            self.name(),
+        )
     }
 }
+
+owner_methods!(RedLock);
 
 impl std::fmt::Debug for RedLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -12,7 +12,7 @@ use super::node::NodeReply;
 use super::{RedLock, RedLockGuard};
 use crate::error::{Error, Result};
 use crate::keys::check_millis;
-use crate::raw::{current_owner, observe, Hold};
+use crate::raw::{observe, Hold};
 
 /// The drift allowance of the Redlock algorithm: 1% of the TTL plus 2 ms.
 pub(super) fn drift(ttl: Duration) -> Duration {
@@ -50,7 +50,7 @@ impl RedLock {
                 format!("must be longer than its drift allowance (1% + 2 ms), got {ttl:?}"),
             ));
         }
-        let owner = current_owner(&set.id_str);
+        let owner = self.owner_field();
         // Observed like the engine's kinds (wait histogram, outcome counters, the
         // `lockwise.acquire` span), through the first node's client.
         let observed = observe::Acquire::start(

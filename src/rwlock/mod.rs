@@ -30,9 +30,10 @@ mod write;
 
 use std::sync::Arc;
 
+use crate::api::owner_methods;
 use crate::error::Result;
 use crate::keys::{Keys, Role};
-use crate::raw::{owner_methods, Base, Core, Owner};
+use crate::raw::{Base, Core, Owner};
 use crate::scripts::RW_FORCE_UNLOCK;
 
 pub use read::{ReadLock, ReadLockGuard};
@@ -79,6 +80,7 @@ impl RwLock {
         // Base::new checks the name; an invalid one is kept as "" here too.
         let probe = Base::new(core.clone(), name, Role::RwRead);
         let keys = Keys::new(&core.namespace, &probe.name);
+        let owner = core.default_owner.clone();
         RwLock {
             shared: Arc::new(Shared {
                 write: keys.key(Role::RwWrite),
@@ -89,8 +91,12 @@ impl RwLock {
                 name: name.to_string(),
                 core,
             }),
-            owner: Owner::Task,
+            owner,
         }
+    }
+
+    fn owner_mode(&self) -> &Owner {
+        &self.owner
     }
 
     fn with_owner_mode(&self, owner: Owner) -> RwLock {
@@ -198,22 +204,39 @@ impl RwLock {
     /// Dropping the future may or may not have deleted the lock.
     pub async fn force_unlock(&self) -> Result<bool> {
         self.base().check()?;
-        let s = &self.shared;
+        self.shared.force_unlock().await
+    }
+
+    /// Whether anyone holds the lock, reading or writing.
+    ///
+    /// # Errors
+    /// As for [`is_write_locked`](Self::is_write_locked).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn is_locked(&self) -> Result<bool> {
+        Ok(self.is_write_locked().await? || self.reader_count().await? > 0)
+    }
+}
+
+impl Shared {
+    /// `lua/rw_force_unlock.lua` on this lock, and the local waiters of both sides woken.
+    async fn force_unlock(&self) -> Result<bool> {
         let held: i64 = RW_FORCE_UNLOCK
             .run(
-                &mut s.core.conn.clone(),
+                &mut self.core.conn.clone(),
                 &[
-                    &s.write,
-                    &s.read,
-                    &s.writers,
-                    &s.read_channel,
-                    &s.write_channel,
+                    &self.write,
+                    &self.read,
+                    &self.writers,
+                    &self.read_channel,
+                    &self.write_channel,
                 ],
-                &[&s.core.publish],
+                &[&self.core.publish],
             )
             .await?;
-        s.core.listener.notify_all(&s.read_channel);
-        s.core.listener.notify_all(&s.write_channel);
+        self.core.listener.notify_all(&self.read_channel);
+        self.core.listener.notify_all(&self.write_channel);
         Ok(held == 1)
     }
 }

@@ -8,8 +8,9 @@ use futures::FutureExt;
 use tokio::time::Instant;
 
 use super::Shared;
+use crate::api::{guard_accessors, inspect_methods};
 use crate::error::Result;
-use crate::raw::{self, guard_accessors, inspect_methods, Base, Core, HashKind, Hold};
+use crate::raw::{self, Base, Core, HashKind, Hold};
 use crate::scripts::{RW_READ, RW_UNLOCK_READ};
 
 /// The read side of a [`RwLock`](super::RwLock): many owners may hold it at once, while no
@@ -72,20 +73,19 @@ impl ReadLock {
     }
 
     /// Tries to take a read hold, waiting at most `wait` (`Duration::ZERO`: one attempt).
-    /// `Ok(None)` when a writer held or awaited the lock for the whole wait. With `lease:
+    /// [`Error::Timeout`](crate::Error::Timeout) when a writer held or awaited the lock for the whole wait. With `lease:
     /// None` the watchdog keeps the hold alive.
     ///
     /// # Errors
-    /// As for [`ReadLock::lock_with_lease`]. Contention is never an error.
+    /// As for [`ReadLock::lock_with_lease`]. [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
     ///
     /// # Cancel safety
     /// As for [`ReadLock::lock`].
-    pub async fn try_lock(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<ReadLockGuard>> {
-        self.acquire(Some(raw::deadline_after(wait)), lease).await
+    pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<ReadLockGuard> {
+        raw::or_timeout(
+            self.acquire(Some(raw::deadline_after(wait)), lease).await?,
+            self.name(),
+        )
     }
 
     async fn acquire(
@@ -124,6 +124,32 @@ impl ReadLock {
 }
 
 inspect_methods!(ReadLock);
+crate::api::owner_methods!(ReadLock);
+
+impl ReadLock {
+    fn owner_mode(&self) -> &raw::Owner {
+        &self.base.owner
+    }
+
+    fn with_owner_mode(&self, owner: raw::Owner) -> ReadLock {
+        ReadLock::new(self.shared.clone(), self.base.with_owner(owner))
+    }
+
+    /// Deletes the whole read-write lock whoever holds it (the writer, every reader, the
+    /// waiting writers' intents) and wakes every waiter, as
+    /// [`RwLock::force_unlock`](super::RwLock::force_unlock). Returns whether it was held.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or
+    /// owner; [`Error::Redis`](crate::Error::Redis) when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.base.check()?;
+        self.shared.force_unlock().await
+    }
+}
 
 impl std::fmt::Debug for ReadLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

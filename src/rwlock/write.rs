@@ -9,8 +9,9 @@ use futures::FutureExt;
 use tokio::time::Instant;
 
 use super::Shared;
+use crate::api::{guard_accessors, inspect_methods};
 use crate::error::{Error, Result};
-use crate::raw::{self, guard_accessors, inspect_methods, Base, Core, HashKind, Hold};
+use crate::raw::{self, Base, Core, HashKind, Hold};
 use crate::scripts::{RW_LEAVE, RW_UNLOCK_WRITE, RW_WRITE};
 
 /// The write side of a [`RwLock`](super::RwLock): one owner at a time, while nobody reads.
@@ -75,12 +76,12 @@ impl WriteLock {
         raw::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
 
-    /// Tries to take the write hold, waiting at most `wait`; `Ok(None)` when it could not
+    /// Tries to take the write hold, waiting at most `wait`; [`Error::Timeout`](crate::Error::Timeout) when it could not
     /// (the intent is withdrawn before it returns). `Duration::ZERO` makes one attempt that
     /// registers no intent. With `lease: None` the watchdog keeps the hold alive.
     ///
     /// # Errors
-    /// As for [`WriteLock::lock_with_lease`]. Contention is never an error.
+    /// As for [`WriteLock::lock_with_lease`]. [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
     ///
     /// # Cancel safety
     /// As for [`WriteLock::lock`].
@@ -88,8 +89,11 @@ impl WriteLock {
         &self,
         wait: Duration,
         lease: Option<Duration>,
-    ) -> Result<Option<WriteLockGuard>> {
-        self.acquire(Some(raw::deadline_after(wait)), lease).await
+    ) -> Result<WriteLockGuard> {
+        raw::or_timeout(
+            self.acquire(Some(raw::deadline_after(wait)), lease).await?,
+            self.name(),
+        )
     }
 
     async fn acquire(
@@ -220,6 +224,32 @@ impl Drop for Intent {
 }
 
 inspect_methods!(WriteLock);
+crate::api::owner_methods!(WriteLock);
+
+impl WriteLock {
+    fn owner_mode(&self) -> &raw::Owner {
+        &self.base.owner
+    }
+
+    fn with_owner_mode(&self, owner: raw::Owner) -> WriteLock {
+        WriteLock::new(self.shared.clone(), self.base.with_owner(owner))
+    }
+
+    /// Deletes the whole read-write lock whoever holds it (the writer, every reader, the
+    /// waiting writers' intents) and wakes every waiter, as
+    /// [`RwLock::force_unlock`](super::RwLock::force_unlock). Returns whether it was held.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or
+    /// owner; [`Error::Redis`](crate::Error::Redis) when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.base.check()?;
+        self.shared.force_unlock().await
+    }
+}
 
 impl std::fmt::Debug for WriteLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -4,6 +4,7 @@
 //! bound, the checker must find no overlapping holds and rising tokens, and callers must see
 //! few errors (no READONLY storm).
 
+use crate::support::OrNone;
 use std::time::{Duration, Instant};
 
 use super::child::ChildProc;
@@ -318,7 +319,7 @@ async fn cluster_master_kills_with_sharded_waiters() {
                     tasks.push(tokio::spawn(async move {
                         loop {
                             let id = h.invoke(&who, lock.name());
-                            match lock.try_lock(Duration::from_secs(30), None).await {
+                            match lock.try_lock(Duration::from_secs(30), None).await.or_none() {
                                 Ok(Some(g)) => {
                                     h.ok(&id, g.owner(), Some(g.token()), None);
                                     let at = Instant::now();

@@ -5,6 +5,7 @@
 //! lower bounds.
 #![cfg(feature = "metrics")]
 
+use crate::support::OrNone;
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -49,6 +50,7 @@ async fn cluster_acquires_timeouts_and_renewals_are_recorded() {
         .lock(&names[0])
         .try_lock(Duration::from_millis(100), None)
         .await
+        .or_none()
         .unwrap();
     assert!(none.is_none());
     for g in guards {

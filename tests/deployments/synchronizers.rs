@@ -77,12 +77,12 @@ async fn cluster_synchronizers_across_slots_woken_by_sharded_pubsub() {
         // Semaphore: one permit; a waiter in `b` gets it when `a` releases.
         let sem = a.semaphore(name);
         assert!(sem.try_set_permits(1).await.expect("set permits"));
-        let held = sem.acquire(1).await.expect("acquire a");
+        let held = sem.acquire_many(1).await.expect("acquire a");
         let sem_b = b.semaphore(name);
         slowest = slowest.max(
             woken_by(
                 "semaphore",
-                async move { sem_b.acquire(1).await?.release().await },
+                async move { sem_b.acquire_many(1).await?.release().await },
                 held.release(),
             )
             .await,

@@ -7,6 +7,7 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error};
+use support::kit::within;
 use support::RedisServer;
 
 const TTL: Duration = Duration::from_secs(1);
@@ -275,4 +276,109 @@ async fn late_lock_reply_then_cut_holder_told_first() {
     proxy.set_cut(false);
     drop(held);
     b_guard.unlock().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// An unlock that meets a settlement: Ok only if the hold lasted until the release
+// ---------------------------------------------------------------------------------------
+
+/// How the holder took the lock in [`unlock_meets_settlement`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Held {
+    /// `lock_with_lease(1.2 s)`.
+    Lease,
+    /// `lock()`: the watchdog (1 s timeout) renews it.
+    Watchdog,
+}
+
+/// Holder A takes the lock; its link is cut; its re-entry `try_lock(0, 50 ms)` times out
+/// (outcome unknown: a settlement starts and cannot reach Redis). With `expire`, A's hold
+/// runs out meanwhile and B takes the lock; then A unlocks (the release is left to the
+/// settlement), and the link comes back. Returns A's unlock result and whether B still held
+/// the lock (count 1) afterwards.
+async fn unlock_meets_settlement(held: Held, expire: bool) -> (lockwise::Result<()>, bool) {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let ns = support::unique_ns("settle-unlock");
+    let a = through_proxy(&proxy, &ns, Duration::from_millis(200)).await;
+    let b = Client::builder(server.url())
+        .namespace(&ns)
+        .watchdog_timeout(TTL)
+        .build()
+        .await
+        .unwrap();
+    let lock = a.lock("s");
+    let (other, key) = (b.lock("s"), lock.key().to_string());
+    let out = tokio::spawn(async move {
+        let g = match held {
+            Held::Lease => lock.lock_with_lease(Duration::from_millis(1200)).await,
+            Held::Watchdog => lock.lock().await,
+        }
+        .unwrap();
+        proxy.set_cut(true);
+        let reentry = lock
+            .try_lock(Duration::ZERO, Some(Duration::from_millis(50)))
+            .await;
+        assert!(
+            matches!(&reentry, Err(e) if !e.is_timeout()),
+            "the re-entry's reply is lost: {reentry:?}"
+        );
+        let b_guard = if expire {
+            // B takes the lock once A's hold ran out on the server.
+            Some(within(10, other.lock()).await.unwrap())
+        } else {
+            None
+        };
+        let unlock = tokio::spawn(async move { g.unlock().await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        proxy.set_cut(false);
+        let result = within(10, unlock).await.unwrap();
+        let mut conn = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let b_holds = match &b_guard {
+            Some(g) => {
+                let n: Option<i64> = redis::cmd("HGET")
+                    .arg(&key)
+                    .arg(g.owner())
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                n == Some(1)
+            }
+            None => false,
+        };
+        if let Some(g) = b_guard {
+            g.unlock().await.unwrap();
+        }
+        (result, b_holds, server)
+    })
+    .await
+    .unwrap();
+    (out.0, out.1)
+}
+
+/// The "Day one" finding, reproduced: A's unlock, left to a settlement, said `Ok` while B
+/// held the lock. Now it is `NotHeld`, for a leased hold and a watchdog hold, and B's hold
+/// is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_left_to_a_settlement_is_not_held_once_the_hold_ran_out() {
+    for held in [Held::Lease, Held::Watchdog] {
+        let (result, b_holds) = unlock_meets_settlement(held, true).await;
+        let err = result.expect_err("the hold ran out and B took the lock");
+        assert!(err.is_not_held(), "{held:?}: {err:?}");
+        assert!(b_holds, "{held:?}: B's hold is untouched");
+    }
+}
+
+/// The same path when the hold lasted (the link came back before it ran out): the
+/// settlement releases it and the unlock is `Ok`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_left_to_a_settlement_is_ok_when_the_hold_lasted() {
+    for held in [Held::Lease, Held::Watchdog] {
+        let (result, _) = unlock_meets_settlement(held, false).await;
+        result.unwrap_or_else(|e| panic!("{held:?}: {e:?}"));
+    }
 }

@@ -4,6 +4,7 @@
 //! scenario is judged by the history checker (`tests/support/checker/`), not by eye.
 
 use crate::support;
+use crate::support::OrNone;
 
 use support::Conn;
 
@@ -210,6 +211,7 @@ async fn holder_stall_sigstop_2x_lease() {
                     .fenced_lock(lock)
                     .try_lock(Duration::from_secs(5), Some(new_lease))
                     .await
+                    .or_none()
                     .unwrap()
                     .expect("the new owner gets the lock once the stalled holder's TTL ran out");
                 h.ok(&id, g.owner(), Some(g.token()), Some(new_lease));

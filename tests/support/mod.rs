@@ -58,6 +58,24 @@ use redis::AsyncCommands;
 
 pub use server::RedisServer;
 
+/// `try_lock` / `try_acquire` results in the shape they had before a timeout became
+/// [`lockwise::Error::Timeout`]: `Ok(None)` on a timeout. The tests that check what a timed
+/// out call left behind keep their assertions with it.
+pub trait OrNone<T> {
+    /// `Ok(Some(v))`, `Ok(None)` for [`lockwise::Error::Timeout`], or the error.
+    fn or_none(self) -> lockwise::Result<Option<T>>;
+}
+
+impl<T> OrNone<T> for lockwise::Result<T> {
+    fn or_none(self) -> lockwise::Result<Option<T>> {
+        match self {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.is_timeout() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// A unique key namespace so tests sharing one server (REDIS_URL) never collide.
 pub fn unique_ns(test: &str) -> String {
     format!("t-{test}-{}", uuid::Uuid::new_v4().simple())

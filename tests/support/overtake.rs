@@ -2,6 +2,7 @@
 //! Cluster test (`tests/deployments/overtake.rs`) run: a busy `Client` whose tasks re-lock at
 //! once, a remote task's waits against it, and a claimant that leaves a free lock.
 
+use crate::support::OrNone;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,7 +52,11 @@ async fn remote_waits(
     let mut waits = Vec::new();
     for _ in 0..rounds {
         let t0 = Instant::now();
-        let guard = lock.try_lock(Duration::from_secs(20), None).await.unwrap();
+        let guard = lock
+            .try_lock(Duration::from_secs(20), None)
+            .await
+            .or_none()
+            .unwrap();
         let start = Instant::now();
         waits.push(start - t0);
         let guard = guard.expect("the remote waiter got the lock within 20 s");
@@ -109,7 +114,11 @@ pub async fn taken_after_claimant_leaves(
     claimed.await;
     let lock = patient.lock(name);
     let waiter = tokio::spawn(async move {
-        let guard = lock.try_lock(Duration::from_secs(15), None).await.unwrap();
+        let guard = lock
+            .try_lock(Duration::from_secs(15), None)
+            .await
+            .or_none()
+            .unwrap();
         let acquired = Instant::now();
         guard.expect("acquired").unlock().await.unwrap();
         acquired

@@ -21,6 +21,7 @@ mod checker;
 #[path = "mod.rs"]
 mod support;
 
+use crate::support::OrNone;
 use std::future::Future;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -124,7 +125,7 @@ async fn baseline(url: String, ns: String, label: String) {
                 let got = if t == 0 {
                     lock.lock().await
                 } else {
-                    match lock.try_lock(Duration::from_secs(30), None).await {
+                    match lock.try_lock(Duration::from_secs(30), None).await.or_none() {
                         Ok(Some(g)) => Ok(g),
                         Ok(None) => {
                             h.fail(&id, "try_lock timed out after 30 s");
@@ -318,7 +319,7 @@ async fn semaphore_holder(url: String, ns: String) {
     let hold = Duration::from_millis(env("LOCKWISE_FP_HOLD_MS").parse().unwrap());
     let c = client(&url, &ns).await;
     in_task(async move {
-        let p = c.semaphore(&name).acquire(permits).await.unwrap();
+        let p = c.semaphore(&name).acquire_many(permits).await.unwrap();
         emit("@acquired");
         tokio::time::sleep(hold).await;
         p.release().await.unwrap();
@@ -407,7 +408,7 @@ async fn failover_worker(url: String, ns: String, label: String) {
                 let lock = c.fenced_lock(&name);
                 let id = h.invoke(&who, &name);
                 emit(&h.line_of(&id));
-                let g = match lock.try_lock(Duration::from_secs(2), None).await {
+                let g = match lock.try_lock(Duration::from_secs(2), None).await.or_none() {
                     Ok(Some(g)) => g,
                     Ok(None) => {
                         h.fail(&id, "timeout");

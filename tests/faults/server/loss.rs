@@ -3,6 +3,7 @@
 //! releases they must never outlive.
 
 use super::*;
+use crate::support::OrNone;
 
 use futures::future::join_all;
 use support::{exists, in_task, numsub_until, Interval};
@@ -43,7 +44,7 @@ fn spawn_contenders(
                     let g = if who.is_multiple_of(2) {
                         lock.lock().await.map_err(|e| format!("lock(): {e:?}"))?
                     } else {
-                        match lock.try_lock(Duration::from_secs(10), None).await {
+                        match lock.try_lock(Duration::from_secs(10), None).await.or_none() {
                             Ok(Some(g)) => g,
                             Ok(None) => return Err("try_lock(10 s) timed out".into()),
                             Err(e) => return Err(format!("try_lock(): {e:?}")),
@@ -581,7 +582,7 @@ async fn watchdog_unlock_race_no_ttl_rise() {
                     _ => {
                         let wait = Duration::from_millis(rand::random_range(0..5));
                         let id = out.acqs.invoke(&who, &shared_name);
-                        match shared.try_lock(wait, None).await {
+                        match shared.try_lock(wait, None).await.or_none() {
                             Ok(Some(g)) => {
                                 // Counted up to invoke + 30 ms only: the TTL the lock
                                 // script set is the one certain validity. A 30 ms watchdog

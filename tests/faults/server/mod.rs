@@ -18,6 +18,7 @@ mod loss;
 mod stall;
 
 use crate::support;
+use crate::support::OrNone;
 
 use support::Conn;
 
@@ -254,26 +255,35 @@ async fn try_acquire(
     wait: Duration,
 ) -> lockwise::Result<Option<AnyGuard>> {
     Ok(match kind {
-        Kind::Reentrant => c.lock(name).try_lock(wait, None).await?.map(AnyGuard::R),
+        Kind::Reentrant => c
+            .lock(name)
+            .try_lock(wait, None)
+            .await
+            .or_none()?
+            .map(AnyGuard::R),
         Kind::Lease => c
             .lock(name)
             .try_lock(wait, Some(Duration::from_secs(2)))
-            .await?
+            .await
+            .or_none()?
             .map(AnyGuard::R),
         Kind::Fair => c
             .fair_lock(name)
             .try_lock(wait, None)
-            .await?
+            .await
+            .or_none()?
             .map(AnyGuard::F),
         Kind::Fenced => c
             .fenced_lock(name)
             .try_lock(wait, None)
-            .await?
+            .await
+            .or_none()?
             .map(AnyGuard::Fe),
         Kind::Multi => c
             .multi_lock(names_of(kind, name))
             .try_lock(wait, None)
-            .await?
+            .await
+            .or_none()?
             .map(AnyGuard::M),
     })
 }

@@ -2,6 +2,7 @@
 //! while clients contend; a reply that comes after the response timeout.
 
 use super::*;
+use crate::support::OrNone;
 
 use support::{exists, in_task};
 
@@ -185,6 +186,7 @@ async fn late_reply_after_response_timeout_leaves_no_hold() {
             .lock("late")
             .try_lock(Duration::ZERO, None)
             .await
+            .or_none()
             .expect("try_lock")
             .expect("lock free after the stall");
         g.unlock().await.expect("unlock");
@@ -306,13 +308,17 @@ async fn eviction_policy_warns_and_oom_fails_closed() {
     check("lock()", c.lock("a").lock().await.map(drop));
     check(
         "try_lock(lease)",
-        c.lock("a").try_lock(s, Some(s)).await.map(drop),
+        c.lock("a").try_lock(s, Some(s)).await.or_none().map(drop),
     );
     check("fair lock()", c.fair_lock("b").lock().await.map(drop));
     check("fenced lock()", c.fenced_lock("c").lock().await.map(drop));
     check(
         "multi lock()",
-        c.multi_lock(["d", "e"]).try_lock(s, None).await.map(drop),
+        c.multi_lock(["d", "e"])
+            .try_lock(s, None)
+            .await
+            .or_none()
+            .map(drop),
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(

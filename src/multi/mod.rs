@@ -30,14 +30,18 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::{join_all, select_all, try_join_all};
+mod guard;
+
+use futures::future::{join_all, try_join_all};
 use redis::cluster_routing::Slot;
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, DropGuard};
 
+pub use guard::MultiLockGuard;
+
+use crate::api::owner_methods;
 use crate::error::{Error, Result};
 use crate::raw;
-use crate::raw::Core;
+use crate::raw::{Core, Owner};
 use crate::reentrant::{RLock, RLockGuard};
 use crate::scripts::{ToRedisArgsDyn, MULTI_CHECK as CHECK};
 
@@ -47,8 +51,10 @@ use crate::scripts::{ToRedisArgsDyn, MULTI_CHECK as CHECK};
 /// Get one from [`Client::multi_lock`](crate::Client::multi_lock). Names are sorted and
 /// deduplicated (`["b", "a", "b"]` is the multi-lock `{a, b}`); an empty list is
 /// [`Error::InvalidArgument`] on use. Each member is the plain [`RLock`] of that name, with
-/// its owner rules: the calling task is the owner of every member, and a member it already
-/// holds is re-entered.
+/// its owner rules: by default the calling task is the owner of every member, and a member
+/// it already holds is re-entered; [`non_reentrant`](Self::non_reentrant) and
+/// [`with_owner`](Self::with_owner) choose as for an [`RLock`], and
+/// [`MultiLockGuard::detach`] moves a guard's members to owners of their own.
 ///
 /// # Deadlock freedom
 /// Members are taken in one global (sorted) order, waiting for each in turn, so multi-locks
@@ -81,6 +87,10 @@ struct Inner {
     core: Arc<Core>,
     /// Sorted by name, no duplicates.
     locks: Vec<RLock>,
+    /// The member names joined by `,`.
+    name: String,
+    /// Whose holds the members' acquires take.
+    owner: Owner,
     /// Why the multi-lock cannot be used (empty list, an invalid member name).
     invalid: Option<String>,
 }
@@ -104,13 +114,46 @@ impl MultiLock {
                 })
         };
         let locks = names.iter().map(|n| RLock::new(core.clone(), n)).collect();
+        let name = names
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(",");
         MultiLock {
             inner: Arc::new(Inner {
+                owner: core.default_owner.clone(),
                 core,
                 locks,
+                name,
                 invalid,
             }),
         }
+    }
+
+    fn owner_mode(&self) -> &Owner {
+        &self.inner.owner
+    }
+
+    fn with_owner_mode(&self, owner: Owner) -> MultiLock {
+        let i = &self.inner;
+        MultiLock {
+            inner: Arc::new(Inner {
+                core: i.core.clone(),
+                locks: i
+                    .locks
+                    .iter()
+                    .map(|l| l.with_owner_mode(owner.clone()))
+                    .collect(),
+                name: i.name.clone(),
+                invalid: i.invalid.clone(),
+                owner,
+            }),
+        }
+    }
+
+    /// The multi-lock's name: its member names, sorted and deduplicated, joined by `,`.
+    pub fn name(&self) -> &str {
+        &self.inner.name
     }
 
     /// The member names, sorted and deduplicated (the order they are taken in).
@@ -156,7 +199,7 @@ impl MultiLock {
     }
 
     /// Tries to acquire every member within `wait` in total (`Duration::ZERO`: one attempt
-    /// each, in order). `Ok(None)` when some member stayed held by another owner until the
+    /// each, in order). [`Error::Timeout`](crate::Error::Timeout) when some member stayed held by another owner until the
     /// deadline, or a member taken earlier was lost and the deadline passed before the set
     /// could be taken again; the members taken before are released before it returns. Never
     /// a guard over part of the set.
@@ -164,7 +207,7 @@ impl MultiLock {
     /// # Errors
     /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
     /// (a waiting call returns it then too).
-    /// As [`MultiLock::lock_with_lease`]. Contention is never an error.
+    /// As [`MultiLock::lock_with_lease`]. [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
     ///
     /// # Cancel safety
     /// As for [`MultiLock::lock`].
@@ -172,8 +215,11 @@ impl MultiLock {
         &self,
         wait: Duration,
         lease: Option<Duration>,
-    ) -> Result<Option<MultiLockGuard>> {
-        self.acquire(Some(raw::deadline_after(wait)), lease).await
+    ) -> Result<MultiLockGuard> {
+        raw::or_timeout(
+            self.acquire(Some(raw::deadline_after(wait)), lease).await?,
+            &self.names().join(","),
+        )
     }
 
     async fn acquire(
@@ -181,9 +227,7 @@ impl MultiLock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<MultiLockGuard>> {
-        if let Some(reason) = &self.inner.invalid {
-            return Err(Error::invalid("names", reason.clone()));
-        }
+        self.check()?;
         if let Some(lease) = lease {
             crate::keys::check_millis("lease", lease)?;
         }
@@ -194,8 +238,8 @@ impl MultiLock {
             for lock in &self.inner.locks {
                 let taken = match deadline {
                     None => match lease {
-                        None => lock.lock().await.map(Some),
-                        Some(lease) => lock.lock_with_lease(lease).await.map(Some),
+                        None => lock.lock().await,
+                        Some(lease) => lock.lock_with_lease(lease).await,
                     },
                     Some(d) => {
                         let left = d.saturating_duration_since(Instant::now());
@@ -203,11 +247,11 @@ impl MultiLock {
                     }
                 };
                 match taken {
-                    Ok(Some(guard)) => {
+                    Ok(guard) => {
                         first_taken.get_or_insert_with(Instant::now);
                         guards.push(guard);
                     }
-                    Ok(None) => {
+                    Err(e) if e.is_timeout() => {
                         tracing::debug!(lock = %lock.name(), kind = "multi", "try_lock timed out");
                         release_all(guards).await;
                         return Ok(None);
@@ -264,6 +308,7 @@ impl MultiLock {
             );
             return Ok(Some(MultiLockGuard::new(
                 &self.inner.core,
+                self.inner.name.clone(),
                 guards,
                 acquired_in,
             )));
@@ -336,15 +381,85 @@ impl MultiLock {
     /// # Cancel safety
     /// Cancel safe (read only).
     pub async fn is_any_locked(&self) -> Result<bool> {
-        if let Some(reason) = &self.inner.invalid {
-            return Err(Error::invalid("names", reason.clone()));
-        }
+        self.check()?;
         for lock in &self.inner.locks {
             if lock.is_locked().await? {
                 return Ok(true);
             }
         }
         Ok(false)
+    }
+
+    /// Whether the set is locked: any member held by anyone, so an acquire would wait (the
+    /// same as [`is_any_locked`](Self::is_any_locked)).
+    ///
+    /// # Errors
+    /// As for [`is_any_locked`](Self::is_any_locked).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.is_any_locked().await
+    }
+
+    /// How many holds the calling task (or this handle's owner) has on the whole set: the
+    /// fewest it has on any member (0 when it lacks one).
+    ///
+    /// # Errors
+    /// As for [`is_any_locked`](Self::is_any_locked).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn hold_count(&self) -> Result<u32> {
+        self.check()?;
+        let counts = try_join_all(self.inner.locks.iter().map(RLock::hold_count)).await?;
+        Ok(counts.into_iter().min().unwrap_or(0))
+    }
+
+    /// Whether the calling task (or this handle's owner) holds the whole set.
+    ///
+    /// # Errors
+    /// As for [`is_any_locked`](Self::is_any_locked).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn is_held_by_current_task(&self) -> Result<bool> {
+        Ok(self.hold_count().await? > 0)
+    }
+
+    /// Time until the first locked member expires; `None` when no member is locked.
+    ///
+    /// # Errors
+    /// As for [`is_any_locked`](Self::is_any_locked).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.check()?;
+        let ttls = try_join_all(self.inner.locks.iter().map(RLock::remaining_ttl)).await?;
+        Ok(ttls.into_iter().flatten().min())
+    }
+
+    /// Force-unlocks every member, whoever holds it, and wakes its waiters. Returns whether
+    /// any member was locked.
+    ///
+    /// # Errors
+    /// As for [`is_any_locked`](Self::is_any_locked).
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have deleted each member.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.check()?;
+        let deleted = try_join_all(self.inner.locks.iter().map(RLock::force_unlock)).await?;
+        Ok(deleted.into_iter().any(|d| d))
+    }
+
+    /// [`Error::InvalidArgument`] for an empty list or an invalid name.
+    fn check(&self) -> Result<()> {
+        match &self.inner.invalid {
+            Some(reason) => Err(Error::invalid("names", reason.clone())),
+            None => Ok(()),
+        }
     }
 }
 
@@ -358,120 +473,12 @@ async fn release_all(guards: Vec<RLockGuard>) {
     }
 }
 
+owner_methods!(MultiLock);
+
 impl std::fmt::Debug for MultiLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MultiLock")
             .field("names", &self.names())
-            .finish()
-    }
-}
-
-/// Holds every member of a [`MultiLock`]. Release with [`unlock`](MultiLockGuard::unlock);
-/// dropping it drops each member guard, which releases them in the background.
-#[must_use = "the locks are released when the guard is dropped; call .unlock().await"]
-pub struct MultiLockGuard {
-    guards: Vec<RLockGuard>,
-    lost: CancellationToken,
-    acquired_in: Duration,
-    /// Stops the task that watches the members' lost tokens.
-    _watch: Option<DropGuard>,
-}
-
-impl MultiLockGuard {
-    fn new(core: &Arc<Core>, guards: Vec<RLockGuard>, acquired_in: Duration) -> MultiLockGuard {
-        let lost = CancellationToken::new();
-        let done = CancellationToken::new();
-        let members: Vec<CancellationToken> = guards.iter().map(RLockGuard::lost).collect();
-        let (combined, stop) = (lost.clone(), done.clone());
-        core.handle.spawn(async move {
-            let any_lost = select_all(members.iter().map(|t| Box::pin(t.cancelled())));
-            tokio::select! {
-                _ = any_lost => combined.cancel(),
-                _ = stop.cancelled() => {}
-            }
-        });
-        MultiLockGuard {
-            guards,
-            lost,
-            acquired_in,
-            _watch: Some(done.drop_guard()),
-        }
-    }
-
-    /// Releases every member (all at once) and reports the first error; every member is
-    /// released either way.
-    ///
-    /// # Errors
-    /// The first member's error: [`Error::NotHeld`] when a member was already gone (expired,
-    /// force-unlocked), [`Error::Redis`] when Redis failed.
-    ///
-    /// # Cancel safety
-    /// Once called, the releases happen: dropping the future drops the member unlocks, which
-    /// finish in the background.
-    pub async fn unlock(mut self) -> Result<()> {
-        let guards = std::mem::take(&mut self.guards);
-        let mut first = Ok(());
-        for result in join_all(guards.into_iter().map(RLockGuard::unlock)).await {
-            if let (Err(e), Ok(())) = (result, &first) {
-                first = Err(e);
-            }
-        }
-        first
-    }
-
-    /// The member names, in the order they were taken (sorted).
-    pub fn names(&self) -> Vec<&str> {
-        self.guards.iter().map(|g| g.name()).collect()
-    }
-
-    /// The owner field of every member hold: `<client id>:<task id>`.
-    pub fn owner(&self) -> &str {
-        self.guards.first().map_or("", |g| g.owner())
-    }
-
-    /// The lease the members were taken with; `None` when the watchdog renews them.
-    pub fn lease(&self) -> Option<Duration> {
-        self.guards.first().and_then(|g| g.lease())
-    }
-
-    /// Time from taking the first member to taking the last. With a lease, the whole set is
-    /// held for at least `lease - acquired_in` after the guard was handed out.
-    pub fn acquired_in(&self) -> Duration {
-        self.acquired_in
-    }
-
-    /// Whether any member is known to be lost (see
-    /// [`RLockGuard::is_lost`](crate::RLockGuard::is_lost)).
-    pub fn is_lost(&self) -> bool {
-        self.lost.is_cancelled() || self.guards.iter().any(|g| g.is_lost())
-    }
-
-    /// A token cancelled as soon as any member is known to be lost.
-    pub fn lost(&self) -> CancellationToken {
-        self.lost.clone()
-    }
-
-    /// How long every member is still known to be held: the smallest
-    /// [`RLockGuard::validity`](crate::RLockGuard::validity) of the members; zero once any is lost.
-    pub fn validity(&self) -> Duration {
-        if self.lost.is_cancelled() {
-            return Duration::ZERO;
-        }
-        self.guards
-            .iter()
-            .map(RLockGuard::validity)
-            .min()
-            .unwrap_or(Duration::ZERO)
-    }
-}
-
-impl std::fmt::Debug for MultiLockGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MultiLockGuard")
-            .field("names", &self.names())
-            .field("owner", &self.owner())
-            .field("lease", &self.lease())
-            .field("lost", &self.is_lost())
             .finish()
     }
 }

@@ -17,7 +17,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::deadline::safe_until;
+
+mod settling;
+mod transfer;
+
 use super::observe::{self, Meta};
+pub(crate) use settling::SettleTarget;
 
 /// (lock key, owner field): one local hold entry.
 pub(crate) type HoldKey = (Arc<str>, Arc<str>);
@@ -65,6 +70,11 @@ pub(super) struct Hold {
     pub(super) settled: Option<Arc<Notify>>,
     /// The watchdog task has a timer for the current watch (it must be told when it ends).
     pub(super) armed: bool,
+    /// Guards whose release was left to the running settlement: each learns from it whether
+    /// its hold lasted until the release (see [`Release::Settling`]).
+    pub(super) releasing: Vec<Arc<Lasted>>,
+    /// A task waits for the loss deadline of this run's leased holds ([`Watchdog::lease_deadline`]).
+    pub(super) lease_timer: bool,
     /// Kind, name and acquire span of the run's first guard, for logs of background work.
     pub(super) meta: Option<Arc<Meta>>,
 }
@@ -88,6 +98,8 @@ impl Hold {
             settling: false,
             settled: None,
             armed: false,
+            releasing: Vec::new(),
+            lease_timer: false,
             meta: None,
         }
     }
@@ -95,6 +107,16 @@ impl Hold {
     /// Nothing left to remember: no guard, no call in flight, nothing to settle.
     fn is_idle(&self) -> bool {
         self.holds == 0 && self.inflight == 0 && !self.doubt && !self.settling
+    }
+
+    /// The settlement ended: tells each guard whose release it took over whether its hold
+    /// lasted (`None`: the settlement gave up, which says nothing good).
+    fn tell_releasing(&mut self, lasted: Option<bool>) {
+        for verdict in self.releasing.drain(..) {
+            if let Some(lasted) = lasted {
+                let _ = verdict.set(lasted);
+            }
+        }
     }
 
     /// Counts one more guard, whose key lives at least `until` with a TTL of `ttl`. Returns
@@ -177,13 +199,19 @@ pub(crate) struct Sent {
     pub(crate) at: Instant,
 }
 
+/// Whether a hold whose release a settlement took over lasted until that release: set by
+/// the settlement (`true`: the server still counted it; `false`: it had vanished, expired or
+/// force-unlocked, and another owner may have held the lock since); unset if it gave up.
+pub(crate) type Lasted = std::sync::OnceLock<bool>;
+
 /// How a release should proceed, from [`Watchdog::released`].
 pub(crate) enum Release {
     /// Counted as in flight: send the unlock script (any one hold), then call
     /// [`Watchdog::finish`].
     Send,
-    /// A settlement runs and will release this hold with the others it trims: wait for it.
-    Settling(Arc<Notify>),
+    /// A settlement runs and will release this hold with the others it trims: wait for it,
+    /// then read whether the hold lasted.
+    Settling(Arc<Notify>, Arc<Lasted>),
     /// The guard belongs to an earlier run (the lock was lost and re-taken by this owner):
     /// send nothing. `settle` asks the caller to start a settlement, since the server may
     /// still count the stale hold.
@@ -320,7 +348,7 @@ impl Watchdog {
         meta: &Arc<Meta>,
     ) -> (CancellationToken, u64, bool) {
         let schedule;
-        let (token, epoch, settle) = {
+        let (token, epoch, settle, timer) = {
             let mut h = self
                 .registry
                 .entry(key.clone())
@@ -348,12 +376,65 @@ impl Watchdog {
             schedule = h.add_guard(safe_until(sent.at, ttl), ttl, watch, || self.new_epoch());
             h.meta.get_or_insert_with(|| meta.clone());
             let settle = h.start_settling();
-            (h.lost.clone(), h.epoch, settle)
+            let timer = !watch && !std::mem::replace(&mut h.lease_timer, true);
+            (h.lost.clone(), h.epoch, settle, timer)
         };
         if let Some(gen) = schedule {
             self.watch(key, gen, &token);
         }
+        if timer {
+            self.lease_deadline(key.clone(), epoch);
+        }
         (token, epoch, settle)
+    }
+
+    /// A hold of the run `epoch` on `key` was extended by a call outside the watchdog (a
+    /// Redlock's extension round): its key surely lives until `until`.
+    pub(crate) fn extended(&self, key: &HoldKey, epoch: u64, until: Instant) {
+        if let Some(mut h) = self.registry.get_mut(key) {
+            if h.epoch == epoch && until > h.valid_until {
+                h.valid_until = until;
+            }
+        }
+    }
+
+    /// Fires the loss signal of a run with leased holds at its loss deadline: a task sleeps
+    /// until `valid_until` (again when a renewal or re-entry moved it) and marks the run lost
+    /// once it passed, unless the run ended first (released, lost, or replaced by a new run).
+    /// One task per (lock, owner) run with a leased hold; watched runs are also followed by
+    /// the watchdog's deadlines.
+    fn lease_deadline(&self, key: HoldKey, epoch: u64) {
+        let registry = Arc::downgrade(&self.registry);
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                let until = {
+                    let Some(registry) = registry.upgrade() else {
+                        return;
+                    };
+                    let Some(mut h) = registry.get_mut(&key) else {
+                        return;
+                    };
+                    if h.epoch != epoch {
+                        return; // a new run has its own timer
+                    }
+                    if h.holds == 0 || h.is_lost {
+                        h.lease_timer = false;
+                        return;
+                    }
+                    if Instant::now() >= h.valid_until {
+                        h.mark_lost("its lease ran out", &key);
+                        h.lease_timer = false;
+                        return;
+                    }
+                    h.valid_until
+                };
+                tokio::select! {
+                    () = tokio::time::sleep_until(until) => {}
+                    () = shutdown.cancelled() => return,
+                }
+            }
+        });
     }
 
     /// Forgets one hold, before anything is sent for it, so no renewal is scheduled for a
@@ -378,7 +459,10 @@ impl Watchdog {
             }
             unwatch = h.remove_guard(watch, || self.new_epoch());
             if h.settling {
-                Release::Settling(h.settled.get_or_insert_with(Default::default).clone())
+                let lasted = Arc::new(Lasted::new());
+                h.releasing.push(lasted.clone());
+                let settled = h.settled.get_or_insert_with(Default::default).clone();
+                Release::Settling(settled, lasted)
             } else {
                 h.inflight += 1;
                 h.started += 1;
@@ -389,40 +473,6 @@ impl Watchdog {
             let _ = self.tx.send(Cmd::Unwatch(gen));
         }
         release
-    }
-
-    /// For a settlement: the hold count the server should have now (the live guards), the
-    /// longest TTL this owner gave the key, and the server's count if a reply told it.
-    pub(crate) fn settle_target(&self, key: &HoldKey) -> (u32, Duration, Option<u32>) {
-        self.registry
-            .get_mut(key)
-            .map_or((0, self.timeout, None), |mut h| {
-                (h.holds, h.ttl_ceiling.max(self.timeout), h.hint.take())
-            })
-    }
-
-    /// Ends a settlement that found the server at `target` holds (`lost`: below it). Returns
-    /// `false`, and keeps settling, if a guard was released meanwhile (the target moved).
-    pub(crate) fn settle_done(&self, key: &HoldKey, target: u32, lost: bool, force: bool) -> bool {
-        let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
-            return true;
-        };
-        let h = e.get_mut();
-        if h.holds != target && !force {
-            return false;
-        }
-        if lost && h.holds > 0 {
-            h.mark_lost("the server no longer has all of this owner's holds", key);
-        }
-        h.settling = false;
-        h.doubt = false;
-        if let Some(n) = h.settled.take() {
-            n.notify_waiters();
-        }
-        if h.is_idle() {
-            e.remove();
-        }
-        true
     }
 
     /// Whether the guard of `epoch` is known to be lost, and how long its lock is still
@@ -436,85 +486,6 @@ impl Watchdog {
         }
     }
 
-    /// Starts moving the hold of the guard of `epoch` on `from` to the fresh owner `to`
-    /// (`detach`): only when it is its owner's one hold, nothing is in flight or in doubt,
-    /// and it is not lost. Counts the call in flight on both entries; end it with
-    /// [`Watchdog::transfer`] or [`Watchdog::finish`] on both.
-    pub(crate) fn begin_transfer(
-        &self,
-        from: &HoldKey,
-        epoch: u64,
-        to: &HoldKey,
-    ) -> std::result::Result<(), &'static str> {
-        {
-            let Some(mut h) = self.registry.get_mut(from) else {
-                return Err("the hold is gone");
-            };
-            if h.epoch != epoch || h.is_lost {
-                return Err("the hold is lost");
-            }
-            if h.holds != 1 {
-                return Err(
-                    "its owner holds the lock more than once (re-entered): detach \
-                            the outer guard once the inner ones are released",
-                );
-            }
-            if h.inflight > 0 || h.doubt || h.settling {
-                return Err("a call of its owner on this lock is in flight");
-            }
-            h.inflight += 1;
-            h.started += 1;
-        }
-        let mut h = self
-            .registry
-            .entry(to.clone())
-            .or_insert_with(|| Hold::new(self.new_epoch()));
-        h.inflight += 1;
-        h.started += 1;
-        Ok(())
-    }
-
-    /// Ends a move begun by [`Watchdog::begin_transfer`] that the server made: the hold
-    /// leaves `from` (its renewals too) and joins `to`, with the same loss deadline. Returns
-    /// the token and epoch of the hold under its new owner.
-    pub(crate) fn transfer(
-        &self,
-        from: &HoldKey,
-        to: &HoldKey,
-        watch: bool,
-        meta: &Arc<Meta>,
-    ) -> (CancellationToken, u64) {
-        let (mut valid_until, mut ttl_ceiling) = (Instant::now(), Duration::ZERO);
-        let mut unwatch = None;
-        if let Entry::Occupied(mut e) = self.registry.entry(from.clone()) {
-            let h = e.get_mut();
-            h.inflight = h.inflight.saturating_sub(1);
-            valid_until = h.valid_until;
-            ttl_ceiling = h.ttl_ceiling;
-            unwatch = h.remove_guard(watch, || self.new_epoch());
-            if h.is_idle() {
-                e.remove();
-            }
-        }
-        if let Some(gen) = unwatch {
-            let _ = self.tx.send(Cmd::Unwatch(gen));
-        }
-        let (token, epoch, schedule) = {
-            let mut h = self
-                .registry
-                .entry(to.clone())
-                .or_insert_with(|| Hold::new(self.new_epoch()));
-            h.inflight = h.inflight.saturating_sub(1);
-            let schedule = h.add_guard(valid_until, ttl_ceiling, watch, || self.new_epoch());
-            h.meta.get_or_insert_with(|| meta.clone());
-            (h.lost.clone(), h.epoch, schedule)
-        };
-        if let Some(gen) = schedule {
-            self.watch(to, gen, &token);
-        }
-        (token, epoch)
-    }
-
     /// The server showed that this owner holds nothing on `key` right now (another owner
     /// holds it, or a renewal found it gone): the guards of `epoch` (of the current run when
     /// `None`) are lost. Their releases still go out and find nothing; a later grant starts
@@ -525,10 +496,5 @@ impl Watchdog {
                 h.mark_lost(why, key);
             }
         }
-    }
-
-    /// Whether a settlement runs for `key`.
-    pub(crate) fn is_settling(&self, key: &HoldKey) -> bool {
-        self.registry.get(key).is_some_and(|h| h.settling)
     }
 }
