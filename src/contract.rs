@@ -218,13 +218,16 @@ where
             guard.unlock().await?;
             Ok(value)
         }
-        // Lost while the body ran (or right as it finished): the release is best effort.
-        _ => {
-            if let Err(e) = guard.unlock().await {
+        // Lost while the body ran (or right as it finished): the release is best effort. A
+        // client closed meanwhile says so instead.
+        _ => match guard.unlock().await {
+            Err(e) if e.is_client_closed() => Err(e),
+            Err(e) => {
                 tracing::debug!(lock = %name, error = %e, "release after a lost hold failed");
+                Err(Error::Lost { name })
             }
-            Err(Error::Lost { name })
-        }
+            Ok(()) => Err(Error::Lost { name }),
+        },
     }
 }
 

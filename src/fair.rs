@@ -238,6 +238,7 @@ impl FairLock {
             waiter,
             abandoned: Arc::new(AtomicBool::new(false)),
             armed: !single,
+            _busy: self.inner.base.core.cleanups.token(),
         };
         let granted = raw::take(
             self,
@@ -442,6 +443,8 @@ struct Queued {
     /// Set once the waiter is gone; an attempt still in flight then leaves after it ran.
     abandoned: Arc<AtomicBool>,
     armed: bool,
+    /// A client's close waits until the entry has been left (dropped after `drop`).
+    _busy: tokio_util::task::task_tracker::TaskTrackerToken,
 }
 
 impl Queued {
@@ -465,7 +468,7 @@ impl Drop for Queued {
         self.abandoned.store(true, Ordering::SeqCst);
         let lock = self.lock.clone();
         let waiter = self.waiter.clone();
-        self.lock.inner.base.core.handle.spawn(async move {
+        self.lock.inner.base.core.cleanups.spawn(async move {
             if let Err(e) = lock.leave(&waiter).await {
                 tracing::warn!(lock = %lock.inner.base.name, error = %e, "could not leave the fair queue; the entry expires at its deadline");
             }

@@ -25,16 +25,18 @@
 //! about 8 script calls per acquire + release pair and a third of the scripts' ceiling,
 //! against about 4 calls and half the ceiling for the chain.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys, Role, MAX_MILLIS};
 use crate::raw::call::Inflight;
+use crate::raw::close::GiveBack;
 use crate::raw::{self, Attempt, Core};
 use crate::scripts::{SEMAPHORE_ACQUIRE, SEMAPHORE_ADD, SEMAPHORE_DRAIN, SEMAPHORE_SET};
 
@@ -93,7 +95,35 @@ struct Inner {
 pub struct SemaphorePermits {
     semaphore: Semaphore,
     permits: u64,
-    armed: bool,
+    /// Its entry among the client's live permits (given back if the client is closed first).
+    given: Arc<Given>,
+    id: u64,
+}
+
+/// A permit guard's share, as the client's close sees it.
+struct Given {
+    inner: Arc<Inner>,
+    permits: u64,
+    /// Still taken by the guard: whoever clears it (the guard's release, drop or forget, or
+    /// the client's close) decides what happens to the permits.
+    taken: AtomicBool,
+}
+
+impl GiveBack for Given {
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn give_back(self: Arc<Self>) -> BoxFuture<'static, Result<u64>> {
+        async move {
+            if !self.taken.swap(false, Ordering::SeqCst) {
+                return Ok(0);
+            }
+            self.inner.add(self.permits as i64).await?;
+            Ok(self.permits)
+        }
+        .boxed()
+    }
 }
 
 impl Semaphore {
@@ -359,11 +389,25 @@ impl Semaphore {
         let (channel, name) = (&i.channel, &i.name);
         let got =
             raw::wait::acquire_as(&i.core, channel, deadline, "semaphore", name, attempt).await?;
-        Ok(got.map(|()| SemaphorePermits {
+        let Some(()) = got else {
+            return Ok(None);
+        };
+        let given = Arc::new(Given {
+            inner: i.clone(),
+            permits,
+            taken: AtomicBool::new(true),
+        });
+        let id = i.core.permits.track(given.clone());
+        let guard = SemaphorePermits {
             semaphore: self.clone(),
             permits,
-            armed: true,
-        }))
+            given,
+            id,
+        };
+        // Tracked first, then checked: a close that took its snapshot before this guard
+        // was tracked has closed the client by now, and the guard gives its permits back.
+        i.core.watchdog.check_open()?;
+        Ok(Some(guard))
     }
 }
 
@@ -371,7 +415,7 @@ impl Inner {
     /// One acquire script call. If the caller drops it before the reply was read, the call
     /// finishes in the background and gives back what it was granted.
     async fn try_take(self: Arc<Self>, permits: u64) -> Result<Vec<i64>> {
-        let handle = self.core.handle.clone();
+        let handle = self.core.cleanups.clone();
         let this = self.clone();
         let call = async move {
             SEMAPHORE_ACQUIRE
@@ -454,16 +498,26 @@ impl SemaphorePermits {
     /// # Cancel safety
     /// Dropping the future may or may not have released the permits; they are not given
     /// back a second time.
-    pub async fn release(mut self) -> Result<i64> {
-        self.armed = false;
+    pub async fn release(self) -> Result<i64> {
+        if !self.untrack() {
+            return Err(Error::ClientClosed); // the client's close gave them back
+        }
         self.semaphore.inner.add(self.permits as i64).await
     }
 
     /// Keeps the permits taken and returns how many: nothing gives them back unless someone
     /// calls [`Semaphore::release`] (as Redisson's permits, which are not tied to a guard).
-    pub fn forget(mut self) -> u64 {
-        self.armed = false;
+    /// Forgotten permits are not given back when the client is closed either.
+    pub fn forget(self) -> u64 {
+        self.untrack();
         self.permits
+    }
+
+    /// Takes the permits out of the client's live permits; `false` if the client's close
+    /// gave them back already.
+    fn untrack(&self) -> bool {
+        self.semaphore.inner.core.permits.forget(self.id);
+        self.given.taken.swap(false, Ordering::SeqCst)
     }
 }
 
@@ -471,13 +525,10 @@ impl Drop for SemaphorePermits {
     /// Gives the permits back in the background (never blocks); a failure is logged and
     /// the permits are then lost.
     fn drop(&mut self) {
-        if self.armed {
+        if self.untrack() {
             let (inner, permits) = (self.semaphore.inner.clone(), self.permits);
-            inner
-                .core
-                .handle
-                .clone()
-                .spawn(async move { inner.give_back(permits).await });
+            let cleanups = inner.core.cleanups.clone();
+            cleanups.spawn(async move { inner.give_back(permits).await });
         }
     }
 }

@@ -329,6 +329,9 @@ impl ClientBuilder {
                 Ownership::PerHold => Owner::PerHold,
             },
             handle: tokio::runtime::Handle::current(),
+            cleanups: crate::raw::close::Cleanups::new(tokio::runtime::Handle::current()),
+            closed: tokio_util::sync::CancellationToken::new(),
+            permits: Default::default(),
             metrics_lock_names: self.metrics_lock_names,
             #[cfg(feature = "metrics")]
             metrics: Default::default(),

@@ -31,6 +31,30 @@ pub const DEFAULT_OVERTAKE_LIMIT: Duration = Duration::from_millis(200);
 pub const DEFAULT_SENTINEL_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// Default failover retry: see [`ClientBuilder::failover_retry`].
 pub const DEFAULT_FAILOVER_RETRY: Duration = Duration::from_secs(15);
+/// What [`Client::shutdown`] released, and what it could not.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Whether this call closed the client (`false`: it was closed already, nothing was
+    /// done).
+    pub closed_now: bool,
+    /// Lock holds released, of every kind (each hold of a re-entered lock counts).
+    pub holds_released: u64,
+    /// Permits given back: [`Semaphore`](crate::Semaphore) permits and
+    /// [`LeaseSemaphore`](crate::LeaseSemaphore) permits held by live guards.
+    pub permits_returned: u64,
+    /// What could not be done within the timeout, as (lock or semaphore name, why); each
+    /// expires with its TTL. Empty when everything was released.
+    pub failed: Vec<(String, String)>,
+}
+
+impl ShutdownReport {
+    /// Whether everything was released (nothing [`failed`](Self::failed)).
+    pub fn is_complete(&self) -> bool {
+        self.failed.is_empty()
+    }
+}
+
 /// Whose holds the acquires of a client's new lock handles take, by default: see
 /// [`ClientBuilder::ownership`]. A handle can still change it
 /// (`non_reentrant()`, `reentrant()`, `with_owner(id)`).
@@ -231,6 +255,70 @@ impl Client {
     /// The prefix of every key and channel this client uses.
     pub fn namespace(&self) -> &str {
         &self.inner.core.namespace
+    }
+
+    /// Closes this client: what it still holds is released, every waiter is woken, and
+    /// nothing new can be taken through it. Call it when the service stops (on `SIGTERM`,
+    /// Ctrl-C, before `main` returns): a runtime that ends drops the background releases,
+    /// and the client's holds then stay until their TTL (a semaphore's permits for good).
+    ///
+    /// In order: new acquires (of every clone and handle of this client) fail with
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed), and so do acquires that were
+    /// waiting; the watchdog stops; every lock hold this client has is released (every
+    /// kind, re-entries included, holds whose replies were lost too), as are its
+    /// [`Semaphore`](crate::Semaphore) and [`LeaseSemaphore`](crate::LeaseSemaphore) permits
+    /// held by live guards (forgotten permits and ids handed out with `into_id` are the
+    /// caller's); background releases and fair-queue leaves are finished; its presence keys
+    /// are deleted. All within `timeout`: what could not be done by then is in the report
+    /// and expires with its TTL (a lease, the watchdog timeout).
+    ///
+    /// Guards still alive afterwards report [lost](crate::RLockGuard::is_lost), and their
+    /// `unlock` (or `release`) returns `Error::ClientClosed` and sends nothing. Locks of a
+    /// [`RedLockSet`](crate::RedLockSet) are held through each node's client: close each
+    /// (or call [`RedLockSet::shutdown`](crate::RedLockSet::shutdown)).
+    ///
+    /// Idempotent: a second call (from any clone) does nothing and reports
+    /// `closed_now: false`.
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the client closed; the releases not yet done are not
+    /// retried (they expire with their TTL).
+    ///
+    /// # Example
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn serve(_: lockwise::Client) {}
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::connect("redis://127.0.0.1/").await?;
+    /// tokio::select! {
+    ///     () = serve(client.clone()) => {}
+    ///     _ = tokio::signal::ctrl_c() => {}
+    /// }
+    /// let report = client.shutdown(Duration::from_secs(5)).await;
+    /// eprintln!(
+    ///     "released {} holds and {} permits; {} left to expire",
+    ///     report.holds_released,
+    ///     report.permits_returned,
+    ///     report.failed.len()
+    /// );
+    /// # Ok(()) }
+    /// ```
+    pub async fn shutdown(&self, timeout: Duration) -> ShutdownReport {
+        match crate::raw::close::close(&self.inner.core, timeout).await {
+            None => ShutdownReport::default(),
+            Some(closed) => ShutdownReport {
+                closed_now: true,
+                holds_released: closed.holds,
+                permits_returned: closed.permits,
+                failed: closed.failed,
+            },
+        }
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) closed this client.
+    pub fn is_closed(&self) -> bool {
+        self.inner.core.closed.is_cancelled()
     }
 
     /// The shared state behind this client, for lock kinds built outside this module.

@@ -100,12 +100,19 @@ impl LeaseSemaphore {
         let (channel, name) = (&self.inner.channel, &self.inner.name);
         let ids = raw::wait::acquire_as(core, channel, deadline, "lease_semaphore", name, attempt)
             .await?;
-        Ok(ids.map(|(ids, sent_at)| LeasedPermits {
+        let Some((ids, sent_at)) = ids else {
+            return Ok(None);
+        };
+        let permits = LeasedPermits {
             permits: ids
                 .into_iter()
                 .map(|id| LeasedPermit::new(self.clone(), id, lease, sent_at))
                 .collect(),
-        }))
+        };
+        // Tracked first, then checked: a close that took its snapshot before these were
+        // tracked has closed the client by now, and dropping them gives them back.
+        core.watchdog.check_open()?;
+        Ok(Some(permits))
     }
 
     /// One acquire call. Its reply is awaited by an [`Inflight`]: dropped before the reply,
@@ -140,7 +147,7 @@ impl LeaseSemaphore {
             }
             .boxed()
         };
-        let reply = match Inflight::new(self.inner.core.handle.clone(), call, undo).await {
+        let reply = match Inflight::new(self.inner.core.cleanups.clone(), call, undo).await {
             Ok(reply) => reply,
             Err(e) => {
                 if e.is_retryable() {
@@ -148,7 +155,7 @@ impl LeaseSemaphore {
                     let this = self.clone();
                     self.inner
                         .core
-                        .handle
+                        .cleanups
                         .spawn(async move { this.give_back(&ids).await });
                 }
                 return Err(e);

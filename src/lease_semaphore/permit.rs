@@ -1,13 +1,18 @@
 //! [`LeasedPermit`]: one acquired permit of a [`LeaseSemaphore`].
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
 use super::LeaseSemaphore;
 use crate::error::{Error, Result};
+use crate::raw::close::GiveBack;
 use crate::raw::safe_until;
 
 /// One leased permit of a [`LeaseSemaphore`], returned by its `acquire` methods.
@@ -22,9 +27,37 @@ pub struct LeasedPermit {
     semaphore: LeaseSemaphore,
     /// `None` once released or handed out by `into_id`.
     id: Option<String>,
+    /// Its entry among the client's live permits (released if the client is closed first).
+    given: Arc<Given>,
+    tracked: u64,
     deadline: Arc<Deadline>,
     /// Stops the task that fires `lost` at the deadline.
     _timer: DropGuard,
+}
+
+/// A leased permit's share, as the client's close sees it.
+struct Given {
+    semaphore: LeaseSemaphore,
+    id: String,
+    /// Still held by the guard: whoever clears it (the guard, or the client's close) decides
+    /// what happens to the permit.
+    taken: std::sync::atomic::AtomicBool,
+}
+
+impl GiveBack for Given {
+    fn name(&self) -> &str {
+        self.semaphore.name()
+    }
+
+    fn give_back(self: Arc<Self>) -> BoxFuture<'static, Result<u64>> {
+        async move {
+            if !self.taken.swap(false, Ordering::SeqCst) {
+                return Ok(0);
+            }
+            self.semaphore.release_ids(&[&self.id]).await
+        }
+        .boxed()
+    }
 }
 
 /// A permit's lease as the client knows it: when it surely still runs, and the loss signal
@@ -70,12 +103,27 @@ impl LeasedPermit {
                 }
             }
         });
+        let given = Arc::new(Given {
+            semaphore: semaphore.clone(),
+            id: id.clone(),
+            taken: std::sync::atomic::AtomicBool::new(true),
+        });
+        let tracked = semaphore.inner.core.permits.track(given.clone());
         LeasedPermit {
             semaphore,
             id: Some(id),
+            given,
+            tracked,
             deadline,
             _timer: stop.drop_guard(),
         }
+    }
+
+    /// Takes the permit out of the client's live permits; `false` if the client's close
+    /// released it already.
+    fn untrack(&self) -> bool {
+        self.semaphore.inner.core.permits.forget(self.tracked);
+        self.given.taken.swap(false, Ordering::SeqCst)
     }
 
     /// The lease the permit has now: the one it was acquired with, or the last
@@ -135,8 +183,11 @@ impl LeasedPermit {
     /// Dropping the future drops the permit, which releases it in the background.
     pub async fn release(mut self) -> Result<()> {
         let id = self.id().to_string();
-        let released = self.semaphore.release_ids(&[&id]).await?;
         self.id = None;
+        if !self.untrack() {
+            return Err(Error::ClientClosed); // the client's close released it
+        }
+        let released = self.semaphore.release_ids(&[&id]).await?;
         if released == 1 {
             Ok(())
         } else {
@@ -170,8 +221,10 @@ impl LeasedPermit {
         }
     }
 
-    /// Keeps the permit leased and returns its id (nothing is released when the guard goes).
+    /// Keeps the permit leased and returns its id (nothing is released when the guard goes,
+    /// nor when the client is closed).
     pub fn into_id(mut self) -> String {
+        self.untrack();
         self.id.take().unwrap_or_default()
     }
 
@@ -185,9 +238,11 @@ impl LeasedPermit {
 impl Drop for LeasedPermit {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
-            let semaphore = self.semaphore.clone();
-            let handle = semaphore.inner.core.handle.clone();
-            handle.spawn(async move { semaphore.give_back(&[id]).await });
+            if self.untrack() {
+                let semaphore = self.semaphore.clone();
+                let cleanups = semaphore.inner.core.cleanups.clone();
+                cleanups.spawn(async move { semaphore.give_back(&[id]).await });
+            }
         }
     }
 }
@@ -254,12 +309,20 @@ impl LeasedPermits {
             return Ok(());
         };
         let semaphore = first.semaphore.clone();
-        let ids: Vec<String> = permits.iter().map(|p| p.id().to_string()).collect();
+        // Each permit still held by its guard (not released by the client's close).
+        let mut ids = Vec::new();
+        for p in &mut permits {
+            if let Some(id) = p.id.take() {
+                if p.untrack() {
+                    ids.push(id);
+                }
+            }
+        }
+        if ids.is_empty() {
+            return Err(Error::ClientClosed);
+        }
         let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
         let released = semaphore.release_ids(&refs).await?;
-        for p in &mut permits {
-            p.id = None;
-        }
         if released == ids.len() as u64 {
             Ok(())
         } else {

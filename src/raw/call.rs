@@ -11,6 +11,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
+use super::close::Cleanups;
 use super::kind::Kind;
 use super::registry::{Begin, HoldKey, Outcome, Sent};
 use super::settle::{finish, outcome_unknown};
@@ -25,12 +26,12 @@ use crate::scripts::{Script, ToRedisArgsDyn};
 pub(crate) struct Inflight<R: Send + 'static> {
     call: Option<BoxFuture<'static, R>>,
     undo: Option<Box<dyn FnOnce(R) -> BoxFuture<'static, ()> + Send>>,
-    handle: tokio::runtime::Handle,
+    handle: Cleanups,
 }
 
 impl<R: Send + 'static> Inflight<R> {
     pub(crate) fn new(
-        handle: tokio::runtime::Handle,
+        handle: Cleanups,
         call: BoxFuture<'static, R>,
         undo: impl FnOnce(R) -> BoxFuture<'static, ()> + Send + 'static,
     ) -> Self {
@@ -157,7 +158,7 @@ pub(crate) async fn ticketed_call<K: Kind>(
     call: BoxFuture<'static, redis::RedisResult<Synced>>,
 ) -> Result<(Synced, Option<Ticket<K>>)> {
     let taken = Synced::taken;
-    let handle = ticket.kind.core().handle.clone();
+    let handle = ticket.kind.core().cleanups.clone();
     let call = async move { (call.await, ticket) }.boxed();
     let abandoned = move |(reply, ticket): (redis::RedisResult<Synced>, Ticket<K>)| {
         let outcome = match &reply {

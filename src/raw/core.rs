@@ -37,6 +37,14 @@ pub(crate) struct Core {
     /// the error (`ClientBuilder::failover_retry`).
     pub(crate) failover_retry: Duration,
     pub(crate) handle: tokio::runtime::Handle,
+    /// Background clean-ups (releases of dropped guards, undos, leaves), which a close
+    /// waits for.
+    pub(crate) cleanups: super::close::Cleanups,
+    /// Cancelled when the client is closed (`Client::shutdown`): its holds and permits were
+    /// released, so guards alive then send nothing.
+    pub(crate) closed: tokio_util::sync::CancellationToken,
+    /// The live permit guards of the semaphores, to give back on close.
+    pub(crate) permits: super::close::Permits,
     /// Label the acquire wait histogram with the lock name too (`metrics_lock_names`).
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) metrics_lock_names: bool,

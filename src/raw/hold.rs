@@ -71,6 +71,7 @@ impl<K: Kind> Hold<K> {
             lease.is_none(),
             ttl,
             &meta,
+            Arc::new(kind.clone()),
         );
         if settle {
             spawn_settle(&kind, &hold_key);
@@ -214,6 +215,8 @@ impl<K: Kind> Hold<K> {
                 }
                 Err(not_held())
             }
+            // The client was closed, which released the hold: nothing left to send.
+            Release::Closed => Err(Error::ClientClosed),
             Release::Settling(settled, lasted) => {
                 // The settlement running now releases this hold with the others it trims,
                 // and says whether the hold was still there: Ok only if it lasted.
@@ -232,7 +235,7 @@ impl<K: Kind> Hold<K> {
             Release::Send => {
                 let span = observe::release_span(&state.meta, &state.hold_key.1, false);
                 let call = send_release(&state.kind, &state.hold_key);
-                let reply = Inflight::new(core.handle.clone(), call, |_| async {}.boxed())
+                let reply = Inflight::new(core.cleanups.clone(), call, |_| async {}.boxed())
                     .instrument(span.clone())
                     .await;
                 observe::released(&core, state.meta.kind, &span, &reply);
@@ -355,8 +358,8 @@ impl<K: Kind> Drop for Hold<K> {
                     spawn_settle(&state.kind, &state.hold_key);
                 }
             }
-            // The running settlement releases it.
-            Release::Settling(..) => {}
+            // The running settlement releases it, or the client's close did.
+            Release::Settling(..) | Release::Closed => {}
             Release::Send => {
                 let span = observe::release_span(&state.meta, &state.hold_key.1, true);
                 tracing::debug!(parent: &span, "guard dropped; releasing in the background");
@@ -373,7 +376,7 @@ impl<K: Kind> Drop for Hold<K> {
                         );
                     }
                 };
-                core.handle.spawn(task.instrument(in_span));
+                core.cleanups.spawn(task.instrument(in_span));
             }
         }
     }

@@ -18,3 +18,22 @@ pub(crate) trait Kind: Clone + Send + Sync + 'static {
     /// -1 not held, -2 count differs, 0 released the last hold, n > 0 holds left.
     fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>>;
 }
+
+/// A [`Kind`] as the hold registry keeps it, to release its holds when the client closes
+/// (object safe: the registry holds every kind alike).
+pub(crate) trait Releaser: Send + Sync {
+    /// The lock's name.
+    fn name(&self) -> &str;
+    /// [`Kind::release`].
+    fn release_one(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>>;
+}
+
+impl<K: Kind> Releaser for K {
+    fn name(&self) -> &str {
+        Kind::name(self)
+    }
+
+    fn release_one(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
+        self.release(owner, expected)
+    }
+}

@@ -73,6 +73,7 @@
 
 pub(crate) mod call;
 pub(crate) mod claim;
+pub(crate) mod close;
 mod core;
 mod deadline;
 pub(crate) mod handle;

@@ -27,6 +27,8 @@ pub(crate) struct Presence {
     /// Wakes the task when an id is added, so its key is written at once.
     changed: Arc<Notify>,
     namespace: String,
+    /// Cancelled once the task deleted the keys after the client's shutdown.
+    done: CancellationToken,
 }
 
 impl Presence {
@@ -42,6 +44,7 @@ impl Presence {
             keys: Arc::default(),
             changed: Arc::new(Notify::new()),
             namespace: namespace.to_string(),
+            done: CancellationToken::new(),
         };
         presence.add(own_id);
         let task = Task {
@@ -51,8 +54,18 @@ impl Presence {
             ttl_ms: timeout.as_millis().max(1) as u64,
             period: (timeout / 3).max(Duration::from_millis(1)),
         };
-        tokio::spawn(task.run(watchdog.shutdown.clone()));
+        let done = presence.done.clone();
+        let shutdown = watchdog.shutdown.clone();
+        tokio::spawn(async move {
+            task.run(shutdown).await;
+            done.cancel();
+        });
         presence
+    }
+
+    /// Completes once the client shut down and its presence keys were deleted.
+    pub(crate) async fn gone(&self) {
+        self.done.cancelled().await
     }
 
     /// The presence key of owner id `id` in `namespace`.

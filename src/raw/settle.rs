@@ -27,7 +27,7 @@ pub(super) fn outcome_unknown(e: &redis::RedisError) -> bool {
 
 pub(super) fn spawn_settle<K: Kind>(kind: &K, key: &HoldKey) {
     let (kind, key) = (kind.clone(), key.clone());
-    kind.core().handle.clone().spawn(settle(kind, key));
+    kind.core().cleanups.clone().spawn(settle(kind, key));
 }
 
 /// Brings the server's hold count of `key`'s owner back to the number of live guards (see

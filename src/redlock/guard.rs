@@ -183,6 +183,8 @@ impl RedLockGuard {
     /// no majority confirmed the release: the holds still found were released, but the lock
     /// was not safely held any more. Nothing is sent to a node where the same owner took the
     /// lock afresh since this guard's hold there expired: the hold there is the new guard's.
+    /// [`Error::ClientClosed`] when the nodes' clients were closed
+    /// ([`RedLockSet::shutdown`](crate::RedLockSet::shutdown)), which released the hold.
     /// [`Error::Redis`] (the first failure) when node errors leave it unknown whether a
     /// majority held it.
     ///
@@ -215,8 +217,12 @@ impl RedLockGuard {
         }
         let name = &self.hold.lock.inner.name;
         tracing::debug!(lock = %name, released, failed = errors.len(), of = n, "redlock released");
+        let closed = errors.iter().filter(|e| e.is_client_closed()).count();
         if released >= quorum(n) {
             Ok(())
+        } else if closed > 0 && released + closed >= quorum(n) {
+            // The node clients were closed, which released the holds: nothing was sent.
+            Err(Error::ClientClosed)
         } else if !was_lost && released + errors.len() >= quorum(n) {
             Err(errors.swap_remove(0))
         } else {

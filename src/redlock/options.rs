@@ -144,6 +144,16 @@ impl RedLockSet {
         self.inner.clients.len()
     }
 
+    /// Closes the client of every node ([`Client::shutdown`]), at once: the set's locks are
+    /// released on every node, and so is everything else those clients hold. One report
+    /// per node, in the order of the clients.
+    ///
+    /// # Cancel safety
+    /// As for [`Client::shutdown`].
+    pub async fn shutdown(&self, timeout: std::time::Duration) -> Vec<crate::ShutdownReport> {
+        futures::future::join_all(self.inner.clients.iter().map(|c| c.shutdown(timeout))).await
+    }
+
     /// How many nodes must grant a lock: `nodes() / 2 + 1`.
     pub fn quorum(&self) -> usize {
         quorum(self.inner.clients.len())

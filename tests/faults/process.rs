@@ -538,3 +538,135 @@ async fn fair_killed_waiter_process_is_skipped() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Graceful shutdown: SIGTERM, Client::shutdown, exit
+
+/// A child process holds every kind (a reentrant lock twice, a leased, fair, fenced, read,
+/// write, multi and Redlock lock, semaphore and lease-semaphore permits) and waits in a fair
+/// queue behind the parent; on SIGTERM it calls `Client::shutdown` and exits. Afterwards Redis
+/// holds nothing of it: no lock key, no hold of its id, no queue entry, every permit back,
+/// no presence key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_shutdown_leaves_nothing() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fp-term");
+    let mut conn = server.conn().await;
+    let parent = client(server.url(), &ns).await;
+    assert!(parent.semaphore("pool").try_set_permits(5).await.unwrap());
+    assert!(parent
+        .lease_semaphore("leases")
+        .try_set_permits(4)
+        .await
+        .unwrap());
+    let queue = parent.fair_lock("queue");
+    let held = in_task(async move { queue.lock().await.unwrap() }).await;
+    let mut child = ChildProc::spawn("shutdown-holder", server.url(), &ns, "child", &[]);
+    let ready = child.wait_line("@ready", Duration::from_secs(20)).await;
+    let id = ready
+        .split("id=")
+        .nth(1)
+        .expect("child id")
+        .trim()
+        .to_string();
+    let before: Vec<String> = conn.keys(format!("{ns}:*")).await.unwrap();
+    assert!(before.iter().any(|k| k.contains(&id)), "its presence key");
+    assert_eq!(parent.fair_lock("queue").queue_len().await.unwrap(), 1);
+    let term = Instant::now();
+    child.signal("TERM");
+    let out = child.finish(Duration::from_secs(15)).await;
+    let report = out
+        .lines()
+        .find_map(|l| l.strip_prefix("@report "))
+        .expect("the child reported")
+        .to_string();
+    println!("SIGTERM to exit {:?}: {report}", term.elapsed());
+    assert_eq!(report, "holds=10 permits=5 failed=0");
+    assert_eq!(
+        parent.semaphore("pool").available_permits().await.unwrap(),
+        5
+    );
+    assert_eq!(
+        parent
+            .lease_semaphore("leases")
+            .available_permits()
+            .await
+            .unwrap(),
+        4
+    );
+    assert_eq!(parent.fair_lock("queue").queue_len().await.unwrap(), 0);
+    let keys: Vec<String> = conn.keys(format!("{ns}:*")).await.unwrap();
+    let mut of_child = Vec::new();
+    for k in &keys {
+        if k.contains(&id) {
+            of_child.push(k.clone());
+            continue;
+        }
+        let kind: String = redis::cmd("TYPE")
+            .arg(k)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if kind == "hash" {
+            let fields: Vec<String> = conn.hkeys(k).await.unwrap();
+            if fields.iter().any(|f| f.contains(&id)) {
+                of_child.push(format!("{k} (a field)"));
+            }
+        }
+    }
+    assert!(of_child.is_empty(), "left of the child: {of_child:?}");
+    let lock_keys: Vec<&String> = keys
+        .iter()
+        .filter(|k| k.contains(":lock:") && !k.contains("{queue}"))
+        .collect();
+    assert!(lock_keys.is_empty(), "lock keys left: {lock_keys:?}");
+    held.unlock().await.unwrap();
+}
+
+/// Twenty rolling restarts of a service that holds a semaphore permit (and a leased one)
+/// while it runs: each new instance starts and takes its permits before the old one gets
+/// SIGTERM and shuts down. With 2 permits of each, a single permit lost on any restart
+/// would leave the next instance waiting forever; none is lost, and at the end both pools
+/// are full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_restarts_lose_no_permit() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fp-rolling");
+    let parent = client(server.url(), &ns).await;
+    assert!(parent.semaphore("pool").try_set_permits(2).await.unwrap());
+    assert!(parent
+        .lease_semaphore("leases")
+        .try_set_permits(2)
+        .await
+        .unwrap());
+    let start =
+        |i: usize| ChildProc::spawn("permit-user", server.url(), &ns, &format!("v{i}"), &[]);
+    let mut old = start(0);
+    old.wait_line("@ready", Duration::from_secs(20)).await;
+    for i in 1..=20 {
+        let mut new = start(i);
+        new.wait_line("@ready", Duration::from_secs(20)).await;
+        old.signal("TERM");
+        let out = old.finish(Duration::from_secs(15)).await;
+        assert!(
+            out.contains("@report holds=0 permits=2 failed=0"),
+            "restart {i}: {out}"
+        );
+        old = new;
+    }
+    old.signal("TERM");
+    old.finish(Duration::from_secs(15)).await;
+    assert_eq!(
+        parent.semaphore("pool").available_permits().await.unwrap(),
+        2
+    );
+    assert_eq!(
+        parent
+            .lease_semaphore("leases")
+            .available_permits()
+            .await
+            .unwrap(),
+        2
+    );
+    println!("20 rolling restarts: every permit back");
+}

@@ -14,6 +14,8 @@
 //! | `holder` | takes an RLock or FairLock (kind `rlock-lease`: an RLock with a 60 s lease), holds it for a while, unlocks | `holder_crash_sigkill`, `fair_waiter_crash_sigkill`, `fair_killed_waiter_process_is_skipped`, `cli::leaks_*` |
 //! | `semaphore-holder` | takes permits of a Semaphore, holds them for a while, releases | `semaphore::a_killed_holders_permits_are_lost` |
 //! | `lease-holder` | takes a `LeaseSemaphore` permit with a lease, holds it until killed | `killed_holder_permit_comes_back_after_its_lease` |
+//! | `shutdown-holder` | holds every kind (and waits in a fair queue), then on `SIGTERM` calls `Client::shutdown` and exits | `process::sigterm_shutdown_leaves_nothing` |
+//! | `permit-user` | holds one permit of a `Semaphore` and one of a `LeaseSemaphore` until `SIGTERM`, then shuts down and exits | `process::rolling_restarts_lose_no_permit` |
 //! | `failover-worker` | a Sentinel client (`LOCKWISE_FP_URL`: the sentinels, comma-separated) whose tasks take fenced locks (re-entering some) until `stop` | `deployments::failover::sentinel_failovers_followed_by_every_process` |
 
 #[path = "checker/mod.rs"]
@@ -61,6 +63,8 @@ fn main() {
             "semaphore-holder" => semaphore_holder(url, ns).await,
             "lease-holder" => lease_holder(url, ns).await,
             "failover-worker" => failover_worker(url, ns, label).await,
+            "shutdown-holder" => shutdown_holder(url, ns).await,
+            "permit-user" => permit_user(url, ns).await,
             other => panic!("unknown role {other}"),
         }
     });
@@ -338,6 +342,83 @@ async fn lease_holder(url: String, ns: String) {
     let permit = c.lease_semaphore(&name).acquire(lease).await.unwrap();
     emit(&format!("@acquired {}", permit.id()));
     std::future::pending::<()>().await;
+}
+
+/// Waits for `SIGTERM`, shuts `clients` down (5 s each, at once) and prints the reports as
+/// `@report holds=<n> permits=<n> failed=<n>`.
+async fn shut_down_on_sigterm(clients: &[Client]) {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    term.recv().await;
+    let reports =
+        futures::future::join_all(clients.iter().map(|c| c.shutdown(Duration::from_secs(5)))).await;
+    let holds: u64 = reports.iter().map(|r| r.holds_released).sum();
+    let permits: u64 = reports.iter().map(|r| r.permits_returned).sum();
+    let failed: usize = reports.iter().map(|r| r.failed.len()).sum();
+    emit(&format!(
+        "@report holds={holds} permits={permits} failed={failed}"
+    ));
+}
+
+/// The child half of `sigterm_shutdown_leaves_nothing`: holds a reentrant lock twice, a
+/// leased one, a fair, fenced, read, write, multi and Redlock (over itself) lock, 3 permits
+/// of the semaphore `pool` and 2 of the lease semaphore `leases`, and waits in the queue of
+/// the fair lock `queue` (held by the parent); prints `@ready id=<client id>`; shuts down
+/// on `SIGTERM`.
+async fn shutdown_holder(url: String, ns: String) {
+    let c = client(&url, &ns).await;
+    let id = c.id();
+    let holder = c.clone();
+    let held = in_task(async move {
+        let c = holder;
+        let set = lockwise::RedLockSet::new(std::slice::from_ref(&c));
+        let lease = Duration::from_secs(60);
+        let guards = (
+            c.lock("plain").lock().await.unwrap(),
+            c.lock("plain").lock().await.unwrap(),
+            c.lock("leased").lock_with_lease(lease).await.unwrap(),
+            c.fair_lock("fair").lock().await.unwrap(),
+            c.fenced_lock("fenced").lock().await.unwrap(),
+            c.rw_lock("rw-r").read().lock().await.unwrap(),
+            c.rw_lock("rw-w").write().lock().await.unwrap(),
+            c.multi_lock(["m1", "m2"]).lock().await.unwrap(),
+            set.lock("red").lock().await.unwrap(),
+            c.semaphore("pool").acquire_many(3).await.unwrap(),
+            c.lease_semaphore("leases")
+                .acquire_many(2, lease)
+                .await
+                .unwrap(),
+        );
+        let waiter = tokio::spawn({
+            let c = c.clone();
+            async move { c.fair_lock("queue").lock().await.map(|_| ()) }
+        });
+        (guards, waiter, set)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await; // the waiter has queued
+    emit(&format!("@ready id={id}"));
+    shut_down_on_sigterm(std::slice::from_ref(&c)).await;
+    let (guards, waiter, set) = held;
+    let woke = waiter.await.unwrap();
+    assert!(matches!(woke, Err(Error::ClientClosed)), "{woke:?}");
+    drop((guards, set));
+}
+
+/// The child half of `rolling_restarts_lose_no_permit`: one permit of the semaphore `pool`
+/// and one of the lease semaphore `leases` (a 60 s lease), `@ready`, and a shutdown on
+/// `SIGTERM`.
+async fn permit_user(url: String, ns: String) {
+    let c = client(&url, &ns).await;
+    let p = c.semaphore("pool").acquire().await.unwrap();
+    let l = c
+        .lease_semaphore("leases")
+        .acquire(Duration::from_secs(60))
+        .await
+        .unwrap();
+    emit("@ready");
+    shut_down_on_sigterm(std::slice::from_ref(&c)).await;
+    drop((p, l));
 }
 
 /// What the callers of one failover worker saw go wrong, by call and kind of error.

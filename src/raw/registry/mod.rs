@@ -21,6 +21,7 @@ use super::deadline::safe_until;
 mod settling;
 mod transfer;
 
+use super::kind::Releaser;
 use super::observe::{self, Meta};
 pub(crate) use settling::SettleTarget;
 
@@ -75,6 +76,11 @@ pub(super) struct Hold {
     pub(super) releasing: Vec<Arc<Lasted>>,
     /// A task waits for the loss deadline of this run's leased holds ([`Watchdog::lease_deadline`]).
     pub(super) lease_timer: bool,
+    /// The kind whose holds these are (from the first guard), to release them on close.
+    pub(super) kind: Option<Arc<dyn Releaser>>,
+    /// Guards counted when the client closed: their holds were released by the close, so
+    /// their own releases send nothing ([`Release::Closed`]).
+    pub(super) closed_out: u32,
     /// Kind, name and acquire span of the run's first guard, for logs of background work.
     pub(super) meta: Option<Arc<Meta>>,
 }
@@ -100,6 +106,8 @@ impl Hold {
             armed: false,
             releasing: Vec::new(),
             lease_timer: false,
+            kind: None,
+            closed_out: 0,
             meta: None,
         }
     }
@@ -216,6 +224,8 @@ pub(crate) enum Release {
     /// send nothing. `settle` asks the caller to start a settlement, since the server may
     /// still count the stale hold.
     Stale { settle: bool },
+    /// The client closed and released this hold already: send nothing.
+    Closed,
 }
 
 /// How a call that may have changed the server's hold count ended.
@@ -346,6 +356,7 @@ impl Watchdog {
         watch: bool,
         ttl: Duration,
         meta: &Arc<Meta>,
+        kind: Arc<dyn Releaser>,
     ) -> (CancellationToken, u64, bool) {
         let schedule;
         let (token, epoch, settle, timer) = {
@@ -375,6 +386,7 @@ impl Watchdog {
             }
             schedule = h.add_guard(safe_until(sent.at, ttl), ttl, watch, || self.new_epoch());
             h.meta.get_or_insert_with(|| meta.clone());
+            h.kind.get_or_insert(kind);
             let settle = h.start_settling();
             let timer = !watch && !std::mem::replace(&mut h.lease_timer, true);
             (h.lost.clone(), h.epoch, settle, timer)
@@ -386,6 +398,25 @@ impl Watchdog {
             self.lease_deadline(key.clone(), epoch);
         }
         (token, epoch, settle)
+    }
+
+    /// Closes out every entry for the client's close ([`close`](super::close::close)): its
+    /// guards are marked lost and their releases will send nothing, since the close releases
+    /// what the server counts. Returns the entries whose kind is known, to release.
+    pub(crate) fn close_out(&self) -> Vec<(HoldKey, Arc<dyn Releaser>)> {
+        let mut out = Vec::new();
+        for mut e in self.registry.iter_mut() {
+            let key = e.key().clone();
+            let h = e.value_mut();
+            h.closed_out = h.holds;
+            if h.holds > 0 {
+                h.mark_lost("the client was closed", &key);
+            }
+            if let Some(kind) = &h.kind {
+                out.push((key, kind.clone()));
+            }
+        }
+        out
     }
 
     /// A hold of the run `epoch` on `key` was extended by a call outside the watchdog (a
@@ -458,7 +489,10 @@ impl Watchdog {
                 };
             }
             unwatch = h.remove_guard(watch, || self.new_epoch());
-            if h.settling {
+            if h.closed_out > 0 {
+                h.closed_out -= 1;
+                Release::Closed
+            } else if h.settling {
                 let lasted = Arc::new(Lasted::new());
                 h.releasing.push(lasted.clone());
                 let settled = h.settled.get_or_insert_with(Default::default).clone();
