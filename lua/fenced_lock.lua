@@ -10,17 +10,20 @@
 -- ARGV[1]  lease in milliseconds (integer >= 1): TTL of a new lock; on re-entry the TTL is
 --          raised to at least this value, never lowered
 -- ARGV[2]  owner field "<client uuid>:<task id>"
--- KEYS[3]  the lock's overtake claim key (lua/claim.lua, prepended)
--- ARGV[3]  claim TTL in ms: > 0 stakes (or renews) this owner's claim when the lock is held
+-- KEYS[3]  the lock's overtake claim queue (lua/claim.lua, prepended)
+-- KEYS[4]  the claim queue's deadlines
+-- ARGV[3]  claim TTL in ms: > 0 queues (or renews) this owner's claim when the lock is held
 --          by another owner; 0 does not
+-- ARGV[4]  how long this owner has waited, in ms (with a claim: its place in the queue)
 --
 -- Returns {1, holds, token}  acquired; holds = this owner's hold count after the call,
 --                            token = the fencing token of this hold (< 2^53)
 --         {0, pttl}          held by another owner; pttl = its remaining TTL in ms (-1 = none)
---         {0, pttl}          also when free but claimed by another waiter (lua/claim.lua);
---                            pttl is then the claim's remaining TTL
---         {0, pttl, 1}       held by another owner, and this owner holds the claim now
---                            (staked or renewed by this call)
+--         {0, pttl}          also when free but another waiter heads the claim queue
+--                            (lua/claim.lua); pttl is then the time until its claim lapses
+--                            ({0, pttl, 1} when this owner is in the queue too, or joined)
+--         {0, pttl, 1}       held by another owner, and this owner is in the claim queue now
+--                            (queued or renewed by this call)
 --         error "lockwise: fencing counter exhausted" when the next token would be 2^53 or more
 --         error "lockwise: fencing counter is not an integer" when KEYS[2] holds anything else
 --         (nothing is written in either case)
@@ -80,7 +83,7 @@ end
 
 local lease = tonumber(ARGV[1])
 if redis.call('exists', KEYS[1]) == 0 then
-    local refused = claim_refusal(KEYS[3], ARGV[2])
+    local refused = claim_refusal(KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
     if refused then
         return refused
     end
@@ -108,7 +111,7 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     end
     return {1, holds, token}
 end
-if stake_claim(KEYS[3], ARGV[2], tonumber(ARGV[3])) then
+if stake_claim(KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])) then
     return {0, redis.call('pttl', KEYS[1]), 1}
 end
 return {0, redis.call('pttl', KEYS[1])}

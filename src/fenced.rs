@@ -201,12 +201,13 @@ impl FencedLock {
             |hold_key, lease_ms, claim| {
                 let (kind, owner) = (rlock.clone(), hold_key.1.clone());
                 let (key, fence) = (self.inner.key.clone(), self.inner.fence.clone());
-                let claim_ms = claim.ms();
+                let (claim_ms, waited_ms) = (claim.ms(), claim.waited_ms());
                 let call = async move {
                     let base = kind.base();
-                    let keys: [&str; 3] = [&key, &fence, &base.keys.claim];
-                    let args: [&dyn crate::scripts::ToRedisArgsDyn; 3] =
-                        [&lease_ms, &&*owner, &claim_ms];
+                    let keys: [&str; 4] =
+                        [&key, &fence, &base.claims.queue, &base.claims.deadlines];
+                    let args: [&dyn crate::scripts::ToRedisArgsDyn; 4] =
+                        [&lease_ms, &&*owner, &claim_ms, &waited_ms];
                     raw::run_acquire(&kind, &owner, &FENCED_LOCK, &keys, &args).await
                 }
                 .boxed();

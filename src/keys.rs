@@ -24,10 +24,19 @@ pub(crate) enum Role {
     Lock,
     /// `<ns>:channel:{n}`: the pub/sub channel every release of the lock publishes to.
     Channel,
-    /// `<ns>:claim:{n}`: the overtake claim of the lock: the owner field of a waiter that
-    /// waited longer than its client's overtake limit, with a short TTL; while it lives, a
-    /// free lock goes to that waiter only (`lua/claim.lua`).
+    /// `<ns>:claim:{n}`: the overtake claim queue of the lock: a sorted set of the waiters
+    /// that waited longer than their client's overtake limit (owner field -> when it began
+    /// waiting, server ms); while it is not empty, a free lock goes to its head only
+    /// (`lua/claim.lua`).
     Claim,
+    /// `<ns>:claimdeadlines:{n}`: the claim queue's deadlines (owner field -> server ms): an
+    /// entry whose waiter stopped renewing it is dropped once its deadline passed.
+    ClaimDeadlines,
+    /// `<ns>:rwclaim:{n}`: a `RwLock`'s overtake claim queue, shared by its readers and
+    /// writers (the layout of [`Role::Claim`]).
+    RwClaim,
+    /// `<ns>:rwclaimdeadlines:{n}`: its deadlines (the layout of [`Role::ClaimDeadlines`]).
+    RwClaimDeadlines,
     /// `<ns>:fence:{n}`: a `FencedLock`'s token counter, the one key written without a TTL.
     Fence,
     /// `<ns>:fairqueue:{n}`: a `FairLock`'s waiters, a list, oldest first.
@@ -75,10 +84,13 @@ pub(crate) enum Role {
 
 impl Role {
     /// Every role, for code that reads the layout back (the admin scan).
-    pub(crate) const ALL: [Role; 20] = [
+    pub(crate) const ALL: [Role; 23] = [
         Role::Lock,
         Role::Channel,
         Role::Claim,
+        Role::ClaimDeadlines,
+        Role::RwClaim,
+        Role::RwClaimDeadlines,
         Role::Fence,
         Role::FairQueue,
         Role::FairTimeouts,
@@ -104,6 +116,9 @@ impl Role {
             Role::Lock => "lock",
             Role::Channel => "channel",
             Role::Claim => "claim",
+            Role::ClaimDeadlines => "claimdeadlines",
+            Role::RwClaim => "rwclaim",
+            Role::RwClaimDeadlines => "rwclaimdeadlines",
             Role::Fence => "fence",
             Role::FairQueue => "fairqueue",
             Role::FairTimeouts => "fairtimeouts",
@@ -139,8 +154,6 @@ pub(crate) struct Keys {
     pub(crate) deadlines: String,
     /// The prefix of the fair waiters' channels ([`Role::FairChannel`]).
     pub(crate) fair_channel: String,
-    /// The overtake claim ([`Role::Claim`]).
-    pub(crate) claim: String,
     namespace: String,
     name: String,
 }
@@ -154,7 +167,6 @@ impl Keys {
             queue: String::new(),
             deadlines: String::new(),
             fair_channel: String::new(),
-            claim: String::new(),
             namespace: namespace.to_string(),
             name: name.to_string(),
         };
@@ -163,7 +175,6 @@ impl Keys {
         keys.queue = keys.key(Role::FairQueue);
         keys.deadlines = keys.key(Role::FairTimeouts);
         keys.fair_channel = keys.key(Role::FairChannel);
-        keys.claim = keys.key(Role::Claim);
         keys
     }
 
@@ -173,12 +184,56 @@ impl Keys {
         [&self.lock, &self.channel, &self.queue, &self.deadlines]
     }
 
+    /// The overtake claim keys of the lock whose holds are counted in the hash of role
+    /// `hash`: a read-write lock's ([`Role::RwRead`], [`Role::RwWrite`]) are its own, shared
+    /// by both sides; every other kind's are the name's lock hash's.
+    pub(crate) fn claim_keys(&self, hash: Role) -> ClaimKeys {
+        match hash {
+            Role::RwRead | Role::RwWrite => ClaimKeys {
+                queue: self.key(Role::RwClaim),
+                deadlines: self.key(Role::RwClaimDeadlines),
+                lock: self.key(Role::RwWrite),
+                channel: self.key(Role::RwWriteChannel),
+                also: Some(self.key(Role::RwReadChannel)),
+                member_prefix: if hash == Role::RwRead { "~" } else { "" },
+            },
+            _ => ClaimKeys {
+                queue: self.key(Role::Claim),
+                deadlines: self.key(Role::ClaimDeadlines),
+                lock: self.lock.clone(),
+                channel: self.channel.clone(),
+                also: None,
+                member_prefix: "",
+            },
+        }
+    }
+
     /// The key (or channel) of `role` for this lock, in the same Cluster slot as the others:
     /// `key(Role::Fence)` is `<ns>:fence:{<name>}`. Append a suffix after it for per-waiter
     /// names (`key(Role::FairChannel) + ":" + waiter`): the tag stays the same.
     pub(crate) fn key(&self, role: Role) -> String {
         derive(&self.namespace, role.as_str(), &self.name)
     }
+}
+
+/// The keys of one lock's overtake claim queue (`lua/claim.lua`), and what a waiter that
+/// leaves it looks at (`lua/claim_drop.lua`).
+#[derive(Debug, Clone)]
+pub(crate) struct ClaimKeys {
+    /// The queue ([`Role::Claim`] or [`Role::RwClaim`]).
+    pub(crate) queue: String,
+    /// Its deadlines ([`Role::ClaimDeadlines`] or [`Role::RwClaimDeadlines`]).
+    pub(crate) deadlines: String,
+    /// The hash whose absence means "free" when the head leaves (a read-write lock's writer
+    /// hash).
+    pub(crate) lock: String,
+    /// The channel to wake when the head leaves a free lock.
+    pub(crate) channel: String,
+    /// A second channel to wake then (a read-write lock's readers' channel).
+    pub(crate) also: Option<String>,
+    /// Put before the owner field in the queue: `~` for a read-write lock's readers, so
+    /// the queue tells them from its writers.
+    pub(crate) member_prefix: &'static str,
 }
 
 /// Three disjoint forms (the character after `role` tells them apart, so two names never
@@ -332,6 +387,10 @@ mod tests {
         let expected = [
             (Role::Lock, "lock"),
             (Role::Channel, "channel"),
+            (Role::Claim, "claim"),
+            (Role::ClaimDeadlines, "claimdeadlines"),
+            (Role::RwClaim, "rwclaim"),
+            (Role::RwClaimDeadlines, "rwclaimdeadlines"),
             (Role::Fence, "fence"),
             (Role::FairQueue, "fairqueue"),
             (Role::FairTimeouts, "fairtimeouts"),

@@ -139,12 +139,12 @@ impl RLock {
             |hold_key, lease_ms, claim| {
                 let lock = self.clone();
                 let owner = hold_key.1.clone();
-                let claim_ms = claim.ms();
+                let (claim_ms, waited_ms) = (claim.ms(), claim.waited_ms());
                 let call = async move {
                     let base = &lock.base;
-                    let keys: [&str; 2] = [&base.key, &base.keys.claim];
-                    let args: [&dyn crate::scripts::ToRedisArgsDyn; 3] =
-                        [&lease_ms, &&*owner, &claim_ms];
+                    let keys: [&str; 3] = [&base.key, &base.claims.queue, &base.claims.deadlines];
+                    let args: [&dyn crate::scripts::ToRedisArgsDyn; 4] =
+                        [&lease_ms, &&*owner, &claim_ms, &waited_ms];
                     raw::run_acquire(&lock, &owner, &LOCK, &keys, &args).await
                 }
                 .boxed();

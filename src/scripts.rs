@@ -212,10 +212,10 @@ scripts! {
     FAIR_LOCK = "fair_queue.lua" + "fair_lock.lua";
     /// `lua/fair_leave.lua`, after the shared `lua/fair_queue.lua`
     FAIR_LEAVE = "fair_queue.lua" + "fair_leave.lua";
-    /// `lua/rw_read.lua`, after the shared `lua/rw_prelude.lua`
-    RW_READ = "rw_prelude.lua" + "rw_read.lua";
-    /// `lua/rw_write.lua`, after the shared `lua/rw_prelude.lua`
-    RW_WRITE = "rw_prelude.lua" + "rw_write.lua";
+    /// `lua/rw_read.lua`, after the shared `lua/rw_prelude.lua` and `lua/claim.lua`
+    RW_READ = "rw_prelude.lua" + "claim.lua" + "rw_read.lua";
+    /// `lua/rw_write.lua`, after the shared `lua/rw_prelude.lua` and `lua/claim.lua`
+    RW_WRITE = "rw_prelude.lua" + "claim.lua" + "rw_write.lua";
     /// `lua/rw_unlock_read.lua`, after the shared `lua/rw_prelude.lua`
     RW_UNLOCK_READ = "rw_prelude.lua" + "rw_unlock_read.lua";
     /// `lua/rw_unlock_write.lua`, after the shared `lua/rw_prelude.lua`

@@ -12,7 +12,7 @@ use crate::support::OrNone;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lockwise::Client;
+use lockwise::{Client, Lock, LockGuard};
 use scenarios::{taken_after_claimant_leaves, waits_against_busy};
 use support::kit::{fresh_client, peer, within, WATCHDOG};
 use support::{assert_no_overlap, eventually, exists, in_task, Conn, Interval, RedisServer};
@@ -31,8 +31,47 @@ async fn turns(conn: &Conn, key: &str, present: bool, wait: Duration) -> bool {
     .await
 }
 
+/// The head of the claim queue `key` (the owner a free lock goes to), if any.
 async fn get(conn: &mut Conn, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query_async(conn).await.unwrap()
+    let head: Vec<String> = redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(0)
+        .query_async(conn)
+        .await
+        .unwrap();
+    head.into_iter().next()
+}
+
+/// Puts `owner` at the head of the claim queue `key` (of `client`'s lock `name`) for `ms`
+/// milliseconds, as a waiter that began long ago would: what a claim staked by a waiter of
+/// another client looks like on the server.
+async fn fake_claim(conn: &mut Conn, client: &Client, name: &str, owner: &str, ms: u64) {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    let now = secs * 1000 + micros / 1000;
+    let deadlines = format!("{}:claimdeadlines:{{{name}}}", client.namespace());
+    let _: () = redis::pipe()
+        .cmd("ZADD")
+        .arg(claim_key(client, name))
+        .arg(0)
+        .arg(owner)
+        .ignore()
+        .cmd("PEXPIRE")
+        .arg(claim_key(client, name))
+        .arg(ms)
+        .ignore()
+        .cmd("ZADD")
+        .arg(&deadlines)
+        .arg(now + ms)
+        .arg(owner)
+        .ignore()
+        .cmd("PEXPIRE")
+        .arg(&deadlines)
+        .arg(ms)
+        .ignore()
+        .query_async(conn)
+        .await
+        .unwrap();
 }
 
 /// A client in `of`'s namespace with the given overtake limit.
@@ -98,18 +137,13 @@ async fn a_claim_refuses_a_free_lock_to_others_only() {
     let key = claim_key(&client, "c");
     let (lock, fenced) = (client.lock("c"), client.fenced_lock("c"));
     let mut task_conn = conn.clone();
+    let claimer = client.clone();
     in_task(async move {
         let conn = &mut task_conn;
         // Re-entry under someone else's claim.
         let outer = lock.lock().await.unwrap();
-        let _: () = redis::cmd("SET")
-            .arg(&key)
-            .arg("00000000-0000-0000-0000-000000000000:7")
-            .arg("PX")
-            .arg(800)
-            .query_async(conn)
-            .await
-            .unwrap();
+        let other = "00000000-0000-0000-0000-000000000000:7";
+        fake_claim(conn, &claimer, "c", other, 800).await;
         let inner = within(5, lock.lock()).await.unwrap();
         assert_eq!(lock.hold_count().await.unwrap(), 2);
         inner.unlock().await.unwrap();
@@ -148,14 +182,8 @@ async fn a_claim_refuses_a_free_lock_to_others_only() {
 
     // The claimant itself: a named owner's claim lets that owner in and is deleted.
     let named = client.lock("c").with_owner("me");
-    let _: () = redis::cmd("SET")
-        .arg(claim_key(&client, "c"))
-        .arg(format!("{}:owner:me", client.id()))
-        .arg("PX")
-        .arg(5_000)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let me = format!("{}:owner:me", client.id());
+    fake_claim(&mut conn, &client, "c", &me, 5_000).await;
     let fenced = client.fenced_lock("c");
     assert!(fenced
         .try_lock(Duration::ZERO, None)
@@ -383,4 +411,196 @@ async fn no_limit_no_claim() {
     assert!(waited.is_none());
     assert!(!exists(&mut conn, &claim_key(&holder, "o")).await);
     held.unlock().await.unwrap();
+}
+
+/// One acquisition of the overtake scenario: when it was asked for, granted and released.
+#[derive(Clone, Copy, Debug)]
+struct Turn {
+    asked: Instant,
+    granted: Instant,
+    released: Instant,
+    who: usize,
+    /// A read hold of a read-write lock (shared with other readers).
+    reader: bool,
+}
+
+/// What the turns of one run show: the longest wait, the largest lead of an overtaker (over
+/// every pair where B was granted before A although B asked later, how much later B asked)
+/// and the most overtakers of one wait. Two readers whose holds overlapped are not counted:
+/// the later one did not keep the other out.
+fn overtaking(turns: &[Turn]) -> (Duration, Duration, usize) {
+    let longest = turns
+        .iter()
+        .map(|t| t.granted - t.asked)
+        .max()
+        .unwrap_or_default();
+    let mut lead = Duration::ZERO;
+    let mut overtakes_of_one = 0;
+    for a in turns {
+        let mut n = 0;
+        for b in turns {
+            let shared = a.reader && b.reader && a.granted < b.released;
+            if b.asked > a.asked && b.granted < a.granted && !shared {
+                lead = lead.max(b.asked - a.asked);
+                n += 1;
+            }
+        }
+        overtakes_of_one = overtakes_of_one.max(n);
+    }
+    (longest, lead, overtakes_of_one)
+}
+
+/// One task of the overtake scenario: takes `lock` (`lock()`, no wait limit) in turn until
+/// `until`: holds of 5-40 ms, one in ten 200 ms, a short think time; records every turn.
+async fn take_turns<L: Lock>(
+    lock: L,
+    who: usize,
+    reader: bool,
+    until: Instant,
+    turns: Arc<Mutex<Vec<Turn>>>,
+) {
+    let mut n = 0u64;
+    while Instant::now() < until {
+        n += 1;
+        let asked = Instant::now();
+        let g = lock.lock().await.expect("lock");
+        let granted = Instant::now();
+        let hold = if (n + who as u64) % 10 == 0 {
+            200
+        } else {
+            rand::random_range(5..=40)
+        };
+        tokio::time::sleep(Duration::from_millis(hold)).await;
+        let released = Instant::now();
+        g.unlock().await.expect("unlock");
+        turns.lock().unwrap().push(Turn {
+            asked,
+            granted,
+            released,
+            who,
+            reader,
+        });
+        tokio::time::sleep(Duration::from_millis(rand::random_range(1..=5))).await;
+    }
+}
+
+/// Waits for the spawned tasks; returns their turns in the order they were granted.
+async fn collect(
+    handles: Vec<tokio::task::JoinHandle<()>>,
+    turns: Arc<Mutex<Vec<Turn>>>,
+) -> Vec<Turn> {
+    for h in handles {
+        h.await.unwrap();
+    }
+    let mut turns = std::mem::take(&mut *turns.lock().unwrap());
+    turns.sort_by_key(|t| t.granted);
+    turns
+}
+
+/// `tasks` tasks per lock in `locks` (one per client) take their lock in turn for `run`
+/// ([`take_turns`]). Returns every turn.
+async fn contend_turns<L: Lock>(locks: Vec<L>, tasks: usize, run: Duration) -> Vec<Turn> {
+    let until = Instant::now() + run;
+    let turns: Arc<Mutex<Vec<Turn>>> = Arc::default();
+    let mut handles = Vec::new();
+    for (c, lock) in locks.into_iter().enumerate() {
+        for t in 0..tasks {
+            let task = take_turns(lock.clone(), c * tasks + t, false, until, turns.clone());
+            handles.push(tokio::spawn(task));
+        }
+    }
+    collect(handles, turns).await
+}
+
+/// As [`contend_turns`] on a read-write lock: of each client's `tasks` tasks, the even
+/// ones read and the odd ones write.
+async fn contend_rw_turns(locks: Vec<lockwise::RwLock>, tasks: usize, run: Duration) -> Vec<Turn> {
+    let until = Instant::now() + run;
+    let turns: Arc<Mutex<Vec<Turn>>> = Arc::default();
+    let mut handles = Vec::new();
+    for (c, lock) in locks.into_iter().enumerate() {
+        for t in 0..tasks {
+            let (who, turns) = (c * tasks + t, turns.clone());
+            handles.push(if t % 2 == 0 {
+                tokio::spawn(take_turns(lock.read(), who, true, until, turns))
+            } else {
+                tokio::spawn(take_turns(lock.write(), who, false, until, turns))
+            });
+        }
+    }
+    collect(handles, turns).await
+}
+
+/// No two writes overlap, and no read overlaps a write.
+fn assert_exclusive(turns: &[Turn]) {
+    let mut writes: Vec<Interval> = turns
+        .iter()
+        .filter(|t| !t.reader)
+        .map(|t| Interval {
+            start: t.granted,
+            end: t.released,
+            who: t.who,
+        })
+        .collect();
+    assert_no_overlap(&mut writes);
+    for w in turns.iter().filter(|t| !t.reader) {
+        for r in turns.iter().filter(|t| t.reader) {
+            assert!(
+                r.released <= w.granted || w.released <= r.granted,
+                "read {r:?} overlaps write {w:?}"
+            );
+        }
+    }
+}
+
+/// The bound, with several clients: no waiter is served after one that asked more than the
+/// overtake limit (200 ms) later, plus a margin for the waiter's own attempt (the one that
+/// queues it) on a loaded machine; for a plain, a fenced, a multi and a read-write lock
+/// (half the tasks read, half write), 4 clients x 4 tasks on one lock for 6 s, holds of
+/// 5-40 ms and some of 200 ms. The holds never overlap (reads only with reads). Without the
+/// queue (one claim per lock, first come first served), in the same scenario later acquires
+/// overtook waiters by seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_waiter_is_overtaken_by_one_that_asked_much_later() {
+    let server = RedisServer::start();
+    let base = fresh_client(&server, "overtake_bound").await;
+    let mut clients = vec![base.clone()];
+    for _ in 1..4 {
+        clients.push(peer(&server, &base).await);
+    }
+    let limit = lockwise::DEFAULT_OVERTAKE_LIMIT;
+    let margin = Duration::from_millis(150);
+    let run = Duration::from_secs(6);
+    let mut report = Vec::new();
+    for kind in ["plain", "fenced", "multi", "rw"] {
+        let turns = match kind {
+            "plain" => contend_turns(clients.iter().map(|c| c.lock("b")).collect(), 4, run).await,
+            "fenced" => {
+                let locks = clients.iter().map(|c| c.fenced_lock("b")).collect();
+                contend_turns(locks, 4, run).await
+            }
+            "multi" => {
+                let locks = clients.iter().map(|c| c.multi_lock(["b1", "b2"])).collect();
+                contend_turns(locks, 4, run).await
+            }
+            _ => {
+                let locks = clients.iter().map(|c| c.rw_lock("b")).collect();
+                contend_rw_turns(locks, 4, run).await
+            }
+        };
+        assert_exclusive(&turns);
+        let (longest, lead, most) = overtaking(&turns);
+        report.push(format!(
+            "{kind}: {} turns, longest wait {longest:?}, largest lead of an overtaker {lead:?}, \
+             most overtakes of one wait {most}",
+            turns.len()
+        ));
+        assert!(
+            lead <= limit + margin,
+            "{kind}: a waiter was overtaken by one that asked {lead:?} later (limit {limit:?})"
+        );
+    }
+    for line in report {
+        println!("{line}");
+    }
 }

@@ -1,21 +1,27 @@
-//! The overtake limit: a waiter that has waited longer than its client's limit claims the
-//! lock (`lua/claim.lua`), so that the next release goes to it even when the releasing
-//! client's own waiters, which it wakes before anyone else hears the unlock message, or the
-//! releasing task locking again at once, would get there first.
+//! The overtake limit: a waiter that has waited longer than its client's limit joins the
+//! lock's claim queue (`lua/claim.lua`), ordered by when each waiter began waiting, and a
+//! free lock goes only to the queue's head. So the next release goes to the oldest overdue
+//! waiter even when the releasing client's own waiters, which it wakes before anyone else
+//! hears the unlock message, or the releasing task locking again at once, would get there
+//! first; and no waiter is served before one that began more than the limit earlier.
 //!
-//! A kind that honours claims (one reentrant hash lock: `RLock`, `FencedLock`) passes
-//! [`Claim::ms`] and the claim key to its lock script at each attempt; the wait loop of
-//! [`take`](super::handle::take) then wakes a claimant at least every [`CLAIM_REFRESH`] so its
-//! claim stays alive while the lock is held, and withdraws the claim when the waiter leaves
-//! without the lock (timed out, cancelled, failed). A claim only ever makes a lock script
-//! refuse a free lock to others, so it cannot break mutual exclusion; a claimant that dies
-//! holds a free lock back for at most [`CLAIM_TTL`].
+//! A kind that honours claims (one reentrant hash lock: `RLock`, `FencedLock`, and so a
+//! `MultiLock`'s members; both sides of a `RwLock`, which share a queue of their own, where
+//! readers are queued as `~<owner>` and a reader at the head holds back writers only)
+//! passes [`Claim::ms`], [`Claim::waited_ms`] and the claim keys to
+//! its lock script at each attempt. The wait loop of [`take`](super::handle::take) wakes a
+//! waiter when it becomes overdue ([`Claim::until_due`]), whatever else wakes it, so it
+//! joins the queue on time; it then wakes a member at least every [`CLAIM_REFRESH`] so its
+//! entry stays alive while the lock is held, and withdraws it when the waiter leaves without
+//! the lock (timed out, cancelled, failed). A claim only ever makes a lock script refuse a
+//! free lock to others, so it cannot break mutual exclusion; a member that dies holds a free
+//! lock back for at most [`CLAIM_TTL`].
 //!
-//! The script tells a waiter when it holds the claim (`[0, pttl, 1]`). Only then does the
+//! The script tells a waiter when it is in the queue (`[0, pttl, 1]`). Only then does the
 //! waiter mark itself on its channel ([`Claim::hold`]): every release this client hears then
-//! wakes the claimant through its own [`Notify`] instead of the first waiter in line, whom
-//! the lock would refuse. So a claimant is never left to sleep behind such waiters, and
-//! however many waiters are overdue, a release still wakes one waiter per client.
+//! wakes its member that began first (the only one of this client that can be the head)
+//! through its own [`Notify`], instead of the first waiter in line, whom the lock would
+//! refuse. So a release still wakes one waiter per client, however many are overdue.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,7 +32,7 @@ use tokio::time::Instant;
 
 use super::listener::{Claimant, Listener};
 use super::Core;
-use crate::keys::Keys;
+use crate::keys::ClaimKeys;
 use crate::scripts::CLAIM_DROP;
 
 /// TTL of a claim: how long a free lock is held back for a claimant that stopped attempting
@@ -69,7 +75,7 @@ impl Claim {
         if mark.is_some() {
             return false;
         }
-        *mark = listener.claimant(channel, &self.wake);
+        *mark = listener.claimant(channel, &self.wake, self.since);
         mark.is_some()
     }
 
@@ -90,6 +96,27 @@ impl Claim {
         }
     }
 
+    /// How long this acquire has waited, in ms: its place in the claim queue.
+    pub(crate) fn waited_ms(&self) -> u64 {
+        self.since.elapsed().as_millis() as u64
+    }
+
+    /// Whether the acquire is overdue: its next attempt queues it.
+    pub(crate) fn due(&self) -> bool {
+        self.limit
+            .is_some_and(|limit| self.since.elapsed() >= limit)
+    }
+
+    /// How long until the acquire is overdue and may claim; `None` when it is already, or
+    /// never will (no limit). The wait loop wakes the waiter then, so it joins the queue on
+    /// time whatever else wakes it.
+    pub(crate) fn until_due(&self) -> Option<Duration> {
+        let limit = self.limit?;
+        limit
+            .checked_sub(self.since.elapsed())
+            .filter(|d| !d.is_zero())
+    }
+
     /// Whether an attempt may have staked a claim (it was passed a non-zero [`ms`](Self::ms)).
     pub(crate) fn staked(&self) -> bool {
         self.staked.load(Ordering::Relaxed)
@@ -102,7 +129,7 @@ impl Claim {
 pub(crate) struct Withdraw<'a> {
     pub(crate) claim: &'a Claim,
     pub(crate) core: &'a Arc<Core>,
-    pub(crate) keys: &'a Keys,
+    pub(crate) keys: &'a ClaimKeys,
     pub(crate) owner: &'a Arc<str>,
     pub(crate) granted: bool,
 }
@@ -113,28 +140,31 @@ impl Drop for Withdraw<'_> {
             return;
         }
         let core = self.core.clone();
-        let owner = self.owner.clone();
-        let (claim, lock, channel) = (
-            self.keys.claim.clone(),
-            self.keys.lock.clone(),
-            self.keys.channel.clone(),
-        );
+        let member = format!("{}{}", self.keys.member_prefix, self.owner);
+        let keys = self.keys.clone();
         // In the background: the waiter is gone (or going). A failure leaves the claim to
         // its TTL, which bounds it anyway.
-        self.core.handle.spawn(async move {
+        self.core.cleanups.spawn(async move {
+            let mut script_keys: Vec<&str> =
+                vec![&keys.queue, &keys.lock, &keys.channel, &keys.deadlines];
+            script_keys.extend(keys.also.as_deref());
             let dropped: redis::RedisResult<i64> = CLAIM_DROP
                 .run(
                     &mut core.conn.clone(),
-                    &[&claim, &lock, &channel],
-                    &[&&*owner, &core.id_str.as_str(), &core.publish],
+                    &script_keys,
+                    &[&member, &core.id_str.as_str(), &core.publish],
                 )
                 .await;
             match dropped {
                 // This client hears no echo of its own message.
-                Ok(1) => core.listener.notify_local(&channel),
+                Ok(1) => {
+                    for channel in std::iter::once(&keys.channel).chain(&keys.also) {
+                        core.listener.notify_local(channel);
+                    }
+                }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::debug!(error = %e, claim = %claim, "could not withdraw an overtake claim; it expires");
+                    tracing::debug!(error = %e, claim = %keys.queue, "could not withdraw an overtake claim; it expires");
                 }
             }
         });

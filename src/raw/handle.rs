@@ -22,7 +22,7 @@ use super::registry::HoldKey;
 use super::wait::{acquire_named, pttl_from, Attempt, Owner};
 use super::{inspect, observe, Core};
 use crate::error::{Error, Result};
-use crate::keys::{check_millis, check_name, Keys, Role};
+use crate::keys::{check_millis, check_name, ClaimKeys, Keys, Role};
 use crate::scripts::{FORCE_UNLOCK, UNLOCK};
 
 /// A lock handle's name, checked once, and its keys. A rejected name is kept as its reason
@@ -32,6 +32,8 @@ pub(crate) struct Base {
     /// The name as given (empty if rejected).
     pub(crate) name: String,
     pub(crate) keys: Keys,
+    /// The overtake claim queue's keys.
+    pub(crate) claims: ClaimKeys,
     /// The key of the hash that counts holds, shared with the hold registry entries.
     pub(crate) key: Arc<str>,
     /// Whose holds this handle's acquires take.
@@ -51,6 +53,7 @@ impl Base {
         let keys = Keys::new(&core.namespace, name);
         Base {
             key: keys.key(hash).into(),
+            claims: keys.claim_keys(hash),
             name: name.to_string(),
             keys,
             owner: core.default_owner.clone(),
@@ -70,6 +73,7 @@ impl Base {
             core: self.core.clone(),
             name: self.name.clone(),
             keys: self.keys.clone(),
+            claims: self.claims.clone(),
             key: self.key.clone(),
             owner,
             invalid,
@@ -234,7 +238,7 @@ pub(crate) fn attempt<K: Kind, T: Send + 'static>(
 /// `attempt(hold key, lease ms, claim)` acquires or `deadline` passes (`Ok(None)`), and
 /// registers the hold before anything else can happen.
 ///
-/// A kind that honours the overtake limit passes [`Claim::ms`] and `keys.claim` to its lock
+/// A kind that honours the overtake limit passes [`Claim::ms`] and `base.claims` to its lock
 /// script (see [`claim`](super::claim)); a waiter the script names claimant is then woken at
 /// every release its client hears and at least every [`CLAIM_REFRESH`] to renew its claim,
 /// and its claim is withdrawn when it leaves without the lock. Other kinds ignore `claim`.
@@ -265,7 +269,7 @@ where
     let mut withdraw = Withdraw {
         claim: &claim,
         core: &base.core,
-        keys: &base.keys,
+        keys: &base.claims,
         owner: &hold_key.1,
         granted: false,
     };
@@ -279,13 +283,18 @@ where
             deadline,
             Some(&claim.wake),
             || {
+                // An overdue waiter is marked before the attempt that queues it, so a
+                // release right after the script wakes it (once subscribed).
+                if claim.due() {
+                    claim.hold(listener, channel);
+                }
                 let attempt = attempt(&hold_key, lease_ms, &claim);
                 let claim = &claim;
                 async move {
                     Ok(match attempt.await? {
-                        // Newly marked: look again at once, in case a release came between
-                        // the claim and the mark (its wakeup went elsewhere); else come back
-                        // before the claim runs out, to renew it.
+                        // Newly marked (not subscribed before): look again at once, in case a
+                        // release came between the claim and the mark (its wakeup went
+                        // elsewhere); else come back before the claim runs out, to renew it.
                         Attempt::Claimant(pttl) => {
                             Attempt::Held(Some(if claim.hold(listener, channel) {
                                 Duration::ZERO
@@ -293,9 +302,14 @@ where
                                 pttl.map_or(CLAIM_REFRESH, |p| p.min(CLAIM_REFRESH))
                             }))
                         }
+                        // Not overdue yet: wake when it will be too, to join the claim
+                        // queue on time however the releases' wakeups fall.
                         Attempt::Held(pttl) => {
                             claim.let_go();
-                            Attempt::Held(pttl)
+                            Attempt::Held(match claim.until_due() {
+                                Some(due) => Some(pttl.map_or(due, |p| p.min(due))),
+                                None => pttl,
+                            })
                         }
                         acquired => acquired,
                     })

@@ -100,17 +100,18 @@ impl ReadLock {
             deadline,
             lease,
             "rw_read",
-            |hold_key, lease_ms, _claim| {
+            |hold_key, lease_ms, claim| {
                 let lock = self.clone();
                 let owner = hold_key.1.clone();
+                let (claim_ms, waited) = (claim.ms(), claim.waited_ms());
                 let call = async move {
-                    let s = &lock.shared;
+                    let (s, c) = (&lock.shared, &lock.base.claims);
                     raw::run_acquire(
                         &lock,
                         &owner,
                         &RW_READ,
-                        &[&s.read, &s.write, &s.writers],
-                        &[&lease_ms, &&*owner],
+                        &[&s.read, &s.write, &s.writers, &c.queue, &c.deadlines],
+                        &[&lease_ms, &&*owner, &claim_ms, &waited],
                     )
                     .await
                 }

@@ -114,6 +114,7 @@ impl WriteLock {
             owner: owner.clone(),
             abandoned: Arc::new(AtomicBool::new(false)),
             armed: !single,
+            _busy: self.base.core.cleanups.token(),
         };
         let abandoned = intent.abandoned.clone();
         let granted = raw::take(
@@ -123,18 +124,19 @@ impl WriteLock {
             deadline,
             lease,
             "rw_write",
-            |hold_key, lease_ms, _claim| {
+            |hold_key, lease_ms, claim| {
                 let lock = self.clone();
                 let owner = hold_key.1.clone();
                 let abandoned = abandoned.clone();
+                let (claim_ms, waited) = (claim.ms(), claim.waited_ms());
                 let call = async move {
-                    let s = &lock.shared;
+                    let (s, c) = (&lock.shared, &lock.base.claims);
                     let reply = raw::run_acquire(
                         &lock,
                         &owner,
                         &RW_WRITE,
-                        &[&s.write, &s.read, &s.writers],
-                        &[&lease_ms, &&*owner, &window],
+                        &[&s.write, &s.read, &s.writers, &c.queue, &c.deadlines],
+                        &[&lease_ms, &&*owner, &window, &claim_ms, &waited],
                     )
                     .await;
                     // The waiter is gone and may have withdrawn before this late attempt
@@ -194,6 +196,8 @@ struct Intent {
     /// Set once the waiter is gone; an attempt still in flight then leaves after it ran.
     abandoned: Arc<AtomicBool>,
     armed: bool,
+    /// A client's close waits until the intent has been withdrawn (dropped after `drop`).
+    _busy: tokio_util::task::task_tracker::TaskTrackerToken,
 }
 
 impl Intent {
@@ -215,7 +219,7 @@ impl Drop for Intent {
         }
         self.abandoned.store(true, Ordering::SeqCst);
         let (lock, owner) = (self.lock.clone(), self.owner.clone());
-        self.lock.base.core.handle.spawn(async move {
+        self.lock.base.core.cleanups.spawn(async move {
             if let Err(e) = lock.leave(&owner).await {
                 tracing::warn!(lock = %lock.base.name, error = %e, "could not withdraw the writer's intent; it lapses by itself");
             }

@@ -114,9 +114,9 @@ struct Channel {
     /// The name of the lock whose waiters use the channel (empty if not given), so the
     /// logs of a resubscription name the lock.
     lock: Box<str>,
-    /// The wakeups of local waiters that hold the lock's overtake claim ([`Claimant`]):
-    /// usually none, at most one unless a claim changed hands locally meanwhile.
-    claimants: std::sync::Mutex<Vec<Arc<Notify>>>,
+    /// The wakeups of local waiters in the lock's overtake claim queue ([`Claimant`]), with
+    /// when each began waiting: usually none.
+    claimants: std::sync::Mutex<Vec<(Instant, Arc<Notify>)>>,
 }
 
 impl Channel {
@@ -131,20 +131,17 @@ impl Channel {
         })
     }
 
-    /// Wakes the waiter a release frees the lock for: the local holder of the lock's
-    /// overtake claim if there is one (the claimant need not be first in line), else one.
+    /// Wakes the waiter a release frees the lock for: the local member of the lock's
+    /// overtake claim queue that began waiting first, if there is one (only the queue's head
+    /// may take the free lock, and no other local member can be it), else one waiter.
     fn wake_for_release(&self) {
         let claimants = self.claimants.lock().unwrap_or_else(|e| e.into_inner());
-        if claimants.is_empty() {
-            self.notify.notify_one();
-            return;
-        }
-        // Only the claimant: the lock refuses everyone else while the claim lives. If the
-        // claim has ended meanwhile, the claimant takes the lock or finds it held (its
-        // holder's release wakes again); if the claimant leaves instead, its withdrawal
-        // announces the free lock (`lua/claim_drop.lua`).
-        for wake in claimants.iter() {
-            wake.notify_one();
+        match claimants.iter().min_by_key(|(since, _)| *since) {
+            // If its claim ended meanwhile, it takes the lock or finds it held (its holder's
+            // release wakes again); if it leaves instead, its withdrawal announces the free
+            // lock (`lua/claim_drop.lua`).
+            Some((_, wake)) => wake.notify_one(),
+            None => self.notify.notify_one(),
         }
     }
 
@@ -171,7 +168,10 @@ impl Drop for Claimant {
             .claimants
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = claimants.iter().position(|w| Arc::ptr_eq(w, &self.wake)) {
+        if let Some(i) = claimants
+            .iter()
+            .position(|(_, w)| Arc::ptr_eq(w, &self.wake))
+        {
             claimants.swap_remove(i);
         }
     }
@@ -275,17 +275,23 @@ impl Listener {
         }
     }
 
-    /// Marks a waiter of `channel` that holds its lock's overtake claim (see
-    /// [`claim`](crate::raw::claim)): every release wakes `wake` until the returned mark is
-    /// dropped. `None` while the channel has no subscription (the claim was staked by the
-    /// first attempt, before the waiter subscribed: ask again at the next attempt).
-    pub(crate) fn claimant(&self, channel: &str, wake: &Arc<Notify>) -> Option<Claimant> {
+    /// Marks a waiter of `channel` (that began waiting at `since`) as a member of its lock's
+    /// overtake claim queue (see [`claim`](crate::raw::claim)): a release wakes the member of
+    /// this client that began first, through its `wake`, until its mark is dropped. `None`
+    /// while the channel has no subscription (the claim was staked by the first attempt,
+    /// before the waiter subscribed: ask again at the next attempt).
+    pub(crate) fn claimant(
+        &self,
+        channel: &str,
+        wake: &Arc<Notify>,
+        since: tokio::time::Instant,
+    ) -> Option<Claimant> {
         let channel = self.shared.channels.get(channel)?.clone();
         channel
             .claimants
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(wake.clone());
+            .push((since.into_std(), wake.clone()));
         Some(Claimant {
             channel,
             wake: wake.clone(),
