@@ -20,34 +20,34 @@
 //     core.rs         per-client state: connection, listener, watchdog, settings
 //     wait.rs         the wait loop: try, subscribe, re-check, sleep until woken or the TTL;
 //                     owners (task, per hold, named)
-//     claim.rs        the overtake limit: a waiter that waited too long claims the lock
+//     claim.rs        the overtake limit: overdue waiters queue by age for a free lock
 //     call.rs         acquire calls that never leak a hold; tickets; replica sync
 //     kind.rs         what a lock kind gives the engine (client, name, release script)
 //     deadline.rs     how long a key surely lives after a call (the loss deadline's margin)
-//     registry.rs     local holds per (lock, owner), calls in flight, loss deadlines;
-//                     the `Watchdog` handle that owns them
+//     registry/       local holds per (lock, owner), calls in flight, loss deadlines;
+//                     the `Watchdog` handle that owns them (settling.rs, transfer.rs)
 //     settle.rs       settlements: the server's hold count back to the live guards
 //     hold.rs         one granted hold, as every guard wraps it
-//     handle.rs       what hash kinds share: name and keys, the acquire prologue,
-//                     inspection and guard accessors
+//     handle.rs       what hash kinds share: name and keys, the acquire prologue
+//     close.rs        Client::shutdown: background clean-ups, permits to give back
 //     watchdog.rs     the renewal task: timer wheel, batched renew calls
 //     listener/       the one subscription connection; wakeups per channel (resp2.rs: the
 //                     dedicated pub/sub connection of a RESP2 client)
-//
-// Cargo features: `tls-rustls`, `tls-rustls-webpki-roots`, `tls-native-tls` only switch on
-// redis-rs's TLS support (README, "TLS"); no lockwise code depends on them.
 //     inspect.rs      read-only queries
 //   reentrant.rs      RLock                 fair.rs     FairLock (FIFO queue)
 //   fenced.rs         FencedLock (tokens)   fenced_value.rs  FencedValue
 //   multi/            MultiLock (all or nothing over several RLocks) and its guard
 //   latch.rs          CountDownLatch
 //   rwlock/           RwLock: read and write sides, each a kind on the engine
-//   semaphore.rs      Semaphore (counted permits)
+//   semaphore/        Semaphore (counted permits) and its permit guard
 //   lease_semaphore/  LeaseSemaphore (permits with ids and leases), LeasedPermit(s)
 //   redlock/          RedLock over independent masters: options, node, round, guard
 //   keys.rs           every key and channel name (`Role`), argument checks
 //   scripts.rs        every Lua script (lua/*.lua), the runner, the header test
 //   error.rs          the one error enum
+//
+// Cargo features: `tls-rustls`, `tls-rustls-webpki-roots`, `tls-native-tls` only switch on
+// redis-rs's TLS support (README, "TLS"); no lockwise code depends on them.
 
 mod admin;
 mod api;

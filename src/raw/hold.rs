@@ -57,7 +57,6 @@ impl<K: Kind> Hold<K> {
         ticket.open = false;
         let (kind, hold_key) = (ticket.kind.clone(), ticket.key.clone());
         let core = kind.core();
-        let ttl = lease.unwrap_or(Duration::from_millis(core.watchdog_ms));
         let meta = Arc::new(Meta {
             kind: label,
             name: kind.name().into(),
@@ -68,8 +67,7 @@ impl<K: Kind> Hold<K> {
             &hold_key,
             ticket.sent,
             server_holds,
-            lease.is_none(),
-            ttl,
+            lease,
             &meta,
             Arc::new(kind.clone()),
         );

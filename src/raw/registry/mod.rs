@@ -340,7 +340,9 @@ impl Watchdog {
     }
 
     /// Records a granted hold (before its guard exists) and ends its call. `server_holds` is
-    /// the hold count the lock script returned, `ttl` the TTL it gave the key at least.
+    /// the hold count the lock script returned; the script gave the key at least the
+    /// `lease` as TTL, or the watchdog timeout when `lease` is `None` (the watchdog renews
+    /// it).
     /// Returns the token cancelled when the lock is found lost, the epoch the guard must
     /// present to [`Watchdog::released`], and whether the caller must start a settlement.
     ///
@@ -353,11 +355,11 @@ impl Watchdog {
         key: &HoldKey,
         sent: Sent,
         server_holds: u32,
-        watch: bool,
-        ttl: Duration,
+        lease: Option<Duration>,
         meta: &Arc<Meta>,
         kind: Arc<dyn Releaser>,
     ) -> (CancellationToken, u64, bool) {
+        let (watch, ttl) = (lease.is_none(), lease.unwrap_or(self.timeout));
         let schedule;
         let (token, epoch, settle, timer) = {
             let mut h = self

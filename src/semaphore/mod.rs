@@ -25,20 +25,22 @@
 //! about 8 script calls per acquire + release pair and a third of the scripts' ceiling,
 //! against about 4 calls and half the ceiling for the chain.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, Keys, Role, MAX_MILLIS};
 use crate::raw::call::Inflight;
-use crate::raw::close::GiveBack;
 use crate::raw::{self, Attempt, Core};
 use crate::scripts::{SEMAPHORE_ACQUIRE, SEMAPHORE_ADD, SEMAPHORE_DRAIN, SEMAPHORE_SET};
+
+mod permits;
+
+pub use permits::SemaphorePermits;
 
 /// The largest permit count (and the largest `k`): Lua numbers are exact up to 2<sup>53</sup>.
 const MAX_PERMITS: u64 = MAX_MILLIS as u64;
@@ -86,44 +88,6 @@ struct Inner {
     idle_ttl: Duration,
     idle_ttl_ms: u64,
     invalid: Option<(&'static str, String)>,
-}
-
-/// `k` permits taken from a [`Semaphore`]. Give them back with
-/// [`release`](Self::release) (which reports errors); dropping the guard gives them back in
-/// the background (best effort, never blocking); [`forget`](Self::forget) keeps them taken.
-#[must_use = "dropping the permits gives them back at once"]
-pub struct SemaphorePermits {
-    semaphore: Semaphore,
-    permits: u64,
-    /// Its entry among the client's live permits (given back if the client is closed first).
-    given: Arc<Given>,
-    id: u64,
-}
-
-/// A permit guard's share, as the client's close sees it.
-struct Given {
-    inner: Arc<Inner>,
-    permits: u64,
-    /// Still taken by the guard: whoever clears it (the guard's release, drop or forget, or
-    /// the client's close) decides what happens to the permits.
-    taken: AtomicBool,
-}
-
-impl GiveBack for Given {
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    fn give_back(self: Arc<Self>) -> BoxFuture<'static, Result<u64>> {
-        async move {
-            if !self.taken.swap(false, Ordering::SeqCst) {
-                return Ok(0);
-            }
-            self.inner.add(self.permits as i64).await?;
-            Ok(self.permits)
-        }
-        .boxed()
-    }
 }
 
 impl Semaphore {
@@ -392,18 +356,7 @@ impl Semaphore {
         let Some(()) = got else {
             return Ok(None);
         };
-        let given = Arc::new(Given {
-            inner: i.clone(),
-            permits,
-            taken: AtomicBool::new(true),
-        });
-        let id = i.core.permits.track(given.clone());
-        let guard = SemaphorePermits {
-            semaphore: self.clone(),
-            permits,
-            given,
-            id,
-        };
+        let guard = SemaphorePermits::new(self.clone(), permits);
         // Tracked first, then checked: a close that took its snapshot before this guard
         // was tracked has closed the client by now, and the guard gives its permits back.
         i.core.watchdog.check_open()?;
@@ -478,61 +431,6 @@ impl Inner {
     }
 }
 
-impl SemaphorePermits {
-    /// How many permits this guard holds.
-    pub fn permits(&self) -> u64 {
-        self.permits
-    }
-
-    /// The semaphore they were taken from.
-    pub fn semaphore(&self) -> &Semaphore {
-        &self.semaphore
-    }
-
-    /// Gives the permits back. Returns the available permits after the release.
-    ///
-    /// # Errors
-    /// [`Error::Redis`] when Redis fails: the permits may or may not be back (the release is
-    /// not retried, since one that ran twice would add permits).
-    ///
-    /// # Cancel safety
-    /// Dropping the future may or may not have released the permits; they are not given
-    /// back a second time.
-    pub async fn release(self) -> Result<i64> {
-        if !self.untrack() {
-            return Err(Error::ClientClosed); // the client's close gave them back
-        }
-        self.semaphore.inner.add(self.permits as i64).await
-    }
-
-    /// Keeps the permits taken and returns how many: nothing gives them back unless someone
-    /// calls [`Semaphore::release`] (as Redisson's permits, which are not tied to a guard).
-    /// Forgotten permits are not given back when the client is closed either.
-    pub fn forget(self) -> u64 {
-        self.untrack();
-        self.permits
-    }
-
-    /// Takes the permits out of the client's live permits; `false` if the client's close
-    /// gave them back already.
-    fn untrack(&self) -> bool {
-        self.semaphore.inner.core.permits.forget(self.id);
-        self.given.taken.swap(false, Ordering::SeqCst)
-    }
-}
-
-impl Drop for SemaphorePermits {
-    /// Gives the permits back in the background (never blocks); a failure is logged and
-    /// the permits are then lost.
-    fn drop(&mut self) {
-        if self.untrack() {
-            let (inner, permits) = (self.semaphore.inner.clone(), self.permits);
-            let cleanups = inner.core.cleanups.clone();
-            cleanups.spawn(async move { inner.give_back(permits).await });
-        }
-    }
-}
-
 fn check_count(argument: &'static str, n: u64, min: u64) -> Result<()> {
     if n < min || n > MAX_PERMITS {
         return Err(Error::invalid(
@@ -556,15 +454,6 @@ impl std::fmt::Debug for Semaphore {
             .field("name", &self.inner.name)
             .field("key", &self.inner.key)
             .field("idle_ttl", &self.inner.idle_ttl)
-            .finish()
-    }
-}
-
-impl std::fmt::Debug for SemaphorePermits {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SemaphorePermits")
-            .field("semaphore", &self.semaphore.inner.name)
-            .field("permits", &self.permits)
             .finish()
     }
 }
