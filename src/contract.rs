@@ -16,7 +16,8 @@ use crate::error::{Error, Result};
 /// [`FencedLock`](crate::FencedLock), the two sides of an [`RwLock`](crate::RwLock)
 /// ([`ReadLock`](crate::ReadLock) and [`WriteLock`](crate::WriteLock)),
 /// [`MultiLock`](crate::MultiLock) and [`RedLock`](crate::RedLock). Each method means what
-/// the kind's inherent method of the same name documents.
+/// the kind's inherent method of the same name documents. The crate docs'
+/// [method tables](crate#one-contract-for-every-kind) list every method of every kind.
 ///
 /// # Example
 /// ```no_run

@@ -50,6 +50,7 @@ fn handles_guards_and_errors_are_send_and_sync() {
     send_sync::<lockwise::CountDownLatch>();
     send_sync::<lockwise::Admin>();
     send_sync::<lockwise::Held>();
+    send_sync::<lockwise::ShutdownReport>();
     send_sync_static::<Error>();
     send_sync_static::<lockwise::Result<()>>();
 }
@@ -80,6 +81,8 @@ fn futures_are_send(
     let d = Duration::from_secs(1);
 
     send(&Client::connect("redis://127.0.0.1/"));
+    let set = RedLockSet::new(&[]);
+    send(&set.shutdown(d));
     send(&builder.build());
 
     send(&rlock.lock());
