@@ -19,7 +19,8 @@
 //!     floor at 1, 8, 64 and 256 tasks, with server and client CPU per pair; lone-caller
 //!     latency; script calls per pair; the batched floor (`common/bench_throughput.rs`).
 //! 11. metrics: workload 2 with the Prometheus recorder on vs off (`common/bench_metrics.rs`).
-//! 12. overtake: a remote waiter's waits against a busy Client re-locking at once, with the
+//! 12. overtake: a remote waiter's waits against a busy Client re-locking at once, and the
+//!     worst wait and most overtakes of one wait with 4 Clients x 4 tasks, each with the
 //!     overtake limit on and off (`common/bench_overtake.rs`).
 
 #[path = "common/bench_lease_semaphore.rs"]

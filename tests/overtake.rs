@@ -465,7 +465,7 @@ async fn take_turns<L: Lock>(
         let asked = Instant::now();
         let g = lock.lock().await.expect("lock");
         let granted = Instant::now();
-        let hold = if (n + who as u64) % 10 == 0 {
+        let hold = if (n + who as u64).is_multiple_of(10) {
             200
         } else {
             rand::random_range(5..=40)

@@ -7,6 +7,11 @@
 //! attempt before either: without a rule the remote task only gets in by luck. The round runs
 //! with the overtake limit on (the default, 200 ms) and off (`overtake_limit(None)` on both
 //! Clients), and prints the remote task's waits and the busy Client's holds per second.
+//!
+//! Then several clients: 4 Clients x 4 tasks take one lock in turn (holds of 5-40 ms, one in
+//! ten 200 ms, a short pause), with the limit on and off; printed: the worst single wait, the
+//! largest lead of an overtaker (how much later than a waiter an acquire began that was
+//! served before it) and the most acquisitions that overtook one wait.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -69,7 +74,110 @@ pub async fn run(url: &str, seconds: f64) -> Result<Json, BoxError> {
                    "busy_holds_per_s": r.busy_holds_per_s}),
         );
     }
+    for (label, limit) in [
+        ("limit 200 ms", Some(lockwise::DEFAULT_OVERTAKE_LIMIT)),
+        ("limit off", None),
+    ] {
+        let turns = many_round(url, limit, length).await?;
+        let (worst, lead, most) = overtaking(&turns);
+        println!(
+            "overtake ({label:<12})  {MANY_CLIENTS} Clients x {MANY_TASKS} tasks: {} holds, \
+             worst wait {:>7.1} ms, largest lead of an overtaker {:>7.1} ms, \
+             most overtakes of one wait {most}",
+            turns.len(),
+            worst.as_secs_f64() * 1e3,
+            lead.as_secs_f64() * 1e3,
+        );
+        report.insert(
+            format!("{label}, {MANY_CLIENTS} clients"),
+            json!({"overtake_limit_ms": limit.map(|l| l.as_millis() as u64),
+                   "holds": turns.len(),
+                   "worst_wait_ms": worst.as_secs_f64() * 1e3,
+                   "largest_lead_ms": lead.as_secs_f64() * 1e3,
+                   "most_overtakes_of_one_wait": most}),
+        );
+    }
     Ok(Json::Object(report))
+}
+
+const MANY_CLIENTS: usize = 4;
+const MANY_TASKS: usize = 4;
+
+/// One acquisition of the several-clients round: when it was asked for and granted.
+#[derive(Clone, Copy)]
+struct Turn {
+    asked: Instant,
+    granted: Instant,
+}
+
+/// The worst wait, the largest lead of an overtaker and the most overtakes of one wait.
+fn overtaking(turns: &[Turn]) -> (Duration, Duration, usize) {
+    let worst = turns
+        .iter()
+        .map(|t| t.granted - t.asked)
+        .max()
+        .unwrap_or_default();
+    let (mut lead, mut most) = (Duration::ZERO, 0);
+    for a in turns {
+        let overtakers = turns
+            .iter()
+            .filter(|b| b.asked > a.asked && b.granted < a.granted)
+            .inspect(|b| lead = lead.max(b.asked - a.asked))
+            .count();
+        most = most.max(overtakers);
+    }
+    (worst, lead, most)
+}
+
+/// [`MANY_CLIENTS`] Clients x [`MANY_TASKS`] tasks take one lock in turn for `length`.
+async fn many_round(
+    url: &str,
+    limit: Option<Duration>,
+    length: Duration,
+) -> Result<Vec<Turn>, BoxError> {
+    let ns = format!("bench-overtake-many-{}", uuid::Uuid::new_v4().simple());
+    let mut clients = Vec::new();
+    for _ in 0..MANY_CLIENTS {
+        let client = Client::builder(url)
+            .namespace(ns.clone())
+            .overtake_limit(limit)
+            .build()
+            .await?;
+        clients.push(client);
+    }
+    let until = Instant::now() + length;
+    let mut tasks = Vec::new();
+    for (c, client) in clients.iter().enumerate() {
+        for t in 0..MANY_TASKS {
+            let lock = client.lock("hot");
+            let who = (c * MANY_TASKS + t) as u64;
+            tasks.push(tokio::spawn(async move {
+                let mut turns = Vec::new();
+                let mut n = 0u64;
+                while Instant::now() < until {
+                    n += 1;
+                    let asked = Instant::now();
+                    let guard = lock.lock().await?;
+                    let granted = Instant::now();
+                    let hold = if (n + who).is_multiple_of(10) {
+                        200
+                    } else {
+                        5 + (n * 7 + who * 13) % 36
+                    };
+                    tokio::time::sleep(Duration::from_millis(hold)).await;
+                    guard.unlock().await?;
+                    turns.push(Turn { asked, granted });
+                    tokio::time::sleep(Duration::from_millis(1 + (n + who) % 5)).await;
+                }
+                Ok::<_, lockwise::Error>(turns)
+            }));
+        }
+    }
+    let mut turns = Vec::new();
+    for t in tasks {
+        turns.extend(t.await??);
+    }
+    Ok(turns)
 }
 
 async fn round(url: &str, limit: Option<Duration>, length: Duration) -> Result<Round, BoxError> {
