@@ -26,15 +26,16 @@
 --       head's claim lapses}, which reads as "held" to the caller: it waits for the next
 --       release or the head's end. An overdue owner (`ms` > 0) that is refused joins (or
 --       renews) its place in the queue as with stake_claim, and is told so:
---       {0, ms until the head's claim lapses, 1}
+--       {0, ms until the head's claim lapses, its score}
 --   claim_turn(claim, deadlines, owner)
 --       whose turn a free lock is: 'open' (no queue), 'mine' (`owner` heads the queue; its
 --       entry is removed), or the ms until the head's claim lapses (another waiter's turn)
 --   stake_claim(claim, deadlines, owner, ms, waited)
 --       for an attempt on a lock held by another owner: when ms > 0, queues `owner` (scored
 --       by the server time less `waited` ms; a waiter already queued keeps its place) with a
---       deadline ms from now, and returns true (the caller then answers {0, pttl, 1}, so the
---       claimant's client wakes it at every release); false otherwise
+--       deadline ms from now, and returns its score (the caller then answers
+--       {0, pttl, score}: the client ranks its own queued waiters by (score, owner), as the
+--       queue does, and wakes the first at every release); false otherwise
 -- Returns  nothing itself (the script it is prepended to does)
 local function claim_now()
     local t = redis.call('time')
@@ -62,7 +63,7 @@ local function stake_claim(claim, deadlines, owner, ms, waited)
             redis.call('pexpire', key, ms)
         end
     end
-    return true
+    return tonumber(redis.call('zscore', claim, owner))
 end
 
 local function claim_turn(claim, deadlines, owner)
@@ -88,8 +89,9 @@ local function claim_refusal(claim, deadlines, owner, ms, waited)
     if turn == 'open' or turn == 'mine' then
         return nil
     end
-    if stake_claim(claim, deadlines, owner, ms, waited) then
-        return {0, turn, 1}
+    local score = stake_claim(claim, deadlines, owner, ms, waited)
+    if score then
+        return {0, turn, score}
     end
     return {0, turn}
 end

@@ -21,8 +21,9 @@
 --         {0, pttl}          held by another owner; pttl = its remaining TTL in ms (-1 = none)
 --         {0, pttl}          also when free but another waiter heads the claim queue
 --                            (lua/claim.lua); pttl is then the time until its claim lapses
---                            ({0, pttl, 1} when this owner is in the queue too, or joined)
---         {0, pttl, 1}       held by another owner, and this owner is in the claim queue now
+--                            ({0, pttl, score} when this owner is in the queue too, or joined)
+--         {0, pttl, score}   held by another owner, and this owner is in the claim queue now
+--                            (score: its place, server ms)
 --                            (queued or renewed by this call)
 --         error "lockwise: fencing counter exhausted" when the next token would be 2^53 or more
 --         error "lockwise: fencing counter is not an integer" when KEYS[2] holds anything else
@@ -111,7 +112,8 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     end
     return {1, holds, token}
 end
-if stake_claim(KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])) then
-    return {0, redis.call('pttl', KEYS[1]), 1}
+local score = stake_claim(KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
+if score then
+    return {0, redis.call('pttl', KEYS[1]), score}
 end
 return {0, redis.call('pttl', KEYS[1])}

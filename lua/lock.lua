@@ -16,9 +16,9 @@
 --         {0, pttl}      held by another owner; pttl = its remaining TTL in ms (-1 = no TTL)
 --         {0, pttl}      also when free but another waiter heads the claim queue
 --                        (lua/claim.lua); pttl is then the time until the head's claim lapses
---                        ({0, pttl, 1} when this owner is in the queue too, or joined it)
---         {0, pttl, 1}   held by another owner, and this owner is in the claim queue now
---                        (queued or renewed by this call)
+--                        ({0, pttl, score} when this owner is in the queue too, or joined it)
+--         {0, pttl, score}  held by another owner, and this owner is in the claim queue now
+--                        (queued or renewed by this call); score = its place (server ms)
 local lease = tonumber(ARGV[1])
 -- One EXISTS over the lock and its claim: a free, unclaimed lock (the common case) is taken
 -- with three commands in all. Redis spends about as much on each command inside a script as
@@ -39,8 +39,9 @@ if busy > 0 then
     end
     local pttl = redis.call('pttl', KEYS[1])
     if pttl ~= -2 then
-        if stake_claim(KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])) then
-            return {0, pttl, 1}
+        local score = stake_claim(KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
+        if score then
+            return {0, pttl, score}
         end
         return {0, pttl}
     end

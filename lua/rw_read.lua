@@ -23,7 +23,8 @@
 --
 -- Returns {1, holds}     acquired; holds = this owner's read holds after the call
 --         {0, wait}      refused; wait = ms to wait at most before trying again (-1: unknown)
---         {0, wait, 1}   refused, and this owner is in the claim queue (queued or renewed)
+--         {0, wait, score}  refused, and this owner is in the claim queue (queued or renewed;
+--                        score: its place, server ms)
 -- (rw_now, rw_purge_readers, rw_purge_writers: lua/rw_prelude.lua; claim_turn,
 --  stake_claim: lua/claim.lua; both prepended)
 local r, w, ww = KEYS[1], KEYS[2], KEYS[3]
@@ -35,8 +36,9 @@ rw_purge_readers(r, now)
 local writers, intent = rw_purge_writers(ww, now)
 
 local function refuse(wait)
-    if stake_claim(KEYS[4], KEYS[5], member, claim_ms, waited) then
-        return {0, wait, 1}
+    local score = stake_claim(KEYS[4], KEYS[5], member, claim_ms, waited)
+    if score then
+        return {0, wait, score}
     end
     return {0, wait}
 end

@@ -20,7 +20,8 @@
 -- Returns {1, holds}     acquired; holds = this owner's write holds after the call
 --         {0, wait}      refused; wait = ms to wait at most before trying again
 --                        (re-registers the intent before it lapses)
---         {0, wait, 1}   refused, and this owner is in the claim queue (queued or renewed)
+--         {0, wait, score}  refused, and this owner is in the claim queue (queued or renewed;
+--                        score: its place, server ms)
 --         error reply "LOCKWISE_UPGRADE ..." when this owner reads and does not write: an
 --                     upgrade would wait for itself, so it is refused (nothing changed)
 -- (rw_now, rw_purge_readers, rw_purge_writers, rw_tidy_writers: lua/rw_prelude.lua;
@@ -70,7 +71,8 @@ if window > 0 then
         wait = refresh
     end
 end
-if stake_claim(KEYS[4], KEYS[5], owner, claim_ms, waited) then
-    return {0, wait, 1}
+local score = stake_claim(KEYS[4], KEYS[5], owner, claim_ms, waited)
+if score then
+    return {0, wait, score}
 end
 return {0, wait}

@@ -240,14 +240,14 @@ inspect_methods!(FencedLock);
 owner_methods!(FencedLock);
 
 /// `[1, holds, token]` granted, `[0, pttl]` held (or free but claimed by another waiter),
-/// `[0, pttl, 1]` held and claimed by this owner.
+/// `[0, pttl, score]` held and this owner queued at `score` (see `lua/claim.lua`).
 fn fenced_reply(reply: &[i64]) -> Option<Reply<u64>> {
     match reply {
         [1, holds, token] if *holds >= 1 && *token > 0 => {
             Some(Reply::Granted(*holds as u32, *token as u64))
         }
         [0, pttl] => Some(Reply::Held(pttl_from(*pttl))),
-        [0, pttl, 1] => Some(Reply::Claimant(pttl_from(*pttl))),
+        [0, pttl, score] if *score > 0 => Some(Reply::Claimant(pttl_from(*pttl), *score)),
         _ => None,
     }
 }

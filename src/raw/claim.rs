@@ -17,11 +17,15 @@
 //! free lock to others, so it cannot break mutual exclusion; a member that dies holds a free
 //! lock back for at most [`CLAIM_TTL`].
 //!
-//! The script tells a waiter when it is in the queue (`[0, pttl, 1]`). Only then does the
-//! waiter mark itself on its channel ([`Claim::hold`]): every release this client hears then
-//! wakes its member that began first (the only one of this client that can be the head)
-//! through its own [`Notify`], instead of the first waiter in line, whom the lock would
-//! refuse. So a release still wakes one waiter per client, however many are overdue.
+//! The script tells a waiter when it is in the queue, and its score (`[0, pttl, score]`).
+//! The waiter then marks itself on its channel with that place ([`Claim::hold`]; an overdue
+//! waiter is marked, unranked, just before the attempt that queues it): every release this
+//! client hears wakes its member first in the queue by (score, member), the server's own
+//! order (the only one of this client that can be the head), through its own [`Notify`],
+//! instead of the first waiter in line, whom the lock would refuse. So a release still wakes
+//! one waiter per client, however many are overdue. (Ranking by the local start time
+//! instead disagreed with the server's order for waiters that began within a few ms of
+//! each other, and each such handoff then waited for the head's refresh.)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,7 +34,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::listener::{Claimant, Listener};
+use super::listener::{Claimant, Listener, Rank};
 use super::Core;
 use crate::keys::ClaimKeys;
 use crate::scripts::CLAIM_DROP;
@@ -47,19 +51,24 @@ pub(crate) const CLAIM_REFRESH: Duration = Duration::from_millis(CLAIM_TTL.as_mi
 pub(crate) struct Claim {
     /// The client's overtake limit; `None`: never claim.
     limit: Option<Duration>,
+    /// Its name in the queue (the owner field, `~`-prefixed for a reader).
+    member: Arc<str>,
     since: Instant,
     staked: AtomicBool,
     /// Notified (with a permit) at every release this client hears while `mark` is set.
     pub(crate) wake: Arc<Notify>,
-    /// The mark on the channel while the last attempt found this waiter the claimant.
-    mark: Mutex<Option<Claimant>>,
+    /// The mark on the channel while this waiter is in the queue, with the score it was
+    /// last ranked at.
+    mark: Mutex<Option<(Claimant, Option<i64>)>>,
 }
 
 impl Claim {
-    /// The claim of an acquire starting now, under `core`'s overtake limit.
-    pub(crate) fn new(core: &Core) -> Claim {
+    /// The claim of an acquire starting now, under `core`'s overtake limit; `member` is its
+    /// name in the queue.
+    pub(crate) fn new(core: &Core, member: Arc<str>) -> Claim {
         Claim {
             limit: core.overtake_limit,
+            member,
             since: Instant::now(),
             staked: AtomicBool::new(false),
             wake: Arc::new(Notify::new()),
@@ -67,16 +76,36 @@ impl Claim {
         }
     }
 
-    /// Records that the last attempt found this waiter the claimant, marking it on
-    /// `channel`. Returns whether it was not marked yet: a release may have come between
-    /// the script's claim and the mark, so the caller should attempt again at once.
-    pub(crate) fn hold(&self, listener: &Listener, channel: &str) -> bool {
+    /// Marks this waiter on `channel` as in the queue, at `score` once an attempt reported
+    /// it (`None`: about to be queued). Returns whether its known place changed (newly
+    /// marked, or newly ranked): a release may have come between the script and the mark,
+    /// whose wakeup went to another waiter, so the caller should attempt again at once.
+    pub(crate) fn hold(&self, listener: &Listener, channel: &str, score: Option<i64>) -> bool {
+        let rank = |score: Option<i64>| -> Rank { score.map(|s| (s, self.member.clone())) };
         let mut mark = self.mark.lock().unwrap_or_else(|e| e.into_inner());
-        if mark.is_some() {
-            return false;
+        match &mut *mark {
+            Some((claimant, known)) => {
+                if score.is_none() || *known == score {
+                    return false;
+                }
+                claimant.rank(rank(score));
+                *known = score;
+                true
+            }
+            None => {
+                *mark = listener
+                    .claimant(channel, &self.wake, rank(score))
+                    .map(|c| (c, score));
+                mark.is_some()
+            }
         }
-        *mark = listener.claimant(channel, &self.wake, self.since);
-        mark.is_some()
+    }
+
+    /// Whether this waiter is the first of its client's in the queue (see
+    /// [`Claimant::is_first`]); false when not marked.
+    pub(crate) fn is_first(&self) -> bool {
+        let mark = self.mark.lock().unwrap_or_else(|e| e.into_inner());
+        mark.as_ref().is_some_and(|(c, _)| c.is_first())
     }
 
     /// Records that the last attempt did not find this waiter the claimant.
@@ -130,7 +159,6 @@ pub(crate) struct Withdraw<'a> {
     pub(crate) claim: &'a Claim,
     pub(crate) core: &'a Arc<Core>,
     pub(crate) keys: &'a ClaimKeys,
-    pub(crate) owner: &'a Arc<str>,
     pub(crate) granted: bool,
 }
 
@@ -140,7 +168,7 @@ impl Drop for Withdraw<'_> {
             return;
         }
         let core = self.core.clone();
-        let member = format!("{}{}", self.keys.member_prefix, self.owner);
+        let member = self.claim.member.clone();
         let keys = self.keys.clone();
         // In the background: the waiter is gone (or going). A failure leaves the claim to
         // its TTL, which bounds it anyway.
@@ -152,7 +180,7 @@ impl Drop for Withdraw<'_> {
                 .run(
                     &mut core.conn.clone(),
                     &script_keys,
-                    &[&member, &core.id_str.as_str(), &core.publish],
+                    &[&&*member, &core.id_str.as_str(), &core.publish],
                 )
                 .await;
             match dropped {

@@ -186,18 +186,19 @@ pub(crate) enum Reply<T> {
     Granted(u32, T),
     /// Held by another owner for about this long (None: unknown).
     Held(Option<Duration>),
-    /// Held, and the attempt staked or renewed this owner's overtake claim.
-    Claimant(Option<Duration>),
+    /// Held, and the attempt queued (or renewed) this owner in the overtake claim queue,
+    /// at this score (its place: server ms).
+    Claimant(Option<Duration>, i64),
 }
 
 /// Reads the common reply shapes: `[1, holds]` granted, `[0, pttl]` held (or free but
-/// claimed by another waiter), `[0, pttl, 1]` held and claimed by this owner (see
+/// claimed by another waiter), `[0, pttl, score]` held and this owner queued at `score` (see
 /// [`claim`](super::claim)).
 pub(crate) fn plain_reply(reply: &[i64]) -> Option<Reply<()>> {
     match reply {
         [1, holds] if *holds >= 1 => Some(Reply::Granted(*holds as u32, ())),
         [0, pttl] => Some(Reply::Held(pttl_from(*pttl))),
-        [0, pttl, 1] => Some(Reply::Claimant(pttl_from(*pttl))),
+        [0, pttl, score] if *score > 0 => Some(Reply::Claimant(pttl_from(*pttl), *score)),
         _ => None,
     }
 }
@@ -224,7 +225,7 @@ pub(crate) fn attempt<K: Kind, T: Send + 'static>(
                 Ok(Attempt::Acquired((ticket, holds, extra)))
             }
             (Some(Reply::Held(pttl)), None) => Ok(Attempt::Held(pttl)),
-            (Some(Reply::Claimant(pttl)), None) => Ok(Attempt::Claimant(pttl)),
+            (Some(Reply::Claimant(pttl, score)), None) => Ok(Attempt::Claimant(pttl, score)),
             _ => Err(Error::UnexpectedReply(format!(
                 "{what} script answered {:?}",
                 reply.reply
@@ -265,12 +266,12 @@ where
     };
     let observed = observe::Acquire::start(&base.core, label, &base.name, &owner);
     let hold_key: HoldKey = (base.key.clone(), owner);
-    let claim = Claim::new(&base.core);
+    let member = format!("{}{}", base.claims.member_prefix, hold_key.1);
+    let claim = Claim::new(&base.core, member.into());
     let mut withdraw = Withdraw {
         claim: &claim,
         core: &base.core,
         keys: &base.claims,
-        owner: &hold_key.1,
         granted: false,
     };
     let listener = &base.core.listener;
@@ -286,21 +287,28 @@ where
                 // An overdue waiter is marked before the attempt that queues it, so a
                 // release right after the script wakes it (once subscribed).
                 if claim.due() {
-                    claim.hold(listener, channel);
+                    claim.hold(listener, channel, None);
                 }
                 let attempt = attempt(&hold_key, lease_ms, &claim);
                 let claim = &claim;
                 async move {
                     Ok(match attempt.await? {
-                        // Newly marked (not subscribed before): look again at once, in case a
-                        // release came between the claim and the mark (its wakeup went
-                        // elsewhere); else come back before the claim runs out, to renew it.
-                        Attempt::Claimant(pttl) => {
-                            Attempt::Held(Some(if claim.hold(listener, channel) {
-                                Duration::ZERO
+                        // Newly marked or ranked: look again at once, in case a release came
+                        // between the script and the mark (its wakeup went elsewhere). The
+                        // client's first in the queue comes back before its entry lapses, to
+                        // renew it; the others sleep as any waiter (their entries may lapse:
+                        // each is woken to renew when it becomes first, and its renewal puts
+                        // it back in its place, the score being when it began waiting).
+                        Attempt::Claimant(pttl, score) => {
+                            if claim.hold(listener, channel, Some(score)) {
+                                Attempt::Held(Some(Duration::ZERO))
+                            } else if claim.is_first() {
+                                Attempt::Held(Some(
+                                    pttl.map_or(CLAIM_REFRESH, |p| p.min(CLAIM_REFRESH)),
+                                ))
                             } else {
-                                pttl.map_or(CLAIM_REFRESH, |p| p.min(CLAIM_REFRESH))
-                            }))
+                                Attempt::Held(pttl)
+                            }
                         }
                         // Not overdue yet: wake when it will be too, to join the claim
                         // queue on time however the releases' wakeups fall.

@@ -22,9 +22,9 @@ pub(crate) enum Attempt<T> {
     Acquired(T),
     /// Held by another owner for about this long (None: unknown).
     Held(Option<Duration>),
-    /// Held as [`Held`](Self::Held), and this waiter holds the lock's overtake claim (see
-    /// [`claim`](super::claim)); the wait loop treats it as `Held`.
-    Claimant(Option<Duration>),
+    /// Held as [`Held`](Self::Held), and this waiter is in the lock's overtake claim queue
+    /// at this score (see [`claim`](super::claim)); the wait loop treats it as `Held`.
+    Claimant(Option<Duration>, i64),
 }
 
 /// Runs the waiting protocol described in the module docs: `attempt` until it acquires or
@@ -96,7 +96,7 @@ where
         }
         let held_for = match outcome {
             Ok(Attempt::Acquired(t)) => return Ok(Some(t)),
-            Ok(Attempt::Held(pttl) | Attempt::Claimant(pttl)) => {
+            Ok(Attempt::Held(pttl) | Attempt::Claimant(pttl, _)) => {
                 trouble.clear();
                 wait_bound(pttl)
             }

@@ -78,7 +78,7 @@ impl NodeLock {
                 // Dropping the attempt let it finish (and settle) in the background.
                 Err(_) => NodeReply::Failed(node_timeout_error(timeout)),
                 Ok(Ok(Attempt::Acquired((ticket, holds, ())))) => NodeReply::Granted(ticket, holds),
-                Ok(Ok(Attempt::Held(_) | Attempt::Claimant(_))) => NodeReply::Held,
+                Ok(Ok(Attempt::Held(_) | Attempt::Claimant(..))) => NodeReply::Held,
                 Ok(Err(e)) => NodeReply::Failed(e),
             }
         }

@@ -115,8 +115,8 @@ struct Channel {
     /// logs of a resubscription name the lock.
     lock: Box<str>,
     /// The wakeups of local waiters in the lock's overtake claim queue ([`Claimant`]), with
-    /// when each began waiting: usually none.
-    claimants: std::sync::Mutex<Vec<(Instant, Arc<Notify>)>>,
+    /// each one's place in it: usually none.
+    claimants: std::sync::Mutex<Vec<(Rank, Arc<Notify>)>>,
 }
 
 impl Channel {
@@ -132,11 +132,11 @@ impl Channel {
     }
 
     /// Wakes the waiter a release frees the lock for: the local member of the lock's
-    /// overtake claim queue that began waiting first, if there is one (only the queue's head
-    /// may take the free lock, and no other local member can be it), else one waiter.
+    /// overtake claim queue first in it, if there is one (only the queue's head may take the
+    /// free lock, and no other local member can be it), else one waiter.
     fn wake_for_release(&self) {
         let claimants = self.claimants.lock().unwrap_or_else(|e| e.into_inner());
-        match claimants.iter().min_by_key(|(since, _)| *since) {
+        match first(&claimants) {
             // If its claim ended meanwhile, it takes the lock or finds it held (its holder's
             // release wakes again); if it leaves instead, its withdrawal announces the free
             // lock (`lua/claim_drop.lua`).
@@ -154,11 +154,52 @@ impl Channel {
     }
 }
 
-/// A local waiter that holds its lock's overtake claim, marked on the channel while alive:
-/// every release wakes its [`Notify`].
+/// The entry of the local claimant first in the queue.
+fn first(claimants: &[(Rank, Arc<Notify>)]) -> Option<&(Rank, Arc<Notify>)> {
+    claimants
+        .iter()
+        .min_by(|(a, _), (b, _)| (a.is_none(), a).cmp(&(b.is_none(), b)))
+}
+
+/// A local waiter's place in its lock's overtake claim queue, as the server ranks it: its
+/// score (server ms) and its member name, which orders equal scores (a sorted set orders
+/// them by name). `None` before the server told it (the waiter was marked before the attempt
+/// that queues it): ranked after every known place.
+pub(crate) type Rank = Option<(i64, Arc<str>)>;
+
+/// A local waiter in its lock's overtake claim queue, marked on the channel while alive:
+/// a release wakes the first of them ([`Rank`]) through its [`Notify`].
 pub(crate) struct Claimant {
     channel: Arc<Channel>,
     wake: Arc<Notify>,
+}
+
+impl Claimant {
+    /// Records the waiter's place in the queue, as the server just reported it.
+    pub(crate) fn rank(&self, rank: Rank) {
+        let mut claimants = self
+            .channel
+            .claimants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = claimants
+            .iter_mut()
+            .find(|(_, w)| Arc::ptr_eq(w, &self.wake))
+        {
+            entry.0 = rank;
+        }
+    }
+
+    /// Whether this waiter is the first of this client's in the queue: the only one of them
+    /// that can be its head, and so the only one that must keep its entry alive.
+    pub(crate) fn is_first(&self) -> bool {
+        let claimants = self
+            .channel
+            .claimants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        first(&claimants).is_some_and(|(_, w)| Arc::ptr_eq(w, &self.wake))
+    }
 }
 
 impl Drop for Claimant {
@@ -168,11 +209,19 @@ impl Drop for Claimant {
             .claimants
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        let was_first = first(&claimants).is_some_and(|(_, w)| Arc::ptr_eq(w, &self.wake));
         if let Some(i) = claimants
             .iter()
             .position(|(_, w)| Arc::ptr_eq(w, &self.wake))
         {
             claimants.swap_remove(i);
+        }
+        // The next one is first now: it renews its entry at once (the others let theirs
+        // lapse, and a renewal puts it back where it was: its score is when it began).
+        if was_first {
+            if let Some((_, next)) = first(&claimants) {
+                next.notify_one();
+            }
         }
     }
 }
@@ -275,23 +324,23 @@ impl Listener {
         }
     }
 
-    /// Marks a waiter of `channel` (that began waiting at `since`) as a member of its lock's
+    /// Marks a waiter of `channel` (at `rank` in the queue) as a member of its lock's
     /// overtake claim queue (see [`claim`](crate::raw::claim)): a release wakes the member of
-    /// this client that began first, through its `wake`, until its mark is dropped. `None`
+    /// this client first in the queue, through its `wake`, until its mark is dropped. `None`
     /// while the channel has no subscription (the claim was staked by the first attempt,
     /// before the waiter subscribed: ask again at the next attempt).
     pub(crate) fn claimant(
         &self,
         channel: &str,
         wake: &Arc<Notify>,
-        since: tokio::time::Instant,
+        rank: Rank,
     ) -> Option<Claimant> {
         let channel = self.shared.channels.get(channel)?.clone();
         channel
             .claimants
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((since.into_std(), wake.clone()));
+            .push((rank, wake.clone()));
         Some(Claimant {
             channel,
             wake: wake.clone(),
