@@ -7,7 +7,9 @@
 //!
 //! A kind that honours claims (one reentrant hash lock: `RLock`, `FencedLock`, and so a
 //! `MultiLock`'s members; both sides of a `RwLock`, which share a queue of their own, where
-//! readers are queued as `~<owner>` and a reader at the head holds back writers only)
+//! readers are queued as `~<owner>`, a reader at the head holds back writers only, and
+//! writers queue as if they had waited the limit longer: see
+//! [`Claim::waited_ms_as_writer`])
 //! passes [`Claim::ms`], [`Claim::waited_ms`] and the claim keys to
 //! its lock script at each attempt. The wait loop of [`take`](super::handle::take) wakes a
 //! waiter when it becomes overdue ([`Claim::until_due`]), whatever else wakes it, so it
@@ -128,6 +130,14 @@ impl Claim {
     /// How long this acquire has waited, in ms: its place in the claim queue.
     pub(crate) fn waited_ms(&self) -> u64 {
         self.since.elapsed().as_millis() as u64
+    }
+
+    /// [`waited_ms`](Self::waited_ms) plus the overtake limit: the place of a read-write
+    /// lock's writer, which queues as if it had waited the limit longer. So among waiters
+    /// that began within the limit of each other writers go first (writer preference), and
+    /// a reader that began more than the limit before a writer goes before it (the bound).
+    pub(crate) fn waited_ms_as_writer(&self) -> u64 {
+        self.waited_ms() + self.limit.map_or(0, |l| l.as_millis() as u64)
     }
 
     /// Whether the acquire is overdue: its next attempt queues it.

@@ -128,7 +128,7 @@ impl WriteLock {
                 let lock = self.clone();
                 let owner = hold_key.1.clone();
                 let abandoned = abandoned.clone();
-                let (claim_ms, waited) = (claim.ms(), claim.waited_ms());
+                let (claim_ms, waited) = (claim.ms(), claim.waited_ms_as_writer());
                 let call = async move {
                     let (s, c) = (&lock.shared, &lock.base.claims);
                     let reply = raw::run_acquire(
