@@ -208,6 +208,84 @@ async fn late_reply_after_response_timeout_leaves_no_hold() {
     .await;
 }
 
+/// A re-entry sent while the server sleeps (DEBUG SLEEP 0.8 s, response timeout 200 ms)
+/// times out, but its script still runs after the sleep: the server would count two holds
+/// where the task has one. The settlement of the unknown outcome trims the count back to
+/// the task's one hold; the first hold is not lost, and its unlock frees the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_entry_during_a_stall_is_not_counted_twice() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("flt-reenter");
+    let c = Client::builder(server.url())
+        .namespace(ns.clone())
+        .watchdog_timeout(WATCHDOG)
+        .response_timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .expect("build client");
+    let sleeper = server.conn().await;
+    let conn = server.conn().await;
+    in_task(async move {
+        let lock = c.lock("reenter");
+        let key = lock.key().to_string();
+        let first = lock.lock().await.expect("first hold");
+        let sleep = {
+            let mut s = sleeper.clone();
+            tokio::spawn(async move {
+                let _: redis::RedisResult<String> = redis::cmd("DEBUG")
+                    .arg("SLEEP")
+                    .arg("0.8")
+                    .query_async(&mut s)
+                    .await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let second = lock.try_lock(Duration::from_millis(100), None).await;
+        let believed: u32 = if second.is_ok() { 2 } else { 1 };
+        println!("re-entry during DEBUG SLEEP: {:?}", second.as_ref().err());
+        sleep.await.unwrap();
+        // Once the settlement ran, the server counts what the task holds.
+        let counts = |conn: &redis::aio::MultiplexedConnection| {
+            let mut c = conn.clone();
+            let key = key.clone();
+            async move {
+                let fields: std::collections::HashMap<String, u32> = redis::cmd("HGETALL")
+                    .arg(&key)
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                fields.into_values().collect::<Vec<_>>()
+            }
+        };
+        println!(
+            "right after the sleep the server counts {:?}",
+            counts(&conn).await
+        );
+        let settled = support::eventually(Duration::from_secs(3), || {
+            let f = counts(&conn);
+            async move { f.await == vec![believed] }
+        })
+        .await;
+        let seen = counts(&conn).await;
+        assert!(
+            settled,
+            "the task holds {believed}, the server counts {seen:?}"
+        );
+        assert!(!first.is_lost(), "the first hold survives the settlement");
+        if let Ok(second) = second {
+            second.unlock().await.expect("unlock the re-entry");
+        }
+        first.unlock().await.expect("unlock the first hold");
+        let mut cc = conn.clone();
+        assert!(
+            !exists(&mut cc, &key).await,
+            "nothing left after the unlock"
+        );
+        assert!(support::keys_with_pttl(&mut cc).await.is_empty());
+    })
+    .await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 11. Eviction
 
