@@ -4,7 +4,8 @@
 //! is `Send` (so it can be `tokio::spawn`ed). Nothing here talks to Redis: if this file
 //! compiles, the checks passed.
 //!
-//! A new public type or async method belongs here.
+//! A new public async method belongs here; a new public type must (a test below reads
+//! `src/lib.rs` and fails when one is missing).
 
 use std::time::Duration;
 
@@ -51,6 +52,18 @@ fn handles_guards_and_errors_are_send_and_sync() {
     send_sync::<lockwise::Admin>();
     send_sync::<lockwise::Held>();
     send_sync::<lockwise::ShutdownReport>();
+    send_sync::<lockwise::Ownership>();
+    send_sync::<lockwise::HoldMode>();
+    send_sync::<lockwise::Holder>();
+    send_sync::<lockwise::KeyInfo>();
+    send_sync::<lockwise::Leak>();
+    send_sync::<lockwise::LeakReason>();
+    send_sync::<lockwise::LeakReport>();
+    send_sync::<lockwise::Listing>();
+    send_sync::<lockwise::LockInfo>();
+    send_sync::<lockwise::LockKind>();
+    send_sync::<lockwise::OwnerCheck>();
+    send_sync::<lockwise::QueueEntry>();
     send_sync_static::<Error>();
     send_sync_static::<lockwise::Result<()>>();
 }
@@ -150,4 +163,66 @@ fn semaphore_futures_are_send(sem: lockwise::Semaphore, permits: lockwise::Semap
     send(&sem.acquire_many(1));
     send(&sem.try_acquire_many(1, d));
     send(&permits.release());
+}
+
+/// Every struct and enum `src/lib.rs` re-exports is checked above: the list is read from
+/// the source, so a new public type that is not `Send + Sync`-checked fails here.
+#[test]
+fn every_public_type_is_checked() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    // Names re-exported by `pub use module::{A, B}` / `pub use module::A;` (not `as`).
+    let mut exported = Vec::new();
+    for stmt in lib.split(';') {
+        let Some(at) = stmt.find("pub use ") else {
+            continue;
+        };
+        let path = &stmt[at + "pub use ".len()..];
+        let names = match path.find('{') {
+            Some(open) => &path[open + 1..path.rfind('}').unwrap()],
+            None => path.rsplit("::").next().unwrap(),
+        };
+        for name in names.split(',').map(str::trim) {
+            if name.starts_with(char::is_uppercase) && !name.contains(' ') {
+                exported.push(name.to_string());
+            }
+        }
+    }
+    // Of those, the ones src/ defines as a struct or an enum (not traits, not aliases).
+    let mut defined = std::collections::BTreeSet::new();
+    let mut stack = vec![root.join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for line in text.lines() {
+                    for kw in ["pub struct ", "pub enum "] {
+                        if let Some(rest) = line.trim_start().strip_prefix(kw) {
+                            let end = rest
+                                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                                .unwrap_or(rest.len());
+                            defined.insert(rest[..end].to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let this = include_str!("send_sync.rs");
+    let checked = |name: &str| {
+        ["send_sync::<", "send_sync_static::<"].iter().any(|call| {
+            this.contains(&format!("{call}{name}>"))
+                || this.contains(&format!("{call}lockwise::{name}>"))
+        })
+    };
+    let public_types: Vec<&String> = exported.iter().filter(|n| defined.contains(*n)).collect();
+    assert!(public_types.len() > 30, "found only {public_types:?}");
+    let missing: Vec<&&String> = public_types.iter().filter(|n| !checked(n)).collect();
+    assert!(
+        missing.is_empty(),
+        "public types without a Send + Sync check in tests/send_sync.rs: {missing:?}"
+    );
 }
