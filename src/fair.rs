@@ -240,7 +240,7 @@ impl FairLock {
             armed: !single,
             _busy: self.inner.base.core.cleanups.token(),
         };
-        let granted = raw::take(
+        let granted = raw::acquire_hold(
             self,
             owner,
             &channel,

@@ -191,7 +191,7 @@ impl FencedLock {
         lease: Option<Duration>,
     ) -> Result<Option<FencedLockGuard>> {
         let rlock = &self.inner.rlock;
-        let granted = raw::take(
+        let granted = raw::acquire_hold(
             rlock,
             self.base().owner_field(),
             rlock.channel(),

@@ -204,7 +204,8 @@ impl CountDownLatch {
             }
         };
         let (channel, name) = (&self.inner.channel, &self.inner.name);
-        let open = raw::wait::acquire_as(core, channel, deadline, "latch", name, attempt).await?;
+        let open =
+            raw::wait::observed_wait_loop(core, channel, deadline, "latch", name, attempt).await?;
         if open.is_some() {
             // Pass it on: the others of this client may have missed the broadcast (a
             // subscription loss wakes one waiter per channel only).

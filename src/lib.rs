@@ -14,7 +14,7 @@
 //   client/           Client (mod.rs) and ClientBuilder (builder.rs): what users build;
 //                     the builder calls deploy/ to connect and assembles the parts
 //   deploy/           standalone, Cluster and Sentinel: connect, probe, follow failovers;
-//                     `Commands`, the one command connection type; protocol.rs: RESP3,
+//                     `CommandConn`, the one command connection type; protocol.rs: RESP3,
 //                     or RESP2 for servers without HELLO
 //   raw/              the engine
 //     core.rs         per-client state: connection, listener, watchdog, settings
@@ -25,7 +25,7 @@
 //     kind.rs         what a lock kind gives the engine (client, name, release script)
 //     deadline.rs     how long a key surely lives after a call (the loss deadline's margin)
 //     registry/       local holds per (lock, owner), calls in flight, loss deadlines;
-//                     the `Watchdog` handle that owns them (settling.rs, transfer.rs)
+//                     the `HoldRegistry` handle that owns them (settling.rs, transfer.rs)
 //     settle.rs       settlements: the server's hold count back to the live guards
 //     hold.rs         one granted hold, as every guard wraps it
 //     handle.rs       what hash kinds share: name and keys, the acquire prologue

@@ -129,7 +129,7 @@ impl RLock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<RLockGuard>> {
-        let granted = raw::take(
+        let granted = raw::acquire_hold(
             self,
             self.base.owner_field(),
             self.channel(),

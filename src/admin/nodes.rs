@@ -8,7 +8,7 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, FromRedisValue, Value};
 
 use super::unexpected;
-use crate::deploy::Commands;
+use crate::deploy::CommandConn;
 use crate::error::{Error, Result};
 use crate::raw::Core;
 
@@ -17,7 +17,7 @@ const SCAN_COUNT: usize = 500;
 
 /// One master: the connection itself, or a Cluster node's address.
 enum Node {
-    Direct(Commands),
+    Direct(CommandConn),
     Cluster {
         conn: redis::cluster_async::ClusterConnection,
         host: String,
@@ -43,7 +43,7 @@ impl Node {
 
 /// The masters of `core`'s deployment.
 async fn masters(core: &Core) -> Result<Vec<Node>> {
-    let Commands::Cluster(conn) = &core.conn else {
+    let CommandConn::Cluster(conn) = &core.conn else {
         return Ok(vec![Node::Direct(core.conn.clone())]);
     };
     let slots: Vec<Value> = redis::cmd("CLUSTER")
@@ -141,7 +141,7 @@ pub(super) async fn subscribers(core: &Core, channels: &[String]) -> Result<u64>
     cmd.arg(if sharded { "SHARDNUMSUB" } else { "NUMSUB" })
         .arg(channels);
     let replies: Vec<Vec<(String, u64)>> = match (&core.conn, sharded) {
-        (Commands::Cluster(conn), true) => {
+        (CommandConn::Cluster(conn), true) => {
             let route = Route::with_key(channels[0].as_bytes(), SlotAddr::Master);
             let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
             let value = conn.clone().route_command(cmd, routing).await?;

@@ -17,7 +17,7 @@ use crate::deploy::{self, Connected, Deployment, MasterAuth, Protocol, Settings,
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_namespace};
 use crate::raw::listener::Listener;
-use crate::raw::registry::Watchdog;
+use crate::raw::registry::HoldRegistry;
 use crate::raw::{Core, Owner};
 use crate::scripts::ReplicaSync;
 
@@ -301,13 +301,13 @@ impl ClientBuilder {
         })
         .await?;
 
-        let watchdog = Watchdog::start(conn.clone(), self.watchdog_timeout);
+        let holds = HoldRegistry::start(conn.clone(), self.watchdog_timeout);
         let presence = crate::raw::presence::Presence::start(
             conn.clone(),
             &self.namespace,
             &id_str,
             self.watchdog_timeout,
-            &watchdog,
+            &holds,
         );
         tracing::debug!(client = %id, namespace = %self.namespace, "lockwise client connected");
         let core = Arc::new(Core {
@@ -318,7 +318,7 @@ impl ClientBuilder {
             publish,
             replica_sync,
             listener,
-            watchdog,
+            holds,
             presence,
             watchdog_timeout: self.watchdog_timeout,
             watchdog_ms,

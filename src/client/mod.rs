@@ -99,7 +99,7 @@ struct ClientHandle {
 
 impl Drop for ClientHandle {
     fn drop(&mut self) {
-        self.core.watchdog.shutdown();
+        self.core.holds.shutdown();
     }
 }
 

@@ -17,7 +17,7 @@
 
 use redis::RedisError;
 
-use super::Commands;
+use super::CommandConn;
 use crate::error::{Error, Result};
 use crate::scripts::MULTI_CHECK;
 
@@ -76,7 +76,7 @@ const NEEDED: &[&[&str]] = &[
 ///
 /// # Cancel safety
 /// Dropping the future abandons the check; it wrote nothing.
-pub(super) async fn check(conn: &mut Commands, namespace: &str, publish: &str) -> Result<()> {
+pub(super) async fn check(conn: &mut CommandConn, namespace: &str, publish: &str) -> Result<()> {
     // No lock name maps to this key or channel (theirs are `<ns>:<role>:{<name>}`).
     let probe = format!("{namespace}:acl-probe");
     dry_run(conn, namespace, publish, &probe).await?;
@@ -94,7 +94,12 @@ pub(super) async fn check(conn: &mut Commands, namespace: &str, publish: &str) -
 }
 
 /// Step 1 of the module docs: `ACL DRYRUN` for every needed command, if the user may.
-async fn dry_run(conn: &mut Commands, namespace: &str, publish: &str, probe: &str) -> Result<()> {
+async fn dry_run(
+    conn: &mut CommandConn,
+    namespace: &str,
+    publish: &str,
+    probe: &str,
+) -> Result<()> {
     let user: String = match redis::cmd("ACL").arg("WHOAMI").query_async(conn).await {
         Ok(user) => user,
         Err(e) => {

@@ -10,7 +10,7 @@ use redis::{ConnectionInfo, ProtocolVersion};
 
 use super::probe::{probe, resp3, within};
 use super::protocol::{self, Protocol};
-use super::{Commands, Options, Subscriber};
+use super::{CommandConn, Options, Subscriber};
 use crate::error::{Error, Result};
 
 /// A redis-rs cluster client for `seeds`, RESP3, with lockwise's timeouts. `push` receives the
@@ -46,7 +46,7 @@ pub(crate) fn cluster_client(
 pub(super) async fn connect<L: Subscriber>(
     seeds: &[String],
     options: &Options,
-) -> Result<(Commands, L, &'static str)> {
+) -> Result<(CommandConn, L, &'static str)> {
     if options.protocol == Protocol::Resp2 {
         return Err(protocol::cluster_needs_resp3());
     }
@@ -98,5 +98,5 @@ pub(super) async fn connect<L: Subscriber>(
     )
     .await?;
     let publish = if sharded { "spublish" } else { "publish" };
-    Ok((Commands::Cluster(conn), listener, publish))
+    Ok((CommandConn::Cluster(conn), listener, publish))
 }

@@ -28,7 +28,7 @@
 //! finally checks that the server supports `WAIT`
 //! (if not: a warning, and the client runs without it).
 //!
-//! [`Commands`] is the one command-connection type the rest of the crate uses: it implements
+//! [`CommandConn`] is the one command-connection type the rest of the crate uses: it implements
 //! redis-rs's [`ConnectionLike`], so scripts and plain commands run on any deployment alike.
 //!
 //! This module knows nothing of lock kinds or the `Client`: the builder hands [`connect`] its
@@ -62,7 +62,7 @@ use sentinel::{Retry, Verdict};
 
 /// The command connection of a client, for any deployment. Cheap to clone.
 #[derive(Clone)]
-pub(crate) enum Commands {
+pub(crate) enum CommandConn {
     /// A standalone server.
     Single(ConnectionManager),
     /// A Redis Cluster.
@@ -71,20 +71,20 @@ pub(crate) enum Commands {
     Sentinel(Arc<SentinelMaster>),
 }
 
-impl Commands {
+impl CommandConn {
     /// Whether commands go to a Redis Cluster (scripts must then keep each call's keys in
     /// one slot).
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Commands::Cluster(_))
+        matches!(self, CommandConn::Cluster(_))
     }
 }
 
-impl ConnectionLike for Commands {
+impl ConnectionLike for CommandConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Commands::Single(c) => c.req_packed_command(cmd),
-            Commands::Cluster(c) => c.req_packed_command(cmd),
-            Commands::Sentinel(m) => {
+            CommandConn::Single(c) => c.req_packed_command(cmd),
+            CommandConn::Cluster(c) => c.req_packed_command(cmd),
+            CommandConn::Sentinel(m) => {
                 let m = m.clone();
                 async move {
                     let (sent_to, reply) = m
@@ -113,9 +113,9 @@ impl ConnectionLike for Commands {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Commands::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Commands::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-            Commands::Sentinel(m) => {
+            CommandConn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            CommandConn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            CommandConn::Sentinel(m) => {
                 let m = m.clone();
                 async move {
                     let run = |mut c: ConnectionManager| async move {
@@ -137,9 +137,9 @@ impl ConnectionLike for Commands {
 
     fn get_db(&self) -> i64 {
         match self {
-            Commands::Single(c) => c.get_db(),
-            Commands::Cluster(c) => c.get_db(),
-            Commands::Sentinel(m) => m.conn().get_db(),
+            CommandConn::Single(c) => c.get_db(),
+            CommandConn::Cluster(c) => c.get_db(),
+            CommandConn::Sentinel(m) => m.conn().get_db(),
         }
     }
 }
@@ -189,7 +189,7 @@ pub(crate) struct Settings {
 /// What a connected client is made of.
 pub(crate) struct Connected<L> {
     /// The command connection.
-    pub(crate) commands: Commands,
+    pub(crate) commands: CommandConn,
     /// The command scripts publish unlock messages with (`"spublish"` or `"publish"`).
     pub(crate) publish: &'static str,
     /// The subscription listener, connected (and following the master, on Sentinel).

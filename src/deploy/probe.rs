@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
 
-use super::Commands;
+use super::CommandConn;
 use crate::error::{Error, Result};
 use crate::scripts::ReplicaSync;
 
@@ -89,7 +89,7 @@ fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
 /// Replica sync needs WAIT: a server that refuses it is reported once, here, and the client
 /// runs without replica sync.
 pub(super) async fn check_wait_support(
-    conn: &mut Commands,
+    conn: &mut CommandConn,
     sync: ReplicaSync,
 ) -> Option<ReplicaSync> {
     let reply: redis::RedisResult<i64> = redis::cmd("WAIT").arg(0).arg(0).query_async(conn).await;

@@ -4,7 +4,7 @@
 use redis::aio::ConnectionManager;
 
 use super::probe::resp3;
-use super::{protocol, Commands, Options, Subscriber, Target};
+use super::{protocol, CommandConn, Options, Subscriber, Target};
 use crate::error::Result;
 
 /// Probes the server at `target` (RESP3, or RESP2 if it has no `HELLO` or the builder
@@ -13,7 +13,7 @@ use crate::error::Result;
 pub(super) async fn connect<L: Subscriber>(
     target: &Target,
     options: &Options,
-) -> Result<(Commands, L, &'static str)> {
+) -> Result<(CommandConn, L, &'static str)> {
     let info = match target {
         Target::Url(url) => resp3(url)?,
         Target::Info(info) => (**info).clone(),
@@ -30,5 +30,5 @@ pub(super) async fn connect<L: Subscriber>(
         options.self_id.clone(),
     )
     .await?;
-    Ok((Commands::Single(conn), listener, "publish"))
+    Ok((CommandConn::Single(conn), listener, "publish"))
 }

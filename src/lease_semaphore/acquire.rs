@@ -98,8 +98,15 @@ impl LeaseSemaphore {
         let waiter = Waiter::new(&core.id_str, &self.inner.channel, k);
         let attempt = || self.attempt(k, lease_ms, &waiter);
         let (channel, name) = (&self.inner.channel, &self.inner.name);
-        let ids = raw::wait::acquire_as(core, channel, deadline, "lease_semaphore", name, attempt)
-            .await?;
+        let ids = raw::wait::observed_wait_loop(
+            core,
+            channel,
+            deadline,
+            "lease_semaphore",
+            name,
+            attempt,
+        )
+        .await?;
         let Some((ids, sent_at)) = ids else {
             return Ok(None);
         };
@@ -111,7 +118,7 @@ impl LeaseSemaphore {
         };
         // Tracked first, then checked: a close that took its snapshot before these were
         // tracked has closed the client by now, and dropping them gives them back.
-        core.watchdog.check_open()?;
+        core.holds.check_open()?;
         Ok(Some(permits))
     }
 

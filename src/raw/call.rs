@@ -94,9 +94,9 @@ impl<K: Kind> Ticket<K> {
     ///
     /// Cancel safe: dropped while waiting, nothing was counted.
     pub(crate) async fn begin(kind: &K, key: &HoldKey) -> Ticket<K> {
-        let watchdog = &kind.core().watchdog;
+        let holds = &kind.core().holds;
         loop {
-            let settled = match watchdog.begin(key) {
+            let settled = match holds.begin(key) {
                 Begin::Go(sent) => {
                     return Ticket {
                         kind: kind.clone(),
@@ -110,7 +110,7 @@ impl<K: Kind> Ticket<K> {
             let notified = settled.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if watchdog.is_settling(key) {
+            if holds.is_settling(key) {
                 notified.await;
             }
         }

@@ -11,7 +11,7 @@
 //! writers queue as if they had waited the limit longer: see
 //! [`Claim::waited_ms_as_writer`])
 //! passes [`Claim::ms`], [`Claim::waited_ms`] and the claim keys to
-//! its lock script at each attempt. The wait loop of [`take`](super::handle::take) wakes a
+//! its lock script at each attempt. The wait loop of [`acquire_hold`](super::handle::acquire_hold) wakes a
 //! waiter when it becomes overdue ([`Claim::until_due`]), whatever else wakes it, so it
 //! joins the queue on time; it then wakes a member at least every [`CLAIM_REFRESH`] so its
 //! entry stays alive while the lock is held, and withdraws it when the waiter leaves without

@@ -8,7 +8,7 @@
 //!   (its guards are marked lost, and their `unlock` sends nothing) and the owner's count
 //!   *on the server* is released, one conditional step at a time, so holds whose replies
 //!   were lost are released too. A grant that lands after the snapshot belongs to a guard
-//!   that `take` drops at once (the client is closed), whose release goes out as usual:
+//!   that `acquire_hold` drops at once (the client is closed), whose release goes out as usual:
 //!   only the guards counted at the snapshot are closed out.
 //! * **Permits** of the semaphores, which no registry counts: each live permit guard is
 //!   in [`Permits`] until it is released, dropped or forgotten, and is given back from
@@ -117,11 +117,11 @@ pub(crate) async fn close(core: &Arc<Core>, timeout: Duration) -> Option<Closed>
         return None;
     }
     core.closed.cancel();
-    core.watchdog.shutdown();
+    core.holds.shutdown();
     let deadline = Instant::now() + timeout;
     let mut report = Closed::default();
 
-    let holds = core.watchdog.close_out();
+    let holds = core.holds.close_out();
     let releases = holds.into_iter().map(|(key, kind)| {
         let core = core.clone();
         async move {

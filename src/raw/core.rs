@@ -5,8 +5,8 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::listener::Listener;
-use super::registry::Watchdog;
-use crate::deploy::Commands;
+use super::registry::HoldRegistry;
+use crate::deploy::CommandConn;
 use crate::scripts::ReplicaSync;
 
 /// State shared by the client, its lock handles and guards.
@@ -16,14 +16,14 @@ pub(crate) struct Core {
     pub(crate) id_str: String,
     pub(crate) namespace: String,
     /// The command connection (standalone, cluster or the current Sentinel master).
-    pub(crate) conn: Commands,
+    pub(crate) conn: CommandConn,
     /// The command scripts publish unlock messages with: `"spublish"` on a cluster with
     /// sharded pub/sub (Redis 7), else `"publish"`.
     pub(crate) publish: &'static str,
     /// `WAIT` after each lock write, if configured and supported by the server.
     pub(crate) replica_sync: Option<ReplicaSync>,
     pub(crate) listener: Listener,
-    pub(crate) watchdog: Watchdog,
+    pub(crate) holds: HoldRegistry,
     /// This client's presence keys (its own id, its `RedLockSet`s' ids).
     pub(crate) presence: super::presence::Presence,
     pub(crate) watchdog_timeout: Duration,

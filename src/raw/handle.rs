@@ -1,6 +1,6 @@
 //! What every hash-based lock kind shares above the wait loop: the validated name and keys
 //! ([`Base`]), the acquire prologue behind `lock` / `lock_with_lease` / `try_lock`
-//! ([`take`]), one ticketed script attempt with its reply parsed ([`attempt`]), the read-only
+//! ([`acquire_hold`]), one ticketed script attempt with its reply parsed ([`attempt`]), the read-only
 //! inspection (`inspect_methods!`), and the guard accessors (`guard_accessors!`).
 //!
 //! A kind supplies its keys, its script call and how to read the script's reply; this module
@@ -19,7 +19,7 @@ use super::claim::{Claim, Withdraw, CLAIM_REFRESH};
 use super::hold::Hold;
 use super::kind::Kind;
 use super::registry::HoldKey;
-use super::wait::{acquire_named, pttl_from, Attempt, Owner};
+use super::wait::{pttl_from, wait_loop, Attempt, Owner};
 use super::{inspect, observe, Core};
 use crate::error::{Error, Result};
 use crate::keys::{check_millis, check_name, ClaimKeys, Keys, Role};
@@ -216,7 +216,7 @@ pub(crate) fn attempt<K: Kind, T: Send + 'static>(
     let (kind, hold_key) = (kind.clone(), hold_key.clone());
     async move {
         // A closed client (last `Client` dropped) takes nothing: no watchdog would keep it.
-        kind.core().watchdog.check_open()?;
+        kind.core().holds.check_open()?;
         let ticket = Ticket::begin(&kind, &hold_key).await;
         let (reply, ticket) = ticketed_call(ticket, call).await?;
         reply.check(kind.core())?;
@@ -243,7 +243,7 @@ pub(crate) fn attempt<K: Kind, T: Send + 'static>(
 /// script (see [`claim`](super::claim)); a waiter the script names claimant is then woken at
 /// every release its client hears and at least every [`CLAIM_REFRESH`] to renew its claim,
 /// and its claim is withdrawn when it leaves without the lock. Other kinds ignore `claim`.
-pub(crate) async fn take<K, T, F, Fut>(
+pub(crate) async fn acquire_hold<K, T, F, Fut>(
     kind: &K,
     owner: Arc<str>,
     channel: &str,
@@ -259,7 +259,7 @@ where
 {
     let base = kind.base();
     base.check()?;
-    base.core.watchdog.check_open()?;
+    base.core.holds.check_open()?;
     let lease_ms = match lease {
         Some(lease) => check_millis("lease", lease)?,
         None => base.core.watchdog_ms,
@@ -277,7 +277,7 @@ where
     let listener = &base.core.listener;
     let ttl = Duration::from_millis(lease_ms);
     let granted = loop {
-        let granted = acquire_named(
+        let granted = wait_loop(
             &base.core,
             channel,
             &base.name,
@@ -345,7 +345,7 @@ where
     // No .await between the reply and the registration: the hold always gets its guard.
     observe::granted(&span, holds);
     let hold = Hold::register_observed(ticket, holds, lease, label, span);
-    if let Err(e) = base.core.watchdog.check_open() {
+    if let Err(e) = base.core.holds.check_open() {
         // The client went away while the call was in flight: no guard that is lost at
         // birth. Dropping the hold releases it in the background.
         drop(hold);

@@ -63,7 +63,7 @@ impl<K: Kind> Hold<K> {
             span,
         });
         observe::held(core, label, 1.0);
-        let (lost, epoch, settle) = core.watchdog.acquired(
+        let (lost, epoch, settle) = core.holds.acquired(
             &hold_key,
             ticket.sent,
             server_holds,
@@ -113,7 +113,7 @@ impl<K: Kind> Hold<K> {
         let core = state.kind.core().clone();
         let from = state.hold_key.clone();
         let to: HoldKey = (from.0.clone(), to);
-        core.watchdog
+        core.holds
             .begin_transfer(&from, state.epoch, &to)
             .map_err(|reason| Error::invalid("guard", reason))?;
         let mut pending = Moving {
@@ -142,7 +142,7 @@ impl<K: Kind> Hold<K> {
         match reply {
             Ok(1 | 2) => {
                 let watch = state.lease.is_none();
-                let (lost, epoch) = core.watchdog.transfer(&from, &to, watch, &state.meta);
+                let (lost, epoch) = core.holds.transfer(&from, &to, watch, &state.meta);
                 tracing::debug!(lock = %kind.name(), from = %from.1, to = %to.1, "hold detached");
                 state.hold_key = to;
                 state.lost = lost;
@@ -205,7 +205,7 @@ impl<K: Kind> Hold<K> {
         };
         let watch = state.lease.is_none();
         observe::held(&core, state.meta.kind, -1.0);
-        match core.watchdog.released(&state.hold_key, watch, state.epoch) {
+        match core.holds.released(&state.hold_key, watch, state.epoch) {
             Release::Stale { settle } => {
                 // The hold expired and this owner took the lock again: that hold is not ours.
                 if settle {
@@ -221,7 +221,7 @@ impl<K: Kind> Hold<K> {
                 let notified = settled.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                if core.watchdog.is_settling(&state.hold_key) {
+                if core.holds.is_settling(&state.hold_key) {
                     notified.await;
                 }
                 if lasted.get() == Some(&true) && !state.lost.is_cancelled() {
@@ -267,7 +267,7 @@ impl<K: Kind> Hold<K> {
             if s.lost.is_cancelled() {
                 return Duration::ZERO;
             }
-            s.kind.core().watchdog.validity(&s.hold_key, s.epoch)
+            s.kind.core().holds.validity(&s.hold_key, s.epoch)
         })
     }
 
@@ -328,8 +328,10 @@ impl<K: Kind> HoldRef<K> {
     /// watchdog): the hold's loss deadline moves accordingly.
     pub(crate) fn extended(&self, sent: tokio::time::Instant, ttl: Duration) {
         let until = crate::raw::safe_until(sent, ttl);
-        let watchdog = &self.kind.core().watchdog;
-        watchdog.extended(&self.hold_key, self.epoch, until);
+        self.kind
+            .core()
+            .holds
+            .extended(&self.hold_key, self.epoch, until);
     }
 
     /// Reports that the server no longer has this hold (a renewal found it gone): it and
@@ -337,7 +339,7 @@ impl<K: Kind> HoldRef<K> {
     pub(crate) fn gone(&self, why: &str) {
         self.kind
             .core()
-            .watchdog
+            .holds
             .forgotten(&self.hold_key, Some(self.epoch), why);
     }
 }
@@ -350,7 +352,7 @@ impl<K: Kind> Drop for Hold<K> {
         let core = state.kind.core().clone();
         let watch = state.lease.is_none();
         observe::held(&core, state.meta.kind, -1.0);
-        match core.watchdog.released(&state.hold_key, watch, state.epoch) {
+        match core.holds.released(&state.hold_key, watch, state.epoch) {
             Release::Stale { settle } => {
                 if settle {
                     spawn_settle(&state.kind, &state.hold_key);

@@ -92,7 +92,7 @@ pub(crate) use self::core::Core;
 pub(crate) use call::{run_acquire, Ticket};
 pub(crate) use deadline::safe_until;
 pub(crate) use handle::{
-    attempt, check_owner_id, plain_reply, release, take, Base, HashKind, Reply,
+    acquire_hold, attempt, check_owner_id, plain_reply, release, Base, HashKind, Reply,
 };
 pub(crate) use hold::{Hold, HoldRef};
 pub(crate) use kind::Kind;

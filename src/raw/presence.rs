@@ -15,8 +15,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::registry::Watchdog;
-use crate::deploy::Commands;
+use super::registry::HoldRegistry;
+use crate::deploy::CommandConn;
 use crate::keys::{Keys, Role};
 
 /// The presence keys of one client: which ids it announces, and the task refreshing them.
@@ -34,11 +34,11 @@ pub(crate) struct Presence {
 impl Presence {
     /// Starts announcing `own_id` (the client's id), until the watchdog shuts down.
     pub(crate) fn start(
-        conn: Commands,
+        conn: CommandConn,
         namespace: &str,
         own_id: &str,
         timeout: Duration,
-        watchdog: &Watchdog,
+        holds: &HoldRegistry,
     ) -> Presence {
         let presence = Presence {
             keys: Arc::default(),
@@ -55,7 +55,7 @@ impl Presence {
             period: (timeout / 3).max(Duration::from_millis(1)),
         };
         let done = presence.done.clone();
-        let shutdown = watchdog.shutdown.clone();
+        let shutdown = holds.shutdown.clone();
         tokio::spawn(async move {
             task.run(shutdown).await;
             done.cancel();
@@ -99,7 +99,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 struct Task {
-    conn: Commands,
+    conn: CommandConn,
     keys: Arc<Mutex<HashMap<String, usize>>>,
     changed: Arc<Notify>,
     ttl_ms: u64,

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 
 /// Ends a counted call; starts the settlement it may call for.
 pub(super) fn finish<K: Kind>(kind: &K, key: &HoldKey, outcome: Outcome) {
-    if kind.core().watchdog.finish(key, outcome) {
+    if kind.core().holds.finish(key, outcome) {
         spawn_settle(kind, key);
     }
 }
@@ -46,7 +46,7 @@ async fn settle<K: Kind>(kind: K, key: HoldKey) {
             expected,
             ttl,
             hint,
-        } = core.watchdog.settle_target(&key);
+        } = core.holds.settle_target(&key);
         let step: Result<Option<bool>> = async {
             let count = match hint {
                 Some(count) => count,
@@ -69,7 +69,7 @@ async fn settle<K: Kind>(kind: K, key: HoldKey) {
         let lasted = first_count.map(|first| first >= expected);
         match step {
             Ok(Some(lost)) => {
-                if core.watchdog.settle_done(&key, target, lost, lasted, false) {
+                if core.holds.settle_done(&key, target, lost, lasted, false) {
                     tracing::debug!(lock = %kind.name(), holds = target, lost, "hold count settled");
                     return;
                 }
@@ -79,13 +79,13 @@ async fn settle<K: Kind>(kind: K, key: HoldKey) {
                 // With no guard left, the key is gone once its longest TTL ran out after the
                 // last call (every call ended before the settlement began).
                 let expired = target == 0 && started.elapsed() > ttl + SETTLE_BACKOFF;
-                if expired || core.watchdog.is_shut_down() {
+                if expired || core.holds.is_shut_down() {
                     tracing::warn!(
                         lock = %kind.name(),
                         error = %e,
                         "could not settle the hold count; the hold expires with its TTL"
                     );
-                    core.watchdog.settle_done(&key, target, false, None, true);
+                    core.holds.settle_done(&key, target, false, None, true);
                     return;
                 }
                 tracing::debug!(lock = %kind.name(), error = %e, "settling the hold count failed; retrying");

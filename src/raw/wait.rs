@@ -31,9 +31,9 @@ pub(crate) enum Attempt<T> {
 /// `deadline` passes (`None` = no limit). Returns `Ok(None)` on timeout. `lock` is the lock's
 /// name, which the logs of its channel (resubscriptions) carry. A wakeup on `also` (an
 /// overtake claimant's own, see [`claim`](super::claim)) counts as one on the channel. Not
-/// observed: kinds call [`acquire_as`], or observe it themselves as [`take`](super::take)
+/// observed: kinds call [`observed_wait_loop`], or observe it themselves as [`acquire_hold`](super::acquire_hold)
 /// does.
-pub(crate) async fn acquire_named<T, F, Fut>(
+pub(crate) async fn wait_loop<T, F, Fut>(
     core: &Arc<Core>,
     channel: &str,
     lock: &str,
@@ -128,15 +128,15 @@ where
                 }
             } => {}
             // The last `Client` was dropped while we waited: no guard could be kept alive.
-            () = core.watchdog.closed() => return Err(Error::ClientClosed),
+            () = core.holds.closed() => return Err(Error::ClientClosed),
         }
     }
 }
 
-/// [`acquire_named`], observed as one acquire of `kind` on the lock `name` by `owner` (its span,
+/// [`wait_loop`], observed as one acquire of `kind` on the lock `name` by `owner` (its span,
 /// the wait histogram and the counters of [`observe`](super::observe)), for kinds whose
 /// acquisitions hold no [`Hold`](super::Hold) (semaphores, latches).
-pub(crate) async fn acquire_as<T, F, Fut>(
+pub(crate) async fn observed_wait_loop<T, F, Fut>(
     core: &Arc<Core>,
     channel: &str,
     deadline: Option<Instant>,
@@ -150,7 +150,7 @@ where
 {
     let observed = super::observe::Acquire::start(core, kind, name, &core.id_str);
     let span = observed.span().clone();
-    let result = acquire_named(core, channel, name, deadline, None, attempt)
+    let result = wait_loop(core, channel, name, deadline, None, attempt)
         .instrument(span)
         .await;
     observed.finish(&result);

@@ -39,8 +39,8 @@ use redis::cluster_routing::Slot;
 
 use super::deadline::safe_until;
 use super::observe;
-use super::registry::{Cmd, Hold, HoldKey, Recent, Watchdog};
-use crate::deploy::Commands;
+use super::registry::{Cmd, HoldKey, HoldRegistry, OwnerHolds, Recent};
+use crate::deploy::CommandConn;
 use crate::scripts::RENEW;
 
 /// Most keys renewed by one script call.
@@ -58,9 +58,9 @@ const MAX_INFLIGHT: usize = 8;
 /// them in flight cost no more round trips.
 const MAX_INFLIGHT_CLUSTER: usize = 64;
 
-impl Watchdog {
-    /// Starts the task. It runs until [`Watchdog::shutdown`] (the last `Client` dropped).
-    pub(crate) fn start(conn: Commands, timeout: Duration) -> Watchdog {
+impl HoldRegistry {
+    /// Starts the task. It runs until [`HoldRegistry::shutdown`] (the last `Client` dropped).
+    pub(crate) fn start(conn: CommandConn, timeout: Duration) -> HoldRegistry {
         let registry = Arc::new(DashMap::new());
         let (tx, rx) = mpsc::unbounded_channel();
         let shutdown = CancellationToken::new();
@@ -81,7 +81,7 @@ impl Watchdog {
             deadline_keys: HashMap::new(),
         };
         tokio::spawn(task.run(rx, shutdown.clone()));
-        Watchdog {
+        HoldRegistry {
             registry,
             tx,
             recent,
@@ -118,11 +118,11 @@ impl Watchdog {
 }
 
 struct Task {
-    registry: Arc<DashMap<HoldKey, Hold>>,
+    registry: Arc<DashMap<HoldKey, OwnerHolds>>,
     /// Watches started since the last look, and the signal that the list stopped being empty.
     recent: Arc<Recent>,
     wake: Arc<Notify>,
-    conn: Commands,
+    conn: CommandConn,
     /// On a cluster, one script call may only touch keys of one slot: batches are per slot.
     by_slot: bool,
     timeout: Duration,
@@ -196,7 +196,7 @@ impl Task {
                     take_recent = None;
                     self.arm_recent();
                 }
-                Some(done) = inflight.next(), if !inflight.is_empty() => self.settle(done),
+                Some(done) = inflight.next(), if !inflight.is_empty() => self.apply_renewal(done),
                 Some(expired) = self.deadlines.next(), if !self.deadlines.is_empty() => {
                     let mut due = vec![expired.into_inner()];
                     while let Some(Some(more)) =
@@ -340,7 +340,7 @@ impl Task {
             .is_some_and(|h| h.watch_refs > 0 && h.gen == gen && !h.is_lost)
     }
 
-    fn settle(&mut self, (batch, sent_at, result): Renewal) {
+    fn apply_renewal(&mut self, (batch, sent_at, result): Renewal) {
         let now = Instant::now();
         match result {
             Ok(answers) if answers.len() == batch.len() => {
@@ -434,7 +434,7 @@ fn on_grid(epoch: Instant, grid: Duration, when: Instant) -> Instant {
     epoch + Duration::from_nanos(u64::try_from(steps * grid).unwrap_or(u64::MAX))
 }
 
-async fn renew(mut conn: Commands, ttl: Duration, batch: Vec<(HoldKey, u64)>) -> Renewal {
+async fn renew(mut conn: CommandConn, ttl: Duration, batch: Vec<(HoldKey, u64)>) -> Renewal {
     let keys: Vec<&str> = batch.iter().map(|((k, _), _)| &**k).collect();
     let ttl_ms = ttl.as_millis() as u64;
     let mut args: Vec<&dyn crate::scripts::ToRedisArgsDyn> = Vec::with_capacity(batch.len() + 1);

@@ -108,7 +108,7 @@ impl RedLock {
                         Some(Hold::register(ticket, count, Some(ttl)))
                     }
                     NodeReply::Held => {
-                        node.core.watchdog.forgotten(
+                        node.core.holds.forgotten(
                             &node.hold_key(&owner),
                             None,
                             "another owner holds it on this node",

@@ -93,7 +93,7 @@ impl ReadLock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<ReadLockGuard>> {
-        let granted = raw::take(
+        let granted = raw::acquire_hold(
             self,
             self.base.owner_field(),
             &self.shared.read_channel,

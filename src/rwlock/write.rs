@@ -117,7 +117,7 @@ impl WriteLock {
             _busy: self.base.core.cleanups.token(),
         };
         let abandoned = intent.abandoned.clone();
-        let granted = raw::take(
+        let granted = raw::acquire_hold(
             self,
             owner,
             &self.shared.write_channel,

@@ -352,14 +352,15 @@ impl Semaphore {
         };
         let (channel, name) = (&i.channel, &i.name);
         let got =
-            raw::wait::acquire_as(&i.core, channel, deadline, "semaphore", name, attempt).await?;
+            raw::wait::observed_wait_loop(&i.core, channel, deadline, "semaphore", name, attempt)
+                .await?;
         let Some(()) = got else {
             return Ok(None);
         };
         let guard = SemaphorePermits::new(self.clone(), permits);
         // Tracked first, then checked: a close that took its snapshot before this guard
         // was tracked has closed the client by now, and the guard gives its permits back.
-        i.core.watchdog.check_open()?;
+        i.core.holds.check_open()?;
         Ok(Some(guard))
     }
 }

@@ -47,7 +47,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use super::probe::{probe, resp3};
-use super::{protocol, Commands, Options, Subscriber};
+use super::{protocol, CommandConn, Options, Subscriber};
 use crate::error::{Error, Result};
 
 /// Credentials and database of a Sentinel master (set only for Sentinel deployments).
@@ -69,7 +69,7 @@ pub(super) async fn connect<L: Subscriber>(
     master_name: &str,
     auth: &MasterAuth,
     options: &Options,
-) -> Result<(Commands, L, &'static str)> {
+) -> Result<(CommandConn, L, &'static str)> {
     let first = options.protocol.first();
     match connect_with(sentinels, master_name, auth, options, first).await {
         Err(e) if first == ProtocolVersion::RESP3 && protocol::refuses_resp3(&e) => {
@@ -93,7 +93,7 @@ async fn connect_with<L: Subscriber>(
     auth: &MasterAuth,
     options: &Options,
     version: ProtocolVersion,
-) -> Result<(Commands, L, &'static str)> {
+) -> Result<(CommandConn, L, &'static str)> {
     let sentinels = sentinels
         .iter()
         .map(|s| Ok(protocol::with_protocol(resp3(s)?, version)))
@@ -127,7 +127,7 @@ async fn connect_with<L: Subscriber>(
     )
     .await?;
     listener.follow(sentinel.switches(), options.manager.clone());
-    Ok((Commands::Sentinel(sentinel), listener, "publish"))
+    Ok((CommandConn::Sentinel(sentinel), listener, "publish"))
 }
 
 /// Whether a call may be sent again after what the master answered.

@@ -31,12 +31,12 @@ pub(super) const OUTCOMES: [&str; 4] = ["acquired", "timeout", "error", "cancell
 /// The cached handles of one client.
 #[derive(Default)]
 pub(crate) struct Cache {
-    kinds: [Kind; KINDS.len()],
+    kinds: [KindMetrics; KINDS.len()],
 }
 
 /// The cached handles of one kind.
 #[derive(Default)]
-pub(super) struct Kind {
+pub(super) struct KindMetrics {
     wait: [OnceLock<Histogram>; OUTCOMES.len()],
     acquisitions: OnceLock<Counter>,
     timeouts: OnceLock<Counter>,
@@ -47,7 +47,7 @@ pub(super) struct Kind {
 
 impl Cache {
     /// The handles of `kind`, if it is one of the cached kinds.
-    pub(super) fn kind(&self, kind: &str) -> Option<&Kind> {
+    pub(super) fn kind(&self, kind: &str) -> Option<&KindMetrics> {
         KINDS
             .iter()
             .position(|k| *k == kind)
@@ -64,32 +64,32 @@ fn with<T>(cell: Option<&OnceLock<T>>, make: impl FnOnce() -> T, f: impl FnOnce(
     }
 }
 
-pub(super) fn wait(kind: Option<&Kind>, label: &'static str, outcome: usize, secs: f64) {
+pub(super) fn wait(kind: Option<&KindMetrics>, label: &'static str, outcome: usize, secs: f64) {
     let make = || metrics::histogram!(ACQUIRE_WAIT_SECONDS, "kind" => label, "outcome" => OUTCOMES[outcome]);
     with(kind.map(|k| &k.wait[outcome]), make, |h| h.record(secs));
 }
 
-pub(super) fn acquisition(kind: Option<&Kind>, label: &'static str) {
+pub(super) fn acquisition(kind: Option<&KindMetrics>, label: &'static str) {
     let make = || metrics::counter!(ACQUISITIONS_TOTAL, "kind" => label);
     with(kind.map(|k| &k.acquisitions), make, |c| c.increment(1));
 }
 
-pub(super) fn timeout(kind: Option<&Kind>, label: &'static str) {
+pub(super) fn timeout(kind: Option<&KindMetrics>, label: &'static str) {
     let make = || metrics::counter!(TIMEOUTS_TOTAL, "kind" => label);
     with(kind.map(|k| &k.timeouts), make, |c| c.increment(1));
 }
 
-pub(super) fn release(kind: Option<&Kind>, label: &'static str) {
+pub(super) fn release(kind: Option<&KindMetrics>, label: &'static str) {
     let make = || metrics::counter!(RELEASES_TOTAL, "kind" => label);
     with(kind.map(|k| &k.releases), make, |c| c.increment(1));
 }
 
-pub(super) fn holds(kind: Option<&Kind>, label: &'static str, delta: f64) {
+pub(super) fn holds(kind: Option<&KindMetrics>, label: &'static str, delta: f64) {
     let make = || metrics::gauge!(HOLDS, "kind" => label);
     with(kind.map(|k| &k.holds), make, |g| g.increment(delta));
 }
 
-pub(super) fn queue(kind: Option<&Kind>, label: &'static str, len: f64) {
+pub(super) fn queue(kind: Option<&KindMetrics>, label: &'static str, len: f64) {
     let make = || metrics::histogram!(FAIR_QUEUE_LENGTH, "kind" => label);
     with(kind.map(|k| &k.queue), make, |h| h.record(len));
 }

@@ -114,7 +114,7 @@ pub(crate) struct Acquire<'a> {
     kind: &'static str,
     /// The client's cached handles of this kind.
     #[cfg(feature = "metrics")]
-    handles: Option<&'a cache::Kind>,
+    handles: Option<&'a cache::KindMetrics>,
     #[cfg(not(feature = "metrics"))]
     handles: std::marker::PhantomData<&'a ()>,
     started: Instant,

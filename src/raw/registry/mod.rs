@@ -30,7 +30,7 @@ pub(crate) type HoldKey = (Arc<str>, Arc<str>);
 
 /// The local view of one owner's holds on one lock, and of the calls in flight that may
 /// change them on the server.
-pub(super) struct Hold {
+pub(super) struct OwnerHolds {
     /// Identifies this run of holds: a guard from an earlier run (its lock expired and the
     /// same owner took it again) must not release the new run's hold.
     pub(super) epoch: u64,
@@ -74,7 +74,7 @@ pub(super) struct Hold {
     /// Guards whose release was left to the running settlement: each learns from it whether
     /// its hold lasted until the release (see [`Release::Settling`]).
     pub(super) releasing: Vec<Arc<Lasted>>,
-    /// A task waits for the loss deadline of this run's leased holds ([`Watchdog::lease_deadline`]).
+    /// A task waits for the loss deadline of this run's leased holds ([`HoldRegistry::lease_deadline`]).
     pub(super) lease_timer: bool,
     /// The kind whose holds these are (from the first guard), to release them on close.
     pub(super) kind: Option<Arc<dyn Releaser>>,
@@ -85,10 +85,10 @@ pub(super) struct Hold {
     pub(super) meta: Option<Arc<Meta>>,
 }
 
-impl Hold {
-    pub(super) fn new(epoch: u64) -> Hold {
+impl OwnerHolds {
+    pub(super) fn new(epoch: u64) -> OwnerHolds {
         let now = Instant::now();
-        Hold {
+        OwnerHolds {
             epoch,
             holds: 0,
             watch_refs: 0,
@@ -185,7 +185,7 @@ impl Hold {
     }
 }
 
-/// What [`Watchdog::begin`] found: the call may be sent, or a settlement must end first.
+/// What [`HoldRegistry::begin`] found: the call may be sent, or a settlement must end first.
 pub(crate) enum Begin {
     /// Counted as in flight; send the call now.
     Go(Sent),
@@ -212,10 +212,10 @@ pub(crate) struct Sent {
 /// force-unlocked, and another owner may have held the lock since); unset if it gave up.
 pub(crate) type Lasted = std::sync::OnceLock<bool>;
 
-/// How a release should proceed, from [`Watchdog::released`].
+/// How a release should proceed, from [`HoldRegistry::released`].
 pub(crate) enum Release {
     /// Counted as in flight: send the unlock script (any one hold), then call
-    /// [`Watchdog::finish`].
+    /// [`HoldRegistry::finish`].
     Send,
     /// A settlement runs and will release this hold with the others it trims: wait for it,
     /// then read whether the hold lasted.
@@ -252,11 +252,11 @@ pub(super) enum Cmd {
 pub(super) type Recent = std::sync::Mutex<Vec<(HoldKey, u64, Instant)>>;
 
 /// The client's hold registry, and the handle to its watchdog task (started by
-/// [`Watchdog::start`] in [`watchdog`](super::watchdog)).
-pub(crate) struct Watchdog {
-    pub(super) registry: Arc<DashMap<HoldKey, Hold>>,
+/// [`HoldRegistry::start`] in [`watchdog`](super::watchdog)).
+pub(crate) struct HoldRegistry {
+    pub(super) registry: Arc<DashMap<HoldKey, OwnerHolds>>,
     pub(super) tx: mpsc::UnboundedSender<Cmd>,
-    /// New watches, picked up by the task (see [`Watchdog::watch`]).
+    /// New watches, picked up by the task (see [`HoldRegistry::watch`]).
     pub(super) recent: Arc<Recent>,
     /// Wakes the task when `recent` stops being empty.
     pub(super) wake: Arc<Notify>,
@@ -265,7 +265,7 @@ pub(crate) struct Watchdog {
     pub(super) timeout: Duration,
 }
 
-impl Watchdog {
+impl HoldRegistry {
     fn new_epoch(&self) -> u64 {
         self.next_gen.fetch_add(1, Ordering::Relaxed)
     }
@@ -290,7 +290,7 @@ impl Watchdog {
         let mut h = self
             .registry
             .entry(key.clone())
-            .or_insert_with(|| Hold::new(self.new_epoch()));
+            .or_insert_with(|| OwnerHolds::new(self.new_epoch()));
         if h.settling {
             return Begin::Wait(h.settled.get_or_insert_with(Default::default).clone());
         }
@@ -305,7 +305,7 @@ impl Watchdog {
         })
     }
 
-    /// Ends a call counted by [`Watchdog::begin`] or [`Release::Send`] that left no guard
+    /// Ends a call counted by [`HoldRegistry::begin`] or [`Release::Send`] that left no guard
     /// behind. Returns whether the caller must start a settlement.
     pub(crate) fn finish(&self, key: &HoldKey, outcome: Outcome) -> bool {
         let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
@@ -344,7 +344,7 @@ impl Watchdog {
     /// `lease` as TTL, or the watchdog timeout when `lease` is `None` (the watchdog renews
     /// it).
     /// Returns the token cancelled when the lock is found lost, the epoch the guard must
-    /// present to [`Watchdog::released`], and whether the caller must start a settlement.
+    /// present to [`HoldRegistry::released`], and whether the caller must start a settlement.
     ///
     /// A count the local holds do not explain is never adopted: a count above them means
     /// the server keeps holds no guard owns (a release whose reply was lost), and a
@@ -365,7 +365,7 @@ impl Watchdog {
             let mut h = self
                 .registry
                 .entry(key.clone())
-                .or_insert_with(|| Hold::new(self.new_epoch()));
+                .or_insert_with(|| OwnerHolds::new(self.new_epoch()));
             h.inflight = h.inflight.saturating_sub(1);
             let expected = sent.base + 1;
             if sent.quiescent && server_holds < expected {
@@ -374,7 +374,7 @@ impl Watchdog {
                 // touch the new hold. Guards registered meanwhile are of the old run too.
                 h.mark_lost("the server no longer has this owner's holds", key);
                 let (inflight, doubt) = (h.inflight, h.doubt);
-                *h = Hold::new(self.new_epoch());
+                *h = OwnerHolds::new(self.new_epoch());
                 h.inflight = inflight;
                 // Releases of the old guards send nothing; the settlement trims what the
                 // server still counts for them beyond this one hold.

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
 
-use super::{HoldKey, Watchdog};
+use super::{HoldKey, HoldRegistry};
 
-/// See [`Watchdog::settle_target`].
+/// See [`HoldRegistry::settle_target`].
 pub(crate) struct SettleTarget {
     pub(crate) target: u32,
     pub(crate) expected: u32,
@@ -15,7 +15,7 @@ pub(crate) struct SettleTarget {
     pub(crate) hint: Option<u32>,
 }
 
-impl Watchdog {
+impl HoldRegistry {
     /// What a settlement of `key` aims at: the guards alive (`target`), the holds the
     /// server should count if none vanished (`expected`: those guards and the ones whose
     /// release the settlement took over; constant while it runs, since acquires wait for it),

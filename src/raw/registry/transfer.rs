@@ -7,14 +7,14 @@ use dashmap::mapref::entry::Entry;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Cmd, Hold, HoldKey, Watchdog};
+use super::{Cmd, HoldKey, HoldRegistry, OwnerHolds};
 use crate::raw::observe::Meta;
 
-impl Watchdog {
+impl HoldRegistry {
     /// Starts moving the hold of the guard of `epoch` on `from` to the fresh owner `to`
     /// (`detach`): only when it is its owner's one hold, nothing is in flight or in doubt,
     /// and it is not lost. Counts the call in flight on both entries; end it with
-    /// [`Watchdog::transfer`] or [`Watchdog::finish`] on both.
+    /// [`HoldRegistry::transfer`] or [`HoldRegistry::finish`] on both.
     pub(crate) fn begin_transfer(
         &self,
         from: &HoldKey,
@@ -43,13 +43,13 @@ impl Watchdog {
         let mut h = self
             .registry
             .entry(to.clone())
-            .or_insert_with(|| Hold::new(self.new_epoch()));
+            .or_insert_with(|| OwnerHolds::new(self.new_epoch()));
         h.inflight += 1;
         h.started += 1;
         Ok(())
     }
 
-    /// Ends a move begun by [`Watchdog::begin_transfer`] that the server made: the hold
+    /// Ends a move begun by [`HoldRegistry::begin_transfer`] that the server made: the hold
     /// leaves `from` (its renewals too) and joins `to`, with the same loss deadline. Returns
     /// the token and epoch of the hold under its new owner.
     pub(crate) fn transfer(
@@ -78,7 +78,7 @@ impl Watchdog {
             let mut h = self
                 .registry
                 .entry(to.clone())
-                .or_insert_with(|| Hold::new(self.new_epoch()));
+                .or_insert_with(|| OwnerHolds::new(self.new_epoch()));
             h.inflight = h.inflight.saturating_sub(1);
             let schedule = h.add_guard(valid_until, ttl_ceiling, watch, || self.new_epoch());
             h.meta.get_or_insert_with(|| meta.clone());
