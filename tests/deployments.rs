@@ -3,7 +3,7 @@
 //! CLUSTER FAILOVER, SIGKILL of the master, SIGSTOP of the replica.
 //!
 //! The failover scenarios record every hold in the checker's history (tests/support/checker/)
-//! and fail on overlapping holds or fencing tokens that do not rise (issue 6, row 12).
+//! and fail on overlapping holds or fencing tokens that do not rise.
 //!
 //! The fixtures themselves (tests/support/topology/) are smoke-tested in `fixture`
 //! (tests/deployments/fixture.rs). Only this test binary compiles them.

@@ -3,7 +3,7 @@
 //! restarts, a black-holing proxy), and the larger scenarios are judged by the history checker
 //! (tests/support/checker/): no two holds of one lock overlap within their validity, fencing
 //! tokens rise, no stale write is accepted, no key is left without a TTL, nothing is left after
-//! quiescence. Numbers (scenario 1, 2, ...) are those of issue 6.
+//! quiescence. Scenarios are numbered as in the table below (the number in brackets).
 //!
 //! | module | scenario (test) | fault | what must hold |
 //! |---|---|---|---|

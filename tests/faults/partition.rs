@@ -360,9 +360,9 @@ async fn unlock_meets_settlement(held: Held, expire: bool) -> (lockwise::Result<
     (out.0, out.1)
 }
 
-/// The "Day one" finding, reproduced: A's unlock, left to a settlement, said `Ok` while B
-/// held the lock. Now it is `NotHeld`, for a leased hold and a watchdog hold, and B's hold
-/// is untouched.
+/// A's unlock, left to a settlement, once said `Ok` while B held the lock (reproduced
+/// here, 3 of 3 before the fix). Now it is `NotHeld`, for a leased hold and a watchdog hold,
+/// and B's hold is untouched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_left_to_a_settlement_is_not_held_once_the_hold_ran_out() {
     for held in [Held::Lease, Held::Watchdog] {

@@ -1,4 +1,4 @@
-//! Fault injection with real processes (issue 6): holders and waiters run in child processes
+//! Fault injection with real processes: holders and waiters run in child processes
 //! (the `test-child` example, tests/support/test_child.rs, driven through
 //! tests/support/child.rs), the parent SIGSTOPs, SIGKILLs and restarts for real, and every
 //! scenario is judged by the history checker (`tests/support/checker/`), not by eye.
@@ -82,7 +82,7 @@ const BASELINE_PROCS: usize = 8;
 const BASELINE_TASKS: usize = 2;
 const BASELINE_TARGET: u64 = 10_000;
 
-/// Issue 6, scenario 1: 8 child processes x 2 tasks take one lock (watchdog 1 s) until a
+/// Scenario 1: 8 child processes x 2 tasks take one lock (watchdog 1 s) until a
 /// shared counter, incremented non-atomically (GET then SET) inside each hold, reaches 10,000.
 /// The checker finds no overlap of the 10,000+ recorded holds, the counter is exact, no key
 /// is ever without a TTL (sampled every 50 ms), nothing is left afterwards.
@@ -180,7 +180,7 @@ async fn baseline_8_processes_x_2_tasks() {
 // ---------------------------------------------------------------------------------------------
 // 2. Holder stall: SIGSTOP for 2 x the lease
 
-/// Issue 6, scenario 2: a holder process is SIGSTOPped for 2 x its 1 s lease while holding a
+/// Scenario 2: a holder process is SIGSTOPped for 2 x its 1 s lease while holding a
 /// fenced lock with a lease and one kept by the watchdog (1 s). Meanwhile another client takes
 /// both locks (when their TTLs run out) and writes with its tokens. After SIGCONT the old
 /// holder's late writes are rejected (StaleToken), its watchdog fires `lost()`, both unlocks
@@ -323,7 +323,7 @@ async fn holder_stall_sigstop_2x_lease() {
 // ---------------------------------------------------------------------------------------------
 // 7. Holder crash: SIGKILL
 
-/// Issue 6, scenario 7: a child process holding a watchdog lock (timeout 1 s) is SIGKILLed
+/// Scenario 7: a child process holding a watchdog lock (timeout 1 s) is SIGKILLed
 /// while the parent waits in `lock()`: the parent acquires within the TTL + a little
 /// (< 1 s + 1 s slack after the kill), no overlap, nothing left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -383,7 +383,7 @@ async fn holder_crash_sigkill() {
 // ---------------------------------------------------------------------------------------------
 // 9. Fair-lock waiter crash: SIGKILL queued waiter processes
 
-/// Issue 6, scenario 9: six child processes queue on a FairLock the parent holds, one after
+/// Scenario 9: six child processes queue on a FairLock the parent holds, one after
 /// another; two of them are SIGKILLed while queued. After the parent unlocks, the four live
 /// waiters acquire in their arrival order (each dead waiter costs at most its 1 s waiter
 /// lease), the checker finds no overlap, and no queue entry, key or channel is left.

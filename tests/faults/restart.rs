@@ -209,7 +209,7 @@ fn restart_contender(
     })
 }
 
-/// Issue 6, scenario 10: SHUTDOWN NOSAVE and a restart on the same port (empty dataset) while
+/// Scenario 10: SHUTDOWN NOSAVE and a restart on the same port (empty dataset) while
 /// a watchdog RLock and a watchdog FencedLock are held. Before the restart 2 clients x 2 tasks
 /// contend on another fenced lock; they stop before the restart and start again once both
 /// clients have reconnected. The held locks are reported lost (`lost()` fires, unlock is

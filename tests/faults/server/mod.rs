@@ -1,4 +1,4 @@
-//! Fault injection on the server side (issue 6, scenarios 3, 4, 5, 6, 8 and 11): the
+//! Fault injection on the server side (scenarios 3, 4, 5, 6, 8 and 11 of the fault matrix in tests/faults.rs): the
 //! redis-server is stalled (SIGSTOP), paused (CLIENT PAUSE), put to sleep (DEBUG SLEEP), its
 //! subscription connections are killed, its script cache is flushed and it runs out of memory,
 //! while many tasks contend.
