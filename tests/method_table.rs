@@ -1,7 +1,7 @@
 //! The method tables of the README ("One contract for every kind") kept true, both ways:
 //! every method a table gives a kind exists on it (the compiler checks the list below), and
 //! every public method the kinds define in `src/` (inherent, from the shared macros of
-//! `src/api.rs`, or from the `Lock` trait) is in the table. No server needed.
+//! `src/lock/api.rs`, or from the `Lock` trait) is in the table. No server needed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -136,7 +136,7 @@ fn table(readme: &str, first: &str) -> Methods {
 }
 
 /// The public methods `src/` gives each type: `pub fn` / `pub async fn` in its `impl` blocks
-/// (at the top level of a file), the methods of the `src/api.rs` macros it invokes, and
+/// (at the top level of a file), the methods of the `src/lock/api.rs` macros it invokes, and
 /// `run` / `try_run` when it implements `Lock`.
 fn in_source() -> Methods {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -160,9 +160,9 @@ fn in_source() -> Methods {
         let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
         Some(rest[..end].to_string())
     };
-    // The methods of each macro of src/api.rs (`guard_accessors` without the `detach` of
+    // The methods of each macro of src/lock/api.rs (`guard_accessors` without the `detach` of
     // its one-argument form, recorded apart).
-    let api = std::fs::read_to_string(root.join("api.rs")).unwrap();
+    let api = std::fs::read_to_string(root.join("lock/api.rs")).unwrap();
     let mut macros: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut current = None;
     for line in api.lines() {

@@ -5,9 +5,9 @@ use std::collections::{BTreeSet, HashSet};
 use futures::{StreamExt, TryStreamExt};
 
 use super::{nodes, read, HoldMode, LockKind};
+use crate::engine::presence::Presence;
 use crate::error::Result;
-use crate::keys::{parse, Role};
-use crate::raw::presence::Presence;
+use crate::wire::keys::{parse, Role};
 use crate::Client;
 
 /// PTTL calls in flight at once during a leak scan.
@@ -150,7 +150,7 @@ pub(super) async fn find(client: &Client, limit: usize, check_owners: bool) -> R
             if info.kind != LockKind::FairLock {
                 continue;
             }
-            let key = crate::keys::Keys::new(ns, name).queue;
+            let key = crate::wire::keys::Keys::new(ns, name).queue;
             for entry in info.queue {
                 let reason = match entry.deadline_in_ms {
                     None => LeakReason::QueueEntryWithoutDeadline { waiter: entry.id },

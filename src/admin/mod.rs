@@ -1,7 +1,7 @@
 //! [`Admin`]: read-only views of every lock of a namespace, leak checks and forced unlocks,
 //! for operators and for tests (the `lockwise` CLI is a thin layer over it).
 //!
-//! It reads the key layout back from `keys.rs` ([`Role`](crate::keys::Role)): a SCAN with
+//! It reads the key layout back from `keys.rs` ([`Role`](crate::wire::keys::Role)): a SCAN with
 //! `MATCH <ns>:*` on every master (bounded by a key limit), then a few reads per lock name.
 //! Nothing here writes to Redis except [`Admin::force_unlock`], which calls the kinds' own
 //! `force_unlock` methods.
@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::keys::{check_name, parse};
+use crate::wire::keys::{check_name, parse};
 use crate::Client;
 
 pub use leaks::{Leak, LeakReason, LeakReport, OwnerCheck};
@@ -240,7 +240,7 @@ impl Admin {
             .iter()
             .filter_map(|k| parse(self.client.namespace(), k))
             // Presence keys name clients, not locks.
-            .filter(|(role, _)| *role != crate::keys::Role::Client)
+            .filter(|(role, _)| *role != crate::wire::keys::Role::Client)
             .map(|(_, name)| name)
             .collect();
         let (mut locks, mut unreadable) = (Vec::new(), Vec::new());

@@ -9,8 +9,8 @@ use redis::{Cmd, FromRedisValue, Value};
 
 use super::unexpected;
 use crate::deploy::CommandConn;
+use crate::engine::Core;
 use crate::error::{Error, Result};
-use crate::raw::Core;
 
 /// Keys asked for per SCAN call (a hint to the server; it may return more or fewer).
 const SCAN_COUNT: usize = 500;

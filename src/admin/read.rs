@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{nodes, unexpected, HoldMode, Holder, KeyInfo, LockInfo, LockKind, QueueEntry};
+use crate::engine::Core;
 use crate::error::Result;
-use crate::keys::{Keys, Role};
-use crate::raw::Core;
+use crate::wire::keys::{Keys, Role};
 
 /// Queue entries shown per lock, at most (the length is always exact).
 const QUEUE_SHOWN: isize = 100;

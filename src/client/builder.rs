@@ -14,12 +14,12 @@ use super::{
     DEFAULT_WATCHDOG_TIMEOUT,
 };
 use crate::deploy::{self, Connected, Deployment, MasterAuth, Protocol, Settings, Subscriber};
+use crate::engine::listener::Listener;
+use crate::engine::registry::HoldRegistry;
+use crate::engine::{Core, Owner};
 use crate::error::{Error, Result};
-use crate::keys::{check_millis, check_namespace};
-use crate::raw::listener::Listener;
-use crate::raw::registry::HoldRegistry;
-use crate::raw::{Core, Owner};
-use crate::scripts::ReplicaSync;
+use crate::wire::keys::{check_millis, check_namespace};
+use crate::wire::scripts::ReplicaSync;
 
 /// Settings for a [`Client`]; from [`Client::builder`], [`Client::cluster_builder`] or
 /// [`Client::sentinel_builder`].
@@ -302,7 +302,7 @@ impl ClientBuilder {
         .await?;
 
         let holds = HoldRegistry::start(conn.clone(), self.watchdog_timeout);
-        let presence = crate::raw::presence::Presence::start(
+        let presence = crate::engine::presence::Presence::start(
             conn.clone(),
             &self.namespace,
             &id_str,
@@ -329,7 +329,7 @@ impl ClientBuilder {
                 Ownership::PerHold => Owner::PerHold,
             },
             handle: tokio::runtime::Handle::current(),
-            cleanups: crate::raw::close::Cleanups::new(tokio::runtime::Handle::current()),
+            cleanups: crate::engine::close::Cleanups::new(tokio::runtime::Handle::current()),
             closed: tokio_util::sync::CancellationToken::new(),
             permits: Default::default(),
             metrics_lock_names: self.metrics_lock_names,

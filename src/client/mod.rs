@@ -14,9 +14,9 @@ use uuid::Uuid;
 pub use builder::ClientBuilder;
 
 use crate::deploy::{Deployment, Target};
+use crate::engine::Core;
 use crate::error::Result;
-use crate::raw::Core;
-use crate::reentrant::RLock;
+use crate::lock::reentrant::RLock;
 
 /// Default watchdog timeout: a watchdog lock's TTL, renewed every third of it.
 pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
@@ -187,7 +187,7 @@ impl Client {
     /// [`FairLock`](crate::FairLock)). Cheap; nothing is sent to Redis. An invalid name is
     /// reported by the handle's methods as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn fair_lock(&self, name: impl AsRef<str>) -> crate::FairLock {
-        crate::fair::FairLock::new(self.inner.core.clone(), name.as_ref())
+        crate::lock::fair::FairLock::new(self.inner.core.clone(), name.as_ref())
     }
 
     /// A handle to the fenced lock `name`: an [`RLock`](crate::RLock) whose every new owner gets a larger
@@ -195,39 +195,39 @@ impl Client {
     /// `lock(name)`. Cheap; nothing is sent to Redis; an invalid name is reported by the
     /// handle's methods.
     pub fn fenced_lock(&self, name: impl AsRef<str>) -> crate::FencedLock {
-        crate::fenced::FencedLock::new(self.inner.core.clone(), name.as_ref())
+        crate::lock::fenced::FencedLock::new(self.inner.core.clone(), name.as_ref())
     }
 
     /// A value kept in Redis at `key` (used as given, no namespace) that rejects writes with
     /// a stale fencing token (see [`FencedValue`](crate::FencedValue)). Cheap; nothing is
     /// sent to Redis.
     pub fn fenced_value(&self, key: impl AsRef<str>) -> crate::FencedValue {
-        crate::fenced_value::FencedValue::new(self.inner.core.clone(), key.as_ref())
+        crate::lock::fenced_value::FencedValue::new(self.inner.core.clone(), key.as_ref())
     }
 
     /// A handle to the countdown latch `name` (see
     /// [`CountDownLatch`](crate::CountDownLatch)). Cheap; nothing is sent to Redis.
     pub fn count_down_latch(&self, name: impl AsRef<str>) -> crate::CountDownLatch {
-        crate::latch::CountDownLatch::new(self.inner.core.clone(), name.as_ref())
+        crate::sync::latch::CountDownLatch::new(self.inner.core.clone(), name.as_ref())
     }
 
     /// A handle to the read-write lock `name` (see [`RwLock`](crate::RwLock)): many
     /// readers or one writer. Cheap; nothing is sent to Redis.
     pub fn rw_lock(&self, name: impl AsRef<str>) -> crate::RwLock {
-        crate::rwlock::RwLock::new(self.inner.core.clone(), name.as_ref())
+        crate::lock::rwlock::RwLock::new(self.inner.core.clone(), name.as_ref())
     }
 
     /// A handle to the semaphore `name` (see [`Semaphore`](crate::Semaphore)). Cheap;
     /// nothing is sent to Redis.
     pub fn semaphore(&self, name: impl AsRef<str>) -> crate::Semaphore {
-        crate::semaphore::Semaphore::new(self.inner.core.clone(), name.as_ref())
+        crate::sync::semaphore::Semaphore::new(self.inner.core.clone(), name.as_ref())
     }
 
     /// A handle to the permit-expirable semaphore `name`: each permit has an id and a
     /// lease, and comes back by itself when the lease runs out (see
     /// [`LeaseSemaphore`](crate::LeaseSemaphore)). Cheap; nothing is sent to Redis.
     pub fn lease_semaphore(&self, name: impl AsRef<str>) -> crate::LeaseSemaphore {
-        crate::lease_semaphore::LeaseSemaphore::new(self.inner.core.clone(), name.as_ref())
+        crate::sync::lease_semaphore::LeaseSemaphore::new(self.inner.core.clone(), name.as_ref())
     }
 
     /// A handle to the multi-lock over the reentrant locks `names`: all of them or none
@@ -239,7 +239,7 @@ impl Client {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        crate::multi::MultiLock::new(self.inner.core.clone(), names)
+        crate::lock::multi::MultiLock::new(self.inner.core.clone(), names)
     }
 
     /// This client's id, the first part of every owner field it writes.
@@ -305,7 +305,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn shutdown(&self, timeout: Duration) -> ShutdownReport {
-        match crate::raw::close::close(&self.inner.core, timeout).await {
+        match crate::engine::close::close(&self.inner.core, timeout).await {
             None => ShutdownReport::default(),
             Some(closed) => ShutdownReport {
                 closed_now: true,

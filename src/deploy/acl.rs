@@ -19,7 +19,7 @@ use redis::RedisError;
 
 use super::CommandConn;
 use crate::error::{Error, Result};
-use crate::scripts::MULTI_CHECK;
+use crate::wire::scripts::MULTI_CHECK;
 
 /// Every command lockwise runs on the keys and channels of `namespace`, as `ACL DRYRUN`
 /// arguments: the command name, then arguments where `K` stands for a key and `C` for a

@@ -53,7 +53,7 @@ use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, Pipeline, RedisFuture, V
 use tokio::sync::watch;
 
 use crate::error::Result;
-use crate::scripts::ReplicaSync;
+use crate::wire::scripts::ReplicaSync;
 
 pub(crate) use cluster::cluster_client;
 pub(crate) use protocol::Protocol;
@@ -278,7 +278,7 @@ pub(crate) async fn connect<L: Subscriber>(settings: Settings) -> Result<Connect
     if commands.is_cluster() {
         // Standalone and Sentinel preload on the probe connection; a cluster loads the
         // scripts on every node (best effort: calls fall back to EVAL anyway).
-        if let Err(e) = crate::scripts::preload(&mut commands).await {
+        if let Err(e) = crate::wire::scripts::preload(&mut commands).await {
             tracing::debug!(error = %e, "script preload on the cluster failed");
         }
     }

@@ -13,7 +13,7 @@ use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, ProtocolV
 
 use super::CommandConn;
 use crate::error::{Error, Result};
-use crate::scripts::ReplicaSync;
+use crate::wire::scripts::ReplicaSync;
 
 /// Parses `url` and asks for RESP3 (needed for push messages on one multiplexed connection).
 pub(super) fn resp3(url: &str) -> Result<ConnectionInfo> {
@@ -66,7 +66,7 @@ pub(super) async fn probe(client: &redis::Client, config: &AsyncConnectionConfig
     if !is_cluster_node(&info) {
         // Only an optimisation: a server that refuses SCRIPT LOAD (an ACL without
         // `script|load`, a renamed SCRIPT command) still runs the scripts with EVAL.
-        if let Err(e) = crate::scripts::preload(&mut probe).await {
+        if let Err(e) = crate::wire::scripts::preload(&mut probe).await {
             tracing::debug!(error = %e, "script preload refused; scripts will be sent with EVAL");
         }
     }

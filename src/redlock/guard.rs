@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 use super::node::{node_timeout_error, NodeLock};
 use super::round::{drift, quorum};
 use super::RedLock;
+use crate::engine::{Hold, HoldRef, Owner};
 use crate::error::{Error, Result};
-use crate::raw::{Hold, HoldRef, Owner};
 
 /// State shared by a guard and its extension task.
 struct Shared {
@@ -75,7 +75,7 @@ struct QuorumHold {
     ttl: Duration,
 }
 
-crate::api::guard_accessors!(
+crate::lock::api::guard_accessors!(
     RedLockGuard,
     owner: "The owner field of this hold on every node: `<set id>:<task id>` for a \
         task-owned handle, `<set id>:h<n>` for a non-reentrant one or once detached.",

@@ -9,9 +9,9 @@ use futures::future::join_all;
 use super::node::NodeLock;
 use super::round::quorum;
 use super::RedLock;
+use crate::engine::{inspect, Owner};
 use crate::error::{Error, Result};
-use crate::raw::{inspect, Owner};
-use crate::scripts::FORCE_UNLOCK;
+use crate::wire::scripts::FORCE_UNLOCK;
 
 impl RedLock {
     /// Whether any owner holds the lock on a majority of the nodes.

@@ -38,7 +38,7 @@
 //! A node keeps one hold count per owner, so there the holds of two guards of one task look
 //! alike: after a hold expired on some nodes, a count of 1 may be a new hold and a count of 2
 //! an old one plus a re-entry. Each node's share of a guard is therefore an engine hold in
-//! that node client's hold registry, as for every other kind (see [`raw`](crate::raw)): per
+//! that node client's hold registry, as for every other kind (see [`engine`](crate::engine)): per
 //! node, a grant whose count shows that the owner's earlier holds there are gone starts a new
 //! run on that node, and the earlier guards are lost *on that node*; calls in flight are
 //! counted, and a count that the guards do not explain (a lost reply, a release behind their
@@ -61,11 +61,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::api::owner_methods;
 use crate::client::Client;
+use crate::engine::{self, Owner};
 use crate::error::{Error, Result};
-use crate::keys::{check_millis, check_name, Keys};
-use crate::raw::{self, Owner};
+use crate::lock::api::owner_methods;
+use crate::wire::keys::{check_millis, check_name, Keys};
 
 mod guard;
 mod inspect;
@@ -207,7 +207,7 @@ impl RedLock {
     fn with_owner_mode(&self, owner: Owner) -> RedLock {
         let i = &self.inner;
         let invalid = i.invalid.clone().or_else(|| match &owner {
-            Owner::Named(id) => raw::check_owner_id(id).err(),
+            Owner::Named(id) => engine::check_owner_id(id).err(),
             _ => None,
         });
         RedLock {
@@ -259,7 +259,7 @@ impl RedLock {
     /// Cancel safe. Dropping the future at any point leaves no hold behind: each node call
     /// abandoned mid-flight finishes in the background and releases what it took.
     pub async fn lock(&self) -> Result<RedLockGuard> {
-        raw::never_timed_out(self.acquire(None, None).await?)
+        engine::never_timed_out(self.acquire(None, None).await?)
     }
 
     /// Like [`lock`](Self::lock), with a fixed lease and no extensions: the holds expire
@@ -272,7 +272,7 @@ impl RedLock {
     /// # Cancel safety
     /// As for [`lock`](Self::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
-        raw::never_timed_out(self.acquire(None, Some(lease)).await?)
+        engine::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
 
     /// Tries to acquire the lock on a majority of the nodes for at most `wait` (and at most
@@ -286,8 +286,9 @@ impl RedLock {
     /// # Cancel safety
     /// As for [`lock`](Self::lock).
     pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<RedLockGuard> {
-        raw::or_timeout(
-            self.acquire(Some(raw::deadline_after(wait)), lease).await?,
+        engine::or_timeout(
+            self.acquire(Some(engine::deadline_after(wait)), lease)
+                .await?,
             self.name(),
         )
     }

@@ -9,10 +9,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
+use crate::engine::{self, Attempt, Core, HoldKey, Ticket};
 use crate::error::{Error, Result};
-use crate::keys::Keys;
-use crate::raw::{self, Attempt, Core, HoldKey, Ticket};
-use crate::scripts::{LOCK, RENEW};
+use crate::wire::keys::Keys;
+use crate::wire::scripts::{LOCK, RENEW};
 
 /// The error of a node that did not answer within the node timeout (retryable).
 pub(super) fn node_timeout_error(timeout: Duration) -> Error {
@@ -25,7 +25,7 @@ pub(super) fn node_timeout_error(timeout: Duration) -> Error {
     )
 }
 
-/// One node of a lock: its client and keys there, as a [`raw::Kind`], so acquires, releases
+/// One node of a lock: its client and keys there, as a [`engine::Kind`], so acquires, releases
 /// and settlements on the node go through the engine.
 #[derive(Clone)]
 pub(super) struct NodeLock {
@@ -68,11 +68,17 @@ impl NodeLock {
             let (node, owner) = (self.clone(), owner.clone());
             async move {
                 let keys: [&str; 1] = [&node.key];
-                raw::run_acquire(&node, &owner, &LOCK, &keys, &[&ttl_ms, &&*owner]).await
+                engine::run_acquire(&node, &owner, &LOCK, &keys, &[&ttl_ms, &&*owner]).await
             }
             .boxed()
         };
-        let attempt = raw::attempt(self, &self.hold_key(owner), call, raw::plain_reply, "lock");
+        let attempt = engine::attempt(
+            self,
+            &self.hold_key(owner),
+            call,
+            engine::plain_reply,
+            "lock",
+        );
         async move {
             match tokio::time::timeout(timeout, attempt).await {
                 // Dropping the attempt let it finish (and settle) in the background.
@@ -100,7 +106,7 @@ impl NodeLock {
     }
 }
 
-impl raw::Kind for NodeLock {
+impl engine::Kind for NodeLock {
     fn core(&self) -> &Arc<Core> {
         &self.core
     }
@@ -113,7 +119,7 @@ impl raw::Kind for NodeLock {
     /// its hold count); the last one publishes the set's id.
     fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
         let node = self.clone();
-        async move { raw::release(&node.core, &node.keys, &owner, &node.set_id, expected).await }
+        async move { engine::release(&node.core, &node.keys, &owner, &node.set_id, expected).await }
             .boxed()
     }
 }

@@ -10,9 +10,9 @@ use uuid::Uuid;
 
 use super::node::NodeReply;
 use super::{RedLock, RedLockGuard};
+use crate::engine::{observe, Hold};
 use crate::error::{Error, Result};
-use crate::keys::check_millis;
-use crate::raw::{observe, Hold};
+use crate::wire::keys::check_millis;
 
 /// The drift allowance of the Redlock algorithm: 1% of the TTL plus 2 ms.
 pub(super) fn drift(ttl: Duration) -> Duration {

@@ -1,0 +1,295 @@
+//! Acquire script calls that never leak a hold: [`Inflight`] finishes an abandoned call in
+//! the background, [`Ticket`] counts a call in the hold registry while it is in flight, and
+//! [`run_acquire`] adds replica sync (see "Cancellation" and "Settling" in [`engine`](super)).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::close::Cleanups;
+use super::kind::Kind;
+use super::registry::{Begin, HoldKey, Outcome, Sent};
+use super::settle::{finish, outcome_unknown};
+use super::Core;
+use crate::error::{Error, Result};
+use crate::wire::scripts::{Script, ToRedisArgsDyn};
+
+/// An acquire script call that cleans up after itself if abandoned.
+///
+/// If dropped before its reply arrived, the remaining call is spawned and `undo` runs with
+/// its result, so a hold granted to nobody is released within a moment.
+pub(crate) struct Inflight<R: Send + 'static> {
+    call: Option<BoxFuture<'static, R>>,
+    undo: Option<Box<dyn FnOnce(R) -> BoxFuture<'static, ()> + Send>>,
+    handle: Cleanups,
+}
+
+impl<R: Send + 'static> Inflight<R> {
+    pub(crate) fn new(
+        handle: Cleanups,
+        call: BoxFuture<'static, R>,
+        undo: impl FnOnce(R) -> BoxFuture<'static, ()> + Send + 'static,
+    ) -> Self {
+        Inflight {
+            call: Some(call),
+            undo: Some(Box::new(undo)),
+            handle,
+        }
+    }
+}
+
+impl<R: Send + 'static> Future for Inflight<R> {
+    type Output = R;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+        let call = self
+            .call
+            .as_mut()
+            .expect("Inflight polled after completion");
+        match call.as_mut().poll(cx) {
+            Poll::Ready(r) => {
+                self.call = None;
+                self.undo = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<R: Send + 'static> Drop for Inflight<R> {
+    fn drop(&mut self) {
+        if let (Some(call), Some(undo)) = (self.call.take(), self.undo.take()) {
+            self.handle.spawn(async move { undo(call.await).await });
+        }
+    }
+}
+
+/// Whether an acquire reply took a hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Taken {
+    Yes,
+    No,
+    /// Granted, then given back because replica sync failed, but that release failed: the
+    /// server may still count the hold.
+    Maybe,
+}
+
+/// One acquire call of one owner on one lock, counted in the hold registry while in flight
+/// (see "Settling" above). Dropped without an outcome, it counts as unknown.
+pub(crate) struct Ticket<K: Kind> {
+    pub(super) kind: K,
+    pub(super) key: HoldKey,
+    pub(super) sent: Sent,
+    pub(super) open: bool,
+}
+
+impl<K: Kind> Ticket<K> {
+    /// Waits until no settlement runs for this owner, then counts the call as in flight.
+    ///
+    /// Cancel safe: dropped while waiting, nothing was counted.
+    pub(crate) async fn begin(kind: &K, key: &HoldKey) -> Ticket<K> {
+        let holds = &kind.core().holds;
+        loop {
+            let settled = match holds.begin(key) {
+                Begin::Go(sent) => {
+                    return Ticket {
+                        kind: kind.clone(),
+                        key: key.clone(),
+                        sent,
+                        open: true,
+                    }
+                }
+                Begin::Wait(settled) => settled,
+            };
+            let notified = settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if holds.is_settling(key) {
+                notified.await;
+            }
+        }
+    }
+
+    /// The ticket of a granted call, unless its reply came after the TTL the call set
+    /// (`ttl`) ran out: the process was paused, or the reply sat in a buffer, so the lock
+    /// may have expired and been taken by another owner meanwhile. Such a call gets no
+    /// guard: the hold it took (the server counted `holds` of this owner right after) is
+    /// settled away, and `None` tells the caller to go on waiting.
+    pub(crate) fn unless_late(self, holds: u32, ttl: Duration, lock: &str) -> Option<Self> {
+        if self.sent.at + ttl > tokio::time::Instant::now() {
+            return Some(self);
+        }
+        tracing::debug!(
+            lock,
+            waited = ?self.sent.at.elapsed(),
+            "lock reply came after the lock's TTL ran out; not taken"
+        );
+        let sent = self.sent;
+        self.finish(Outcome::Abandoned(sent, holds));
+        None
+    }
+
+    /// Ends the call without a guard.
+    fn finish(mut self, outcome: Outcome) {
+        self.open = false;
+        finish(&self.kind, &self.key, outcome);
+    }
+}
+
+impl<K: Kind> Drop for Ticket<K> {
+    fn drop(&mut self) {
+        if self.open {
+            finish(&self.kind, &self.key, Outcome::Unknown);
+        }
+    }
+}
+
+/// Runs an acquire call under its ticket so it never leaks a hold: an abandoned call
+/// finishes in the background, and a hold it took, or may have taken, is settled away.
+/// Returns the reply, and the ticket when the reply took a hold (for [`Hold::register`]).
+pub(crate) async fn ticketed_call<K: Kind>(
+    ticket: Ticket<K>,
+    call: BoxFuture<'static, redis::RedisResult<Synced>>,
+) -> Result<(Synced, Option<Ticket<K>>)> {
+    let taken = Synced::taken;
+    let handle = ticket.kind.core().cleanups.clone();
+    let call = async move { (call.await, ticket) }.boxed();
+    let abandoned = move |(reply, ticket): (redis::RedisResult<Synced>, Ticket<K>)| {
+        let outcome = match &reply {
+            // Taken by nobody: a hold no guard owns. The reply says what the server counted
+            // right after, so the settlement can release it without reading first.
+            Ok(r) if taken(r) == Taken::Yes => {
+                Outcome::Abandoned(ticket.sent, r.reply[1].max(0) as u32)
+            }
+            Ok(r) if taken(r) == Taken::Maybe => Outcome::Unknown,
+            Ok(_) => Outcome::Known,
+            Err(e) if outcome_unknown(e) => Outcome::Unknown,
+            Err(_) => Outcome::Known,
+        };
+        ticket.finish(outcome);
+        async {}.boxed()
+    };
+    let (reply, ticket) = Inflight::new(handle, call, abandoned).await;
+    match reply {
+        Ok(r) => match taken(&r) {
+            Taken::Yes => Ok((r, Some(ticket))),
+            Taken::No => {
+                ticket.finish(Outcome::Known);
+                Ok((r, None))
+            }
+            Taken::Maybe => {
+                ticket.finish(Outcome::Unknown);
+                Ok((r, None))
+            }
+        },
+        Err(e) => {
+            // No error reply: the script may have run. The settlement that follows undoes
+            // its hold if so; the caller's next attempt waits for it.
+            let outcome = if outcome_unknown(&e) {
+                Outcome::Unknown
+            } else {
+                Outcome::Known
+            };
+            ticket.finish(outcome);
+            Err(e.into())
+        }
+    }
+}
+
+/// An acquire script's reply (`[1, holds, ..]` granted, `[0, ..]` not), after replica sync.
+pub(crate) struct Synced {
+    pub(crate) reply: Vec<i64>,
+    /// Replica sync failed: only this many replicas acknowledged a granted hold, which was
+    /// released again (so the reply no longer counts as granted).
+    pub(crate) unsynced: Option<u32>,
+    /// That release failed: the server may still count the hold.
+    pub(crate) unreleased: bool,
+}
+
+impl Synced {
+    /// Whether the call holds what it was granted (for [`ticketed_call`]).
+    pub(crate) fn taken(&self) -> Taken {
+        match (self.reply.first(), self.unsynced) {
+            (Some(1), None) => Taken::Yes,
+            (Some(1), Some(_)) if self.unreleased => Taken::Maybe,
+            _ => Taken::No,
+        }
+    }
+
+    /// [`Error::ReplicaSync`] if the hold was released for want of replicas.
+    pub(crate) fn check(&self, core: &Core) -> Result<()> {
+        match (self.unsynced, core.replica_sync) {
+            (Some(acked), Some(sync)) => Err(Error::ReplicaSync {
+                acked,
+                required: sync.replicas,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Runs an acquire `script` for `owner`. With the client's replica sync on, `WAIT` rides
+/// behind it on the same connection; a hold granted (`reply[1]` = hold count) but
+/// acknowledged by too few replicas is released again right here, inside the call, so the
+/// cancellation guard of [`ticketed_call`] also covers the release. If that release fails,
+/// the hold expires with its TTL (it is not watched).
+pub(crate) async fn run_acquire<K: Kind>(
+    kind: &K,
+    owner: &Arc<str>,
+    script: &Script,
+    keys: &[&str],
+    args: &[&dyn ToRedisArgsDyn],
+) -> redis::RedisResult<Synced> {
+    let core = kind.core();
+    let mut conn = core.conn.clone();
+    let Some(sync) = core.replica_sync else {
+        let reply = script.run(&mut conn, keys, args).await?;
+        return Ok(Synced {
+            reply,
+            unsynced: None,
+            unreleased: false,
+        });
+    };
+    let (reply, acks): (Vec<i64>, _) = script.run_synced(&mut conn, keys, args, sync).await?;
+    let acked = match acks {
+        Ok(n) => u32::try_from(n).unwrap_or(0),
+        Err(e) => {
+            tracing::warn!(error = %e, "WAIT failed; treating the lock write as unreplicated");
+            0
+        }
+    };
+    let holds = match reply.as_slice() {
+        [1, holds, ..] if acked < sync.replicas => u32::try_from(*holds).unwrap_or(0),
+        _ => {
+            return Ok(Synced {
+                reply,
+                unsynced: None,
+                unreleased: false,
+            })
+        }
+    };
+    tracing::warn!(
+        lock = %kind.name(),
+        acked,
+        required = sync.replicas,
+        "lock write not replicated in time; releasing it (fail closed)"
+    );
+    let unreleased = match kind.release(owner.clone(), holds).await {
+        Ok(_) => false,
+        Err(e) => {
+            tracing::warn!(lock = %kind.name(), error = %e, "release after failed replica sync failed; settling it");
+            true
+        }
+    };
+    Ok(Synced {
+        reply,
+        unsynced: Some(acked),
+        unreleased,
+    })
+}

@@ -1,0 +1,375 @@
+//! What every hash-based lock kind shares above the wait loop: the validated name and keys
+//! ([`Base`]), the acquire prologue behind `lock` / `lock_with_lease` / `try_lock`
+//! ([`acquire_hold`]), one ticketed script attempt with its reply parsed ([`attempt`]), the read-only
+//! inspection (`inspect_methods!`), and the guard accessors (`guard_accessors!`).
+//!
+//! A kind supplies its keys, its script call and how to read the script's reply; this module
+//! does the rest, once.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::call::{ticketed_call, Synced, Ticket};
+use super::claim::{Claim, Withdraw, CLAIM_REFRESH};
+use super::hold::Hold;
+use super::kind::Kind;
+use super::registry::HoldKey;
+use super::wait::{pttl_from, wait_loop, Attempt, Owner};
+use super::{inspect, observe, Core};
+use crate::error::{Error, Result};
+use crate::wire::keys::{check_millis, check_name, ClaimKeys, Keys, Role};
+use crate::wire::scripts::{FORCE_UNLOCK, UNLOCK};
+
+/// A lock handle's name, checked once, and its keys. A rejected name is kept as its reason
+/// and reported by every method, so building a handle never fails.
+pub(crate) struct Base {
+    pub(crate) core: Arc<Core>,
+    /// The name as given (empty if rejected).
+    pub(crate) name: String,
+    pub(crate) keys: Keys,
+    /// The overtake claim queue's keys.
+    pub(crate) claims: ClaimKeys,
+    /// The key of the hash that counts holds, shared with the hold registry entries.
+    pub(crate) key: Arc<str>,
+    /// Whose holds this handle's acquires take.
+    pub(crate) owner: Owner,
+    invalid: Option<(&'static str, String)>,
+}
+
+impl Base {
+    /// Checks `name` and derives the keys; `hash` is the role of the hold-counting hash
+    /// ([`Role::Lock`] for the reentrant layout).
+    pub(crate) fn new(core: Arc<Core>, name: &str, hash: Role) -> Base {
+        let invalid = check_name(name).err().map(|e| match e {
+            Error::InvalidArgument { reason, .. } => ("name", reason),
+            other => ("name", other.to_string()),
+        });
+        let name = if invalid.is_some() { "" } else { name };
+        let keys = Keys::new(&core.namespace, name);
+        Base {
+            key: keys.key(hash).into(),
+            claims: keys.claim_keys(hash),
+            name: name.to_string(),
+            keys,
+            owner: core.default_owner.clone(),
+            core,
+            invalid,
+        }
+    }
+
+    /// The same lock, with acquires owned by `owner`. A rejected owner id is kept as its
+    /// reason and reported by every method, as a rejected name is.
+    pub(crate) fn with_owner(&self, owner: Owner) -> Base {
+        let invalid = self.invalid.clone().or_else(|| match &owner {
+            Owner::Named(id) => check_owner_id(id).err(),
+            _ => None,
+        });
+        Base {
+            core: self.core.clone(),
+            name: self.name.clone(),
+            keys: self.keys.clone(),
+            claims: self.claims.clone(),
+            key: self.key.clone(),
+            owner,
+            invalid,
+        }
+    }
+
+    /// The owner field of the next acquire (see [`Owner`]).
+    pub(crate) fn owner_field(&self) -> Arc<str> {
+        self.owner.field(&self.core.id_str)
+    }
+
+    /// [`Error::InvalidArgument`] if the name or owner id was rejected.
+    pub(crate) fn check(&self) -> Result<()> {
+        match &self.invalid {
+            Some((argument, reason)) => Err(Error::invalid(argument, reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) async fn is_locked(&self) -> Result<bool> {
+        self.check()?;
+        inspect::is_locked(&self.core, &self.key).await
+    }
+
+    /// The holds of this handle's owner: the calling task's, or the named owner's; 0 on a
+    /// non-reentrant handle, whose holds belong to their guards alone.
+    pub(crate) async fn hold_count(&self) -> Result<u32> {
+        self.check()?;
+        if self.owner == Owner::PerHold {
+            return Ok(0);
+        }
+        inspect::owner_holds(&self.core, &self.key, &self.owner_field()).await
+    }
+
+    pub(crate) async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        self.check()?;
+        inspect::remaining_ttl(&self.core, &self.key).await
+    }
+}
+
+/// Runs `lua/unlock.lua` (the release of every kind) for one hold of `owner` on the lock
+/// `keys` names; `expected` 0 releases any one hold. `message` is what the last release
+/// publishes (the releasing client's id, so that client skips its own echo). Wakes a local
+/// waiter when the lock may have been freed, since the client hears no echo of its own.
+pub(crate) async fn release(
+    core: &Core,
+    keys: &Keys,
+    owner: &str,
+    message: &str,
+    expected: u32,
+) -> Result<i64> {
+    let reply: redis::RedisResult<i64> = UNLOCK
+        .run(
+            &mut core.conn.clone(),
+            &keys.script_keys(),
+            &[
+                &owner,
+                &message,
+                &expected,
+                &core.publish,
+                &keys.fair_channel.as_str(),
+            ],
+        )
+        .await;
+    // Also when the reply was lost, as the unlock may have happened.
+    if matches!(reply, Ok(0) | Err(_)) {
+        core.listener.notify_local(&keys.channel);
+    }
+    Ok(reply?)
+}
+
+impl Base {
+    /// [`release`] on this lock, with this client's id as the message.
+    pub(crate) async fn release(&self, owner: &str, expected: u32) -> Result<i64> {
+        release(&self.core, &self.keys, owner, &self.core.id_str, expected).await
+    }
+
+    /// Deletes the lock whoever holds it (any kind of this name) and wakes its waiters:
+    /// those on its channel and the head of its fair queue. Returns whether it was locked.
+    pub(crate) async fn force_unlock(&self) -> Result<bool> {
+        self.check()?;
+        let (core, keys) = (&self.core, &self.keys);
+        let deleted: i64 = FORCE_UNLOCK
+            .run(
+                &mut core.conn.clone(),
+                &keys.script_keys(),
+                &[
+                    &core.id_str.as_str(),
+                    &core.publish,
+                    &keys.fair_channel.as_str(),
+                ],
+            )
+            .await?;
+        if deleted == 1 {
+            core.listener.notify_local(&keys.channel);
+            tracing::debug!(lock = %self.name, "lock force-unlocked");
+        }
+        Ok(deleted == 1)
+    }
+}
+
+/// A hash-based kind: its handle has a [`Base`].
+pub(crate) trait HashKind: Kind {
+    fn base(&self) -> &Base;
+}
+
+/// What a kind reads from its acquire script's reply.
+pub(crate) enum Reply<T> {
+    /// `holds` is the owner's hold count after the call; `T` what else the kind returns.
+    Granted(u32, T),
+    /// Held by another owner for about this long (None: unknown).
+    Held(Option<Duration>),
+    /// Held, and the attempt queued (or renewed) this owner in the overtake claim queue,
+    /// at this score (its place: server ms).
+    Claimant(Option<Duration>, i64),
+}
+
+/// Reads the common reply shapes: `[1, holds]` granted, `[0, pttl]` held (or free but
+/// claimed by another waiter), `[0, pttl, score]` held and this owner queued at `score` (see
+/// [`claim`](super::claim)).
+pub(crate) fn plain_reply(reply: &[i64]) -> Option<Reply<()>> {
+    match reply {
+        [1, holds] if *holds >= 1 => Some(Reply::Granted(*holds as u32, ())),
+        [0, pttl] => Some(Reply::Held(pttl_from(*pttl))),
+        [0, pttl, score] if *score > 0 => Some(Reply::Claimant(pttl_from(*pttl), *score)),
+        _ => None,
+    }
+}
+
+/// One acquire attempt: counts the call in the hold registry (waiting for a settlement of
+/// this owner first), runs `call` so that it never leaks a hold, and reads its reply with
+/// `parse`. `what` names the script in errors.
+pub(crate) fn attempt<K: Kind, T: Send + 'static>(
+    kind: &K,
+    hold_key: &HoldKey,
+    call: BoxFuture<'static, redis::RedisResult<Synced>>,
+    parse: fn(&[i64]) -> Option<Reply<T>>,
+    what: &'static str,
+) -> impl Future<Output = Result<Attempt<(Ticket<K>, u32, T)>>> + Send + 'static {
+    let (kind, hold_key) = (kind.clone(), hold_key.clone());
+    async move {
+        // A closed client (last `Client` dropped) takes nothing: no watchdog would keep it.
+        kind.core().holds.check_open()?;
+        let ticket = Ticket::begin(&kind, &hold_key).await;
+        let (reply, ticket) = ticketed_call(ticket, call).await?;
+        reply.check(kind.core())?;
+        match (parse(&reply.reply), ticket) {
+            (Some(Reply::Granted(holds, extra)), Some(ticket)) => {
+                Ok(Attempt::Acquired((ticket, holds, extra)))
+            }
+            (Some(Reply::Held(pttl)), None) => Ok(Attempt::Held(pttl)),
+            (Some(Reply::Claimant(pttl, score)), None) => Ok(Attempt::Claimant(pttl, score)),
+            _ => Err(Error::UnexpectedReply(format!(
+                "{what} script answered {:?}",
+                reply.reply
+            ))),
+        }
+    }
+}
+
+/// The acquire behind every kind's `lock`, `lock_with_lease` and `try_lock` for `owner`
+/// (from [`Base::owner_field`]): checks the name and lease, waits on `channel` until
+/// `attempt(hold key, lease ms, claim)` acquires or `deadline` passes (`Ok(None)`), and
+/// registers the hold before anything else can happen.
+///
+/// A kind that honours the overtake limit passes [`Claim::ms`] and `base.claims` to its lock
+/// script (see [`claim`](super::claim)); a waiter the script names claimant is then woken at
+/// every release its client hears and at least every [`CLAIM_REFRESH`] to renew its claim,
+/// and its claim is withdrawn when it leaves without the lock. Other kinds ignore `claim`.
+pub(crate) async fn acquire_hold<K, T, F, Fut>(
+    kind: &K,
+    owner: Arc<str>,
+    channel: &str,
+    deadline: Option<Instant>,
+    lease: Option<Duration>,
+    label: &'static str,
+    mut attempt: F,
+) -> Result<Option<(Hold<K>, T)>>
+where
+    K: HashKind,
+    F: FnMut(&HoldKey, u64, &Claim) -> Fut,
+    Fut: Future<Output = Result<Attempt<(Ticket<K>, u32, T)>>>,
+{
+    let base = kind.base();
+    base.check()?;
+    base.core.holds.check_open()?;
+    let lease_ms = match lease {
+        Some(lease) => check_millis("lease", lease)?,
+        None => base.core.watchdog_ms,
+    };
+    let observed = observe::Acquire::start(&base.core, label, &base.name, &owner);
+    let hold_key: HoldKey = (base.key.clone(), owner);
+    let member = format!("{}{}", base.claims.member_prefix, hold_key.1);
+    let claim = Claim::new(&base.core, member.into());
+    let mut withdraw = Withdraw {
+        claim: &claim,
+        core: &base.core,
+        keys: &base.claims,
+        granted: false,
+    };
+    let listener = &base.core.listener;
+    let ttl = Duration::from_millis(lease_ms);
+    let granted = loop {
+        let granted = wait_loop(
+            &base.core,
+            channel,
+            &base.name,
+            deadline,
+            Some(&claim.wake),
+            || {
+                // An overdue waiter is marked before the attempt that queues it, so a
+                // release right after the script wakes it (once subscribed).
+                if claim.due() {
+                    claim.hold(listener, channel, None);
+                }
+                let attempt = attempt(&hold_key, lease_ms, &claim);
+                let claim = &claim;
+                async move {
+                    Ok(match attempt.await? {
+                        // Newly marked or ranked: look again at once, in case a release came
+                        // between the script and the mark (its wakeup went elsewhere). The
+                        // client's first in the queue comes back before its entry lapses, to
+                        // renew it; the others sleep as any waiter (their entries may lapse:
+                        // each is woken to renew when it becomes first, and its renewal puts
+                        // it back in its place, the score being when it began waiting).
+                        Attempt::Claimant(pttl, score) => {
+                            if claim.hold(listener, channel, Some(score)) {
+                                Attempt::Held(Some(Duration::ZERO))
+                            } else if claim.is_first() {
+                                Attempt::Held(Some(
+                                    pttl.map_or(CLAIM_REFRESH, |p| p.min(CLAIM_REFRESH)),
+                                ))
+                            } else {
+                                Attempt::Held(pttl)
+                            }
+                        }
+                        // Not overdue yet: wake when it will be too, to join the claim
+                        // queue on time however the releases' wakeups fall.
+                        Attempt::Held(pttl) => {
+                            claim.let_go();
+                            Attempt::Held(match claim.until_due() {
+                                Some(due) => Some(pttl.map_or(due, |p| p.min(due))),
+                                None => pttl,
+                            })
+                        }
+                        acquired => acquired,
+                    })
+                }
+            },
+        )
+        .instrument(observed.span().clone())
+        .await;
+        match granted {
+            // A reply too late to trust takes no guard (see `Ticket::unless_late`).
+            Ok(Some((ticket, holds, extra))) => match ticket.unless_late(holds, ttl, &base.name) {
+                Some(ticket) => break Ok(Some((ticket, holds, extra))),
+                None if deadline.is_some_and(|d| Instant::now() >= d) => break Ok(None),
+                None => {}
+            },
+            other => break other,
+        }
+    };
+    withdraw.granted = matches!(granted, Ok(Some(_)));
+    drop(withdraw);
+    let span = observed.finish(&granted);
+    let Some((ticket, holds, extra)) = granted? else {
+        return Ok(None);
+    };
+    // No .await between the reply and the registration: the hold always gets its guard.
+    observe::granted(&span, holds);
+    let hold = Hold::register_observed(ticket, holds, lease, label, span);
+    if let Err(e) = base.core.holds.check_open() {
+        // The client went away while the call was in flight: no guard that is lost at
+        // birth. Dropping the hold releases it in the background.
+        drop(hold);
+        return Err(e);
+    }
+    Ok(Some((hold, extra)))
+}
+
+/// Most bytes of a named owner id.
+const MAX_OWNER_LEN: usize = 256;
+
+/// A named owner id: not empty, at most [`MAX_OWNER_LEN`] bytes, no control characters.
+pub(crate) fn check_owner_id(id: &str) -> std::result::Result<(), (&'static str, String)> {
+    let reason = if id.is_empty() {
+        "an owner id must not be empty".to_string()
+    } else if id.len() > MAX_OWNER_LEN {
+        format!(
+            "an owner id may have at most {MAX_OWNER_LEN} bytes, got {}",
+            id.len()
+        )
+    } else if id.chars().any(char::is_control) {
+        "an owner id must not contain control characters".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(("owner", reason))
+}

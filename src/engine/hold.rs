@@ -1,0 +1,383 @@
+//! [`Hold`]: one granted hold, the state and release logic every guard type shares.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, Span};
+
+use super::call::{Inflight, Ticket};
+use super::kind::Kind;
+use super::observe::{self, Meta};
+use super::registry::Outcome;
+use super::registry::{HoldKey, Release};
+use super::settle::{finish, outcome_unknown, send_release, spawn_settle};
+use super::wait::Owner;
+use crate::error::{Error, Result};
+use crate::wire::scripts::REKEY;
+
+/// One hold of a lock of kind `K`: the state and release logic every guard type shares.
+pub(crate) struct Hold<K: Kind> {
+    state: Option<HoldState<K>>,
+}
+
+struct HoldState<K: Kind> {
+    kind: K,
+    hold_key: HoldKey,
+    lease: Option<Duration>,
+    lost: CancellationToken,
+    /// The local hold epoch this hold belongs to (see the watchdog registry).
+    epoch: u64,
+    /// Its kind, name and acquire span, for metrics and the spans of its background work.
+    meta: Arc<Meta>,
+}
+
+impl<K: Kind> Hold<K> {
+    /// Registers the hold a granted call took (and its watchdog when `lease` is `None`),
+    /// ending the call's ticket. Call it right after the acquire reply, with no `.await` in
+    /// between, so no cancellation separates the hold from its guard.
+    pub(crate) fn register(
+        ticket: Ticket<K>,
+        server_holds: u32,
+        lease: Option<Duration>,
+    ) -> Hold<K> {
+        Hold::register_observed(ticket, server_holds, lease, "redlock", Span::none())
+    }
+
+    /// [`Hold::register`] for a hold of the kind labelled `label` (metrics, spans) whose
+    /// acquire ran in `span`: background work of the hold is linked to that span.
+    pub(crate) fn register_observed(
+        mut ticket: Ticket<K>,
+        server_holds: u32,
+        lease: Option<Duration>,
+        label: &'static str,
+        span: Span,
+    ) -> Hold<K> {
+        ticket.open = false;
+        let (kind, hold_key) = (ticket.kind.clone(), ticket.key.clone());
+        let core = kind.core();
+        let meta = Arc::new(Meta {
+            kind: label,
+            name: kind.name().into(),
+            span,
+        });
+        observe::held(core, label, 1.0);
+        let (lost, epoch, settle) = core.holds.acquired(
+            &hold_key,
+            ticket.sent,
+            server_holds,
+            lease,
+            &meta,
+            Arc::new(kind.clone()),
+        );
+        if settle {
+            spawn_settle(&kind, &hold_key);
+        }
+        Hold {
+            state: Some(HoldState {
+                kind,
+                hold_key,
+                lease,
+                lost,
+                epoch,
+                meta,
+            }),
+        }
+    }
+
+    /// The span of the acquire that created this hold; `None` once released.
+    pub(crate) fn span(&self) -> Option<&Span> {
+        self.state.as_ref().map(|s| &s.meta.span)
+    }
+
+    /// Moves this hold to an owner of its own (`<client id>:h<n>`), so the task that took it
+    /// no longer re-enters it (`detach` on the guards). The move is one script call
+    /// (`lua/rekey.lua`), retried twice when its reply is lost (it is idempotent). An outcome
+    /// that stays unknown, or a dropped future, leaves both owners' counts to a settlement:
+    /// if the hold moved, this guard is then lost and the moved hold released.
+    pub(crate) async fn detach(&mut self) -> Result<()> {
+        let Some(state) = self.state.as_ref() else {
+            return Ok(());
+        };
+        let to = Owner::PerHold.field(&state.kind.core().id_str);
+        self.detach_to(to).await
+    }
+
+    /// [`detach`](Self::detach) to the owner field `to` (a fresh one, never in use): a
+    /// Redlock moves each node's share of a guard to one owner this way.
+    pub(crate) async fn detach_to(&mut self, to: Arc<str>) -> Result<()> {
+        let Some(state) = self.state.as_mut() else {
+            return Ok(());
+        };
+        let core = state.kind.core().clone();
+        let from = state.hold_key.clone();
+        let to: HoldKey = (from.0.clone(), to);
+        core.holds
+            .begin_transfer(&from, state.epoch, &to)
+            .map_err(|reason| Error::invalid("guard", reason))?;
+        let mut pending = Moving {
+            kind: state.kind.clone(),
+            from: from.clone(),
+            to: to.clone(),
+            armed: true,
+        };
+        let mut retries = 0;
+        let reply = loop {
+            let keys: [&str; 1] = [&from.0];
+            let reply: redis::RedisResult<i64> = REKEY
+                .run(&mut core.conn.clone(), &keys, &[&&*from.1, &&*to.1])
+                .await;
+            match reply {
+                Err(e) if outcome_unknown(&e) && retries < 2 => retries += 1,
+                other => break other,
+            }
+        };
+        pending.armed = false;
+        let kind = state.kind.clone();
+        let end = |from_outcome, to_outcome| {
+            finish(&kind, &from, from_outcome);
+            finish(&kind, &to, to_outcome);
+        };
+        match reply {
+            Ok(1 | 2) => {
+                let watch = state.lease.is_none();
+                let (lost, epoch) = core.holds.transfer(&from, &to, watch, &state.meta);
+                tracing::debug!(lock = %kind.name(), from = %from.1, to = %to.1, "hold detached");
+                state.hold_key = to;
+                state.lost = lost;
+                state.epoch = epoch;
+                Ok(())
+            }
+            Ok(-1) => {
+                end(Outcome::Forgotten, Outcome::Known);
+                Err(Error::NotHeld {
+                    name: kind.name().to_string(),
+                })
+            }
+            Ok(-2) => {
+                // The server counts more holds of this owner than its guards: settle it.
+                end(Outcome::Unknown, Outcome::Known);
+                Err(Error::invalid(
+                    "guard",
+                    "its owner holds the lock more than once on the server",
+                ))
+            }
+            Ok(other) => {
+                end(Outcome::Unknown, Outcome::Unknown);
+                Err(Error::UnexpectedReply(format!(
+                    "rekey script answered {other}"
+                )))
+            }
+            Err(e) => {
+                let outcome = if outcome_unknown(&e) {
+                    Outcome::Unknown
+                } else {
+                    Outcome::Known
+                };
+                end(outcome, outcome);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// A handle that follows this hold from another task; `None` once released.
+    pub(crate) fn follow(&self) -> Option<HoldRef<K>> {
+        self.state.as_ref().map(|s| HoldRef {
+            kind: s.kind.clone(),
+            hold_key: s.hold_key.clone(),
+            epoch: s.epoch,
+            lost: s.lost.clone(),
+        })
+    }
+
+    /// Releases this hold: stops its renewals first, then runs the unlock script once. An
+    /// unknown outcome (reply lost) is settled in the background (see "Settling"): the
+    /// error is returned, and the hold is released or expires, never left behind. Finishes
+    /// in the background if the future is dropped.
+    pub(crate) async fn unlock(&mut self) -> Result<()> {
+        let Some(state) = self.state.take() else {
+            return Ok(());
+        };
+        let core = state.kind.core().clone();
+        let not_held = || Error::NotHeld {
+            name: state.kind.name().to_string(),
+        };
+        let watch = state.lease.is_none();
+        observe::held(&core, state.meta.kind, -1.0);
+        match core.holds.released(&state.hold_key, watch, state.epoch) {
+            Release::Stale { settle } => {
+                // The hold expired and this owner took the lock again: that hold is not ours.
+                if settle {
+                    spawn_settle(&state.kind, &state.hold_key);
+                }
+                Err(not_held())
+            }
+            // The client was closed, which released the hold: nothing left to send.
+            Release::Closed => Err(Error::ClientClosed),
+            Release::Settling(settled, lasted) => {
+                // The settlement running now releases this hold with the others it trims,
+                // and says whether the hold was still there: Ok only if it lasted.
+                let notified = settled.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if core.holds.is_settling(&state.hold_key) {
+                    notified.await;
+                }
+                if lasted.get() == Some(&true) && !state.lost.is_cancelled() {
+                    Ok(())
+                } else {
+                    Err(not_held())
+                }
+            }
+            Release::Send => {
+                let span = observe::release_span(&state.meta, &state.hold_key.1, false);
+                let call = send_release(&state.kind, &state.hold_key);
+                let reply = Inflight::new(core.cleanups.clone(), call, |_| async {}.boxed())
+                    .instrument(span.clone())
+                    .await;
+                observe::released(&core, state.meta.kind, &span, &reply);
+                match reply? {
+                    -1 => Err(not_held()),
+                    n if n >= 0 => Ok(()),
+                    other => Err(Error::UnexpectedReply(format!(
+                        "unlock script answered {other}"
+                    ))),
+                }
+            }
+        }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        self.state.as_ref().map_or("", |s| s.kind.name())
+    }
+
+    pub(crate) fn owner(&self) -> &str {
+        self.state.as_ref().map_or("", |s| &s.hold_key.1)
+    }
+
+    pub(crate) fn lease(&self) -> Option<Duration> {
+        self.state.as_ref().and_then(|s| s.lease)
+    }
+
+    /// How long the lock is still known to be held: from the send time of the last call
+    /// that set its TTL (acquire or renewal), minus a safety margin; zero once lost.
+    pub(crate) fn validity(&self) -> Duration {
+        self.state.as_ref().map_or(Duration::ZERO, |s| {
+            if s.lost.is_cancelled() {
+                return Duration::ZERO;
+            }
+            s.kind.core().holds.validity(&s.hold_key, s.epoch)
+        })
+    }
+
+    /// Lost when the watchdog found it gone, or its validity ran out: computed here, so a
+    /// holder resumed after a pause sees it at once, before the watchdog task ran.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.validity().is_zero()
+    }
+
+    pub(crate) fn lost(&self) -> CancellationToken {
+        self.state
+            .as_ref()
+            .map_or_else(CancellationToken::new, |s| s.lost.clone())
+    }
+}
+
+/// A move of [`Hold::detach`] in flight: dropped before its reply, both owners' counts are
+/// settled (the move may or may not have happened).
+struct Moving<K: Kind> {
+    kind: K,
+    from: HoldKey,
+    to: HoldKey,
+    armed: bool,
+}
+
+impl<K: Kind> Drop for Moving<K> {
+    fn drop(&mut self) {
+        if self.armed {
+            finish(&self.kind, &self.from, Outcome::Unknown);
+            finish(&self.kind, &self.to, Outcome::Unknown);
+        }
+    }
+}
+
+/// What a task other than the guard needs to follow one hold: whether it is lost, and a way
+/// to report it gone (Redlock's extension task, which renews the holds of its guard by
+/// quorum rather than through the watchdog).
+#[derive(Clone)]
+pub(crate) struct HoldRef<K: Kind> {
+    kind: K,
+    hold_key: HoldKey,
+    epoch: u64,
+    lost: CancellationToken,
+}
+
+impl<K: Kind> HoldRef<K> {
+    /// The owner field of the hold.
+    pub(crate) fn owner(&self) -> &std::sync::Arc<str> {
+        &self.hold_key.1
+    }
+
+    /// Cancelled when the hold is known to be lost.
+    pub(crate) fn lost(&self) -> &CancellationToken {
+        &self.lost
+    }
+
+    /// A call sent at `sent` set the key's TTL to `ttl` again (an extension outside the
+    /// watchdog): the hold's loss deadline moves accordingly.
+    pub(crate) fn extended(&self, sent: tokio::time::Instant, ttl: Duration) {
+        let until = crate::engine::safe_until(sent, ttl);
+        self.kind
+            .core()
+            .holds
+            .extended(&self.hold_key, self.epoch, until);
+    }
+
+    /// Reports that the server no longer has this hold (a renewal found it gone): it and
+    /// every guard of its run are lost.
+    pub(crate) fn gone(&self, why: &str) {
+        self.kind
+            .core()
+            .holds
+            .forgotten(&self.hold_key, Some(self.epoch), why);
+    }
+}
+
+impl<K: Kind> Drop for Hold<K> {
+    fn drop(&mut self) {
+        let Some(state) = self.state.take() else {
+            return;
+        };
+        let core = state.kind.core().clone();
+        let watch = state.lease.is_none();
+        observe::held(&core, state.meta.kind, -1.0);
+        match core.holds.released(&state.hold_key, watch, state.epoch) {
+            Release::Stale { settle } => {
+                if settle {
+                    spawn_settle(&state.kind, &state.hold_key);
+                }
+            }
+            // The running settlement releases it, or the client's close did.
+            Release::Settling(..) | Release::Closed => {}
+            Release::Send => {
+                let span = observe::release_span(&state.meta, &state.hold_key.1, true);
+                tracing::debug!(parent: &span, "guard dropped; releasing in the background");
+                let release = send_release(&state.kind, &state.hold_key);
+                let in_span = span.clone();
+                let task = async move {
+                    let reply = release.await;
+                    observe::released(state.kind.core(), state.meta.kind, &span, &reply);
+                    if let Err(e) = reply {
+                        tracing::warn!(
+                            lock = %state.kind.name(),
+                            error = %e,
+                            "background release failed; settling it, or the lock expires with its TTL"
+                        );
+                    }
+                };
+                core.cleanups.spawn(task.instrument(in_span));
+            }
+        }
+    }
+}

@@ -1,0 +1,536 @@
+//! The hold registry: per (lock key, owner), the guards alive in this client, the calls in
+//! flight that may change the server's hold count, doubts to settle, and the loss deadline.
+//!
+//! Every operation is an O(1) map operation; a new watch joins a list the watchdog task picks
+//! up once per grid step, and only a watch the task had armed sends it a message when it
+//! ends. The registry is the one place that decides whether a granted reply joins the owner's
+//! current run of holds or starts a new one, and when a settlement must run (see "Settling" in [`engine`](super)).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::mapref::entry::Entry;
+use dashmap::DashMap;
+use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::deadline::safe_until;
+
+mod settling;
+mod transfer;
+
+use super::kind::Releaser;
+use super::observe::{self, Meta};
+pub(crate) use settling::SettleTarget;
+
+/// (lock key, owner field): one local hold entry.
+pub(crate) type HoldKey = (Arc<str>, Arc<str>);
+
+/// The local view of one owner's holds on one lock, and of the calls in flight that may
+/// change them on the server.
+pub(super) struct OwnerHolds {
+    /// Identifies this run of holds: a guard from an earlier run (its lock expired and the
+    /// same owner took it again) must not release the new run's hold.
+    pub(super) epoch: u64,
+    /// Guards alive for this (lock, owner), watchdog or lease: the hold count the server
+    /// should have once every call in flight has settled.
+    pub(super) holds: u32,
+    /// Guards among them that want renewals.
+    pub(super) watch_refs: u32,
+    /// Generation of the current watch; bumped whenever the watch ends.
+    pub(super) gen: u64,
+    /// The lock key surely lives until then: the latest `sent + ttl - drift(ttl)` over the
+    /// calls that set its TTL to a known value (an acquire sets at least its lease or the
+    /// watchdog timeout, a renewal the timeout). Measured from the moment the call was
+    /// *sent*, since the server may have run it at any point after.
+    pub(super) valid_until: Instant,
+    /// The longest TTL this owner gave the key: after its last call, the key is gone at
+    /// the latest this long after that call ran.
+    pub(super) ttl_ceiling: Duration,
+    pub(super) lost: CancellationToken,
+    /// Mirrors `lost.is_cancelled()` without the token's lock (checked per renewal).
+    pub(super) is_lost: bool,
+    /// Acquire and release calls started for this owner so far (tells a reply whether any
+    /// other call could have changed the count after it).
+    pub(super) started: u64,
+    /// Acquire and release calls sent for this owner whose outcome is not settled yet.
+    pub(super) inflight: u32,
+    /// The server's hold count may differ from `holds`: a call's outcome is unknown (its
+    /// reply was lost), an abandoned call took a hold, or a reply showed a count that the
+    /// local holds do not explain. Settled as soon as no call is in flight.
+    pub(super) doubt: bool,
+    /// A settlement is running: it owns the server's count for this owner until done, so
+    /// acquires wait and releases are left to it.
+    pub(super) settling: bool,
+    /// The server's count of this owner's holds, when the only doubt is an abandoned acquire
+    /// whose reply said so: the settlement then releases without reading the count first.
+    pub(super) hint: Option<u32>,
+    /// Notified when a settlement ends (created by the first waiter).
+    pub(super) settled: Option<Arc<Notify>>,
+    /// The watchdog task has a timer for the current watch (it must be told when it ends).
+    pub(super) armed: bool,
+    /// Guards whose release was left to the running settlement: each learns from it whether
+    /// its hold lasted until the release (see [`Release::Settling`]).
+    pub(super) releasing: Vec<Arc<Lasted>>,
+    /// A task waits for the loss deadline of this run's leased holds ([`HoldRegistry::lease_deadline`]).
+    pub(super) lease_timer: bool,
+    /// The kind whose holds these are (from the first guard), to release them on close.
+    pub(super) kind: Option<Arc<dyn Releaser>>,
+    /// Guards counted when the client closed: their holds were released by the close, so
+    /// their own releases send nothing ([`Release::Closed`]).
+    pub(super) closed_out: u32,
+    /// Kind, name and acquire span of the run's first guard, for logs of background work.
+    pub(super) meta: Option<Arc<Meta>>,
+}
+
+impl OwnerHolds {
+    pub(super) fn new(epoch: u64) -> OwnerHolds {
+        let now = Instant::now();
+        OwnerHolds {
+            epoch,
+            holds: 0,
+            watch_refs: 0,
+            gen: 0,
+            valid_until: now,
+            ttl_ceiling: Duration::ZERO,
+            lost: CancellationToken::new(),
+            is_lost: false,
+            started: 0,
+            inflight: 0,
+            doubt: false,
+            hint: None,
+            settling: false,
+            settled: None,
+            armed: false,
+            releasing: Vec::new(),
+            lease_timer: false,
+            kind: None,
+            closed_out: 0,
+            meta: None,
+        }
+    }
+
+    /// Nothing left to remember: no guard, no call in flight, nothing to settle.
+    fn is_idle(&self) -> bool {
+        self.holds == 0 && self.inflight == 0 && !self.doubt && !self.settling
+    }
+
+    /// The settlement ended: tells each guard whose release it took over whether its hold
+    /// lasted (`None`: the settlement gave up, which says nothing good).
+    fn tell_releasing(&mut self, lasted: Option<bool>) {
+        for verdict in self.releasing.drain(..) {
+            if let Some(lasted) = lasted {
+                let _ = verdict.set(lasted);
+            }
+        }
+    }
+
+    /// Counts one more guard, whose key lives at least `until` with a TTL of `ttl`. Returns
+    /// the generation of a watch to start (the first guard that wants renewals).
+    fn add_guard(
+        &mut self,
+        until: Instant,
+        ttl: Duration,
+        watch: bool,
+        next_gen: impl FnOnce() -> u64,
+    ) -> Option<u64> {
+        self.holds += 1;
+        self.valid_until = self.valid_until.max(until);
+        self.ttl_ceiling = self.ttl_ceiling.max(ttl);
+        if watch {
+            self.watch_refs += 1;
+            if self.watch_refs == 1 {
+                self.gen = next_gen();
+                return Some(self.gen);
+            }
+        }
+        None
+    }
+
+    /// Counts one guard less. Returns the generation of an armed watch that ended (the last
+    /// guard that wanted renewals), whose timer the watchdog task should drop.
+    fn remove_guard(&mut self, watch: bool, next_gen: impl FnOnce() -> u64) -> Option<u64> {
+        self.holds = self.holds.saturating_sub(1);
+        if watch && self.watch_refs > 0 {
+            self.watch_refs -= 1;
+            if self.watch_refs == 0 {
+                let ended = self.gen;
+                self.gen = next_gen();
+                return std::mem::take(&mut self.armed).then_some(ended);
+            }
+        }
+        None
+    }
+
+    /// Starts a settlement if one is needed and nothing is in flight; returns whether the
+    /// caller must run it.
+    fn start_settling(&mut self) -> bool {
+        if self.doubt && self.inflight == 0 && !self.settling {
+            self.settling = true;
+            return true;
+        }
+        false
+    }
+
+    pub(super) fn mark_lost(&mut self, why: &str, key: &HoldKey) {
+        if !self.is_lost {
+            self.is_lost = true;
+            if self.holds > 0 {
+                observe::lost(self.meta.as_deref(), &key.0, &key.1, why);
+            }
+            self.lost.cancel();
+        }
+    }
+}
+
+/// What [`HoldRegistry::begin`] found: the call may be sent, or a settlement must end first.
+pub(crate) enum Begin {
+    /// Counted as in flight; send the call now.
+    Go(Sent),
+    /// A settlement runs; wait for this and try again.
+    Wait(Arc<Notify>),
+}
+
+/// What the registry knew when an acquire call was sent.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sent {
+    /// No other call of this owner was in flight and nothing was in doubt: the server's
+    /// count was exactly `base`, and a granted reply must say `base + 1`.
+    quiescent: bool,
+    /// Local holds when the call was sent.
+    base: u32,
+    /// The entry's call count with this call (see `Hold::started`).
+    call: u64,
+    /// When the call was sent (just before).
+    pub(crate) at: Instant,
+}
+
+/// Whether a hold whose release a settlement took over lasted until that release: set by
+/// the settlement (`true`: the server still counted it; `false`: it had vanished, expired or
+/// force-unlocked, and another owner may have held the lock since); unset if it gave up.
+pub(crate) type Lasted = std::sync::OnceLock<bool>;
+
+/// How a release should proceed, from [`HoldRegistry::released`].
+pub(crate) enum Release {
+    /// Counted as in flight: send the unlock script (any one hold), then call
+    /// [`HoldRegistry::finish`].
+    Send,
+    /// A settlement runs and will release this hold with the others it trims: wait for it,
+    /// then read whether the hold lasted.
+    Settling(Arc<Notify>, Arc<Lasted>),
+    /// The guard belongs to an earlier run (the lock was lost and re-taken by this owner):
+    /// send nothing. `settle` asks the caller to start a settlement, since the server may
+    /// still count the stale hold.
+    Stale { settle: bool },
+    /// The client closed and released this hold already: send nothing.
+    Closed,
+}
+
+/// How a call that may have changed the server's hold count ended.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Outcome {
+    /// The reply came and the local holds already account for it.
+    Known,
+    /// The server may count a hold that no guard has: the reply was lost, or an abandoned
+    /// acquire took a hold.
+    Unknown,
+    /// A release found no hold of this owner although guards remain: the server forgot
+    /// them (expired, force-unlocked, restarted), so they are lost.
+    Forgotten,
+    /// An abandoned acquire, sent as described, took a hold no guard owns; right after it
+    /// the server counted this many holds of the owner.
+    Abandoned(Sent, u32),
+}
+
+pub(super) enum Cmd {
+    Unwatch(u64),
+}
+
+/// Watches started since the watchdog task last looked: (lock, generation, started at).
+pub(super) type Recent = std::sync::Mutex<Vec<(HoldKey, u64, Instant)>>;
+
+/// The client's hold registry, and the handle to its watchdog task (started by
+/// [`HoldRegistry::start`] in [`watchdog`](super::watchdog)).
+pub(crate) struct HoldRegistry {
+    pub(super) registry: Arc<DashMap<HoldKey, OwnerHolds>>,
+    pub(super) tx: mpsc::UnboundedSender<Cmd>,
+    /// New watches, picked up by the task (see [`HoldRegistry::watch`]).
+    pub(super) recent: Arc<Recent>,
+    /// Wakes the task when `recent` stops being empty.
+    pub(super) wake: Arc<Notify>,
+    pub(super) shutdown: CancellationToken,
+    pub(super) next_gen: AtomicU64,
+    pub(super) timeout: Duration,
+}
+
+impl HoldRegistry {
+    fn new_epoch(&self) -> u64 {
+        self.next_gen.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Starts the watch `gen` of `key`: it joins the `recent` list, and the task is woken
+    /// only when the list was empty, not per lock. With no task left, the lock will expire,
+    /// so its guards are told at once.
+    fn watch(&self, key: &HoldKey, gen: u64, lost: &CancellationToken) {
+        if self.shutdown.is_cancelled() || self.tx.is_closed() {
+            lost.cancel();
+            return;
+        }
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.push((key.clone(), gen, Instant::now()));
+        if recent.len() == 1 {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Counts an acquire call as in flight before it is sent, unless a settlement runs.
+    pub(crate) fn begin(&self, key: &HoldKey) -> Begin {
+        let mut h = self
+            .registry
+            .entry(key.clone())
+            .or_insert_with(|| OwnerHolds::new(self.new_epoch()));
+        if h.settling {
+            return Begin::Wait(h.settled.get_or_insert_with(Default::default).clone());
+        }
+        let quiescent = h.inflight == 0 && !h.doubt;
+        h.inflight += 1;
+        h.started += 1;
+        Begin::Go(Sent {
+            quiescent,
+            call: h.started,
+            base: h.holds,
+            at: Instant::now(),
+        })
+    }
+
+    /// Ends a call counted by [`HoldRegistry::begin`] or [`Release::Send`] that left no guard
+    /// behind. Returns whether the caller must start a settlement.
+    pub(crate) fn finish(&self, key: &HoldKey, outcome: Outcome) -> bool {
+        let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
+            return false;
+        };
+        let h = e.get_mut();
+        h.inflight = h.inflight.saturating_sub(1);
+        match outcome {
+            Outcome::Known => {}
+            Outcome::Unknown => {
+                h.doubt = true;
+                h.hint = None;
+            }
+            // The reply's count is the server's now only if nothing else was in flight
+            // when the call was sent, no call started after it, and nothing is in doubt.
+            Outcome::Abandoned(sent, n) => {
+                let alone = sent.quiescent && sent.call == h.started && h.inflight == 0;
+                h.hint = (alone && !h.doubt).then_some(n);
+                h.doubt = true;
+            }
+            Outcome::Forgotten => {
+                if h.holds > 0 {
+                    h.mark_lost("the server no longer has this owner's holds", key);
+                }
+            }
+        }
+        let settle = h.start_settling();
+        if h.is_idle() {
+            e.remove();
+        }
+        settle
+    }
+
+    /// Records a granted hold (before its guard exists) and ends its call. `server_holds` is
+    /// the hold count the lock script returned; the script gave the key at least the
+    /// `lease` as TTL, or the watchdog timeout when `lease` is `None` (the watchdog renews
+    /// it).
+    /// Returns the token cancelled when the lock is found lost, the epoch the guard must
+    /// present to [`HoldRegistry::released`], and whether the caller must start a settlement.
+    ///
+    /// A count the local holds do not explain is never adopted: a count above them means
+    /// the server keeps holds no guard owns (a release whose reply was lost), and a
+    /// settlement trims them; a count below means older guards' holds are gone, and those
+    /// guards are told they are lost.
+    pub(crate) fn acquired(
+        &self,
+        key: &HoldKey,
+        sent: Sent,
+        server_holds: u32,
+        lease: Option<Duration>,
+        meta: &Arc<Meta>,
+        kind: Arc<dyn Releaser>,
+    ) -> (CancellationToken, u64, bool) {
+        let (watch, ttl) = (lease.is_none(), lease.unwrap_or(self.timeout));
+        let schedule;
+        let (token, epoch, settle, timer) = {
+            let mut h = self
+                .registry
+                .entry(key.clone())
+                .or_insert_with(|| OwnerHolds::new(self.new_epoch()));
+            h.inflight = h.inflight.saturating_sub(1);
+            let expected = sent.base + 1;
+            if sent.quiescent && server_holds < expected {
+                // Nothing else was in flight, so the server had forgotten the older holds
+                // (expired, force-unlocked, restarted): their guards are lost and must not
+                // touch the new hold. Guards registered meanwhile are of the old run too.
+                h.mark_lost("the server no longer has this owner's holds", key);
+                let (inflight, doubt) = (h.inflight, h.doubt);
+                *h = OwnerHolds::new(self.new_epoch());
+                h.inflight = inflight;
+                // Releases of the old guards send nothing; the settlement trims what the
+                // server still counts for them beyond this one hold.
+                h.doubt = doubt || server_holds != 1;
+            } else if !sent.quiescent || server_holds > expected {
+                // Another call of this owner was in flight (e.g. `join!` of two `lock()`s):
+                // this count is a snapshot that cannot be checked alone. Or the server counts
+                // more holds than there are guards. Either way, compare once all is quiet.
+                h.doubt = true;
+                h.hint = None;
+            }
+            schedule = h.add_guard(safe_until(sent.at, ttl), ttl, watch, || self.new_epoch());
+            h.meta.get_or_insert_with(|| meta.clone());
+            h.kind.get_or_insert(kind);
+            let settle = h.start_settling();
+            let timer = !watch && !std::mem::replace(&mut h.lease_timer, true);
+            (h.lost.clone(), h.epoch, settle, timer)
+        };
+        if let Some(gen) = schedule {
+            self.watch(key, gen, &token);
+        }
+        if timer {
+            self.lease_deadline(key.clone(), epoch);
+        }
+        (token, epoch, settle)
+    }
+
+    /// Closes out every entry for the client's close ([`close`](super::close::close)): its
+    /// guards are marked lost and their releases will send nothing, since the close releases
+    /// what the server counts. Returns the entries whose kind is known, to release.
+    pub(crate) fn close_out(&self) -> Vec<(HoldKey, Arc<dyn Releaser>)> {
+        let mut out = Vec::new();
+        for mut e in self.registry.iter_mut() {
+            let key = e.key().clone();
+            let h = e.value_mut();
+            h.closed_out = h.holds;
+            if h.holds > 0 {
+                h.mark_lost("the client was closed", &key);
+            }
+            if let Some(kind) = &h.kind {
+                out.push((key, kind.clone()));
+            }
+        }
+        out
+    }
+
+    /// A hold of the run `epoch` on `key` was extended by a call outside the watchdog (a
+    /// Redlock's extension round): its key surely lives until `until`.
+    pub(crate) fn extended(&self, key: &HoldKey, epoch: u64, until: Instant) {
+        if let Some(mut h) = self.registry.get_mut(key) {
+            if h.epoch == epoch && until > h.valid_until {
+                h.valid_until = until;
+            }
+        }
+    }
+
+    /// Fires the loss signal of a run with leased holds at its loss deadline: a task sleeps
+    /// until `valid_until` (again when a renewal or re-entry moved it) and marks the run lost
+    /// once it passed, unless the run ended first (released, lost, or replaced by a new run).
+    /// One task per (lock, owner) run with a leased hold; watched runs are also followed by
+    /// the watchdog's deadlines.
+    fn lease_deadline(&self, key: HoldKey, epoch: u64) {
+        let registry = Arc::downgrade(&self.registry);
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                let until = {
+                    let Some(registry) = registry.upgrade() else {
+                        return;
+                    };
+                    let Some(mut h) = registry.get_mut(&key) else {
+                        return;
+                    };
+                    if h.epoch != epoch {
+                        return; // a new run has its own timer
+                    }
+                    if h.holds == 0 || h.is_lost {
+                        h.lease_timer = false;
+                        return;
+                    }
+                    if Instant::now() >= h.valid_until {
+                        h.mark_lost("its lease ran out", &key);
+                        h.lease_timer = false;
+                        return;
+                    }
+                    h.valid_until
+                };
+                tokio::select! {
+                    () = tokio::time::sleep_until(until) => {}
+                    () = shutdown.cancelled() => return,
+                }
+            }
+        });
+    }
+
+    /// Forgets one hold, before anything is sent for it, so no renewal is scheduled for a
+    /// lock that is being released. See [`Release`] for what the caller does next.
+    pub(crate) fn released(&self, key: &HoldKey, watch: bool, epoch: u64) -> Release {
+        let unwatch;
+        let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
+            // A live guard's entry exists until its epoch's last hold is released, so no
+            // entry means this guard is stale (its run ended, the owner may be re-acquiring
+            // right now): releasing would take the new hold.
+            return Release::Stale { settle: false };
+        };
+        let release = {
+            let h = e.get_mut();
+            if h.epoch != epoch {
+                // The server may still count the stale hold beside the new run's.
+                h.doubt = true;
+                h.hint = None;
+                return Release::Stale {
+                    settle: h.start_settling(),
+                };
+            }
+            unwatch = h.remove_guard(watch, || self.new_epoch());
+            if h.closed_out > 0 {
+                h.closed_out -= 1;
+                Release::Closed
+            } else if h.settling {
+                let lasted = Arc::new(Lasted::new());
+                h.releasing.push(lasted.clone());
+                let settled = h.settled.get_or_insert_with(Default::default).clone();
+                Release::Settling(settled, lasted)
+            } else {
+                h.inflight += 1;
+                h.started += 1;
+                Release::Send
+            }
+        };
+        if let Some(gen) = unwatch {
+            let _ = self.tx.send(Cmd::Unwatch(gen));
+        }
+        release
+    }
+
+    /// Whether the guard of `epoch` is known to be lost, and how long its lock is still
+    /// valid (zero when lost), from the send times of the calls that set the key's TTL.
+    pub(crate) fn validity(&self, key: &HoldKey, epoch: u64) -> Duration {
+        match self.registry.get(key) {
+            Some(h) if h.epoch == epoch && !h.is_lost && !h.lost.is_cancelled() => {
+                h.valid_until.saturating_duration_since(Instant::now())
+            }
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The server showed that this owner holds nothing on `key` right now (another owner
+    /// holds it, or a renewal found it gone): the guards of `epoch` (of the current run when
+    /// `None`) are lost. Their releases still go out and find nothing; a later grant starts
+    /// a new run.
+    pub(crate) fn forgotten(&self, key: &HoldKey, epoch: Option<u64>, why: &str) {
+        if let Some(mut h) = self.registry.get_mut(key) {
+            if h.holds > 0 && epoch.is_none_or(|e| e == h.epoch) {
+                h.mark_lost(why, key);
+            }
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Settlements: bring an owner's hold count on the server back to its live guards (see
+//! "Settling" in [`engine`](super)).
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::time::Instant;
+
+use super::kind::Kind;
+use super::registry::{HoldKey, Outcome, SettleTarget};
+use super::wait::Trouble;
+use super::Core;
+use crate::error::{Error, Result};
+
+/// Ends a counted call; starts the settlement it may call for.
+pub(super) fn finish<K: Kind>(kind: &K, key: &HoldKey, outcome: Outcome) {
+    if kind.core().holds.finish(key, outcome) {
+        spawn_settle(kind, key);
+    }
+}
+
+/// Whether a failed call may still have run on the server: no error reply came from it.
+pub(super) fn outcome_unknown(e: &redis::RedisError) -> bool {
+    e.code().is_none()
+}
+
+pub(super) fn spawn_settle<K: Kind>(kind: &K, key: &HoldKey) {
+    let (kind, key) = (kind.clone(), key.clone());
+    kind.core().cleanups.clone().spawn(settle(kind, key));
+}
+
+/// Brings the server's hold count of `key`'s owner back to the number of live guards (see
+/// "Settling" above). Runs while the registry marks the entry as settling, so no other call
+/// of this owner is in flight: each step's `expected` count is exact.
+async fn settle<K: Kind>(kind: K, key: HoldKey) {
+    let core = kind.core().clone();
+    let started = Instant::now();
+    let mut backoff = SETTLE_BACKOFF;
+    // The first count read: it tells whether the holds whose release this settlement took
+    // over were still there (later reads see this settlement's own releases).
+    let mut first_count: Option<u32> = None;
+    loop {
+        let SettleTarget {
+            target,
+            expected,
+            ttl,
+            hint,
+        } = core.holds.settle_target(&key);
+        let step: Result<Option<bool>> = async {
+            let count = match hint {
+                Some(count) => count,
+                None => owner_holds(&core, &key.0, &key.1).await?,
+            };
+            first_count.get_or_insert(count);
+            if count == target {
+                return Ok(Some(false));
+            }
+            if count < target {
+                return Ok(Some(true));
+            }
+            // Release one hold, but only while the count is still what we read.
+            kind.release(key.1.clone(), count).await?;
+            Ok(None)
+        }
+        .await;
+        // Every hold the server was expected to count was there (then the ones being released
+        // lasted until this settlement released them), or some had vanished.
+        let lasted = first_count.map(|first| first >= expected);
+        match step {
+            Ok(Some(lost)) => {
+                if core.holds.settle_done(&key, target, lost, lasted, false) {
+                    tracing::debug!(lock = %kind.name(), holds = target, lost, "hold count settled");
+                    return;
+                }
+            }
+            Ok(None) => backoff = SETTLE_BACKOFF,
+            Err(e) => {
+                // With no guard left, the key is gone once its longest TTL ran out after the
+                // last call (every call ended before the settlement began).
+                let expired = target == 0 && started.elapsed() > ttl + SETTLE_BACKOFF;
+                if expired || core.holds.is_shut_down() {
+                    tracing::warn!(
+                        lock = %kind.name(),
+                        error = %e,
+                        "could not settle the hold count; the hold expires with its TTL"
+                    );
+                    core.holds.settle_done(&key, target, false, None, true);
+                    return;
+                }
+                tracing::debug!(lock = %kind.name(), error = %e, "settling the hold count failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// First retry delay of a settlement.
+const SETTLE_BACKOFF: Duration = Duration::from_millis(20);
+
+/// The hold count of `owner` in a lock hash (0 if none).
+pub(crate) async fn owner_holds(core: &Core, key: &str, owner: &str) -> Result<u32> {
+    let n: Option<u32> = redis::cmd("HGET")
+        .arg(key)
+        .arg(owner)
+        .query_async(&mut core.conn.clone())
+        .await?;
+    Ok(n.unwrap_or(0))
+}
+
+/// Sends the unlock script for one hold counted by [`Release::Send`], and ends the count.
+pub(super) fn send_release<K: Kind>(kind: &K, key: &HoldKey) -> BoxFuture<'static, Result<i64>> {
+    let (kind, key) = (kind.clone(), key.clone());
+    async move {
+        // A release refused unrun while a failover is under way is sent again (the client's
+        // failover retry); if it still cannot run, a settlement takes over.
+        let mut trouble = Trouble::new(kind.core().failover_retry);
+        let reply = loop {
+            let sent = Instant::now();
+            match kind.release(key.1.clone(), 0).await {
+                Err(e) if e.did_not_run() => match trouble.retry(e, sent, None) {
+                    Ok(pause) => tokio::time::sleep(pause).await,
+                    Err(e) => break Err(e),
+                },
+                other => break other,
+            }
+        };
+        let outcome = match &reply {
+            Ok(-1) => Outcome::Forgotten,
+            Ok(_) => Outcome::Known,
+            Err(Error::Redis(e)) if outcome_unknown(e) => Outcome::Unknown,
+            // Not run: the server still counts the hold, which the settlement releases.
+            Err(e) if e.did_not_run() => Outcome::Unknown,
+            Err(_) => Outcome::Known,
+        };
+        finish(&kind, &key, outcome);
+        reply
+    }
+    .boxed()
+}

@@ -1,0 +1,352 @@
+//! The contract every lock kind offers: [`Lock`] for the handles, [`LockGuard`] for their
+//! guards, and the scoped helpers [`Lock::run`] and [`Lock::try_run`] built on them.
+//!
+//! Each kind also has the same methods as inherent methods, so callers need not import the
+//! traits; the traits are for generic code (`async fn with<L: Lock>(lock: &L)`) and for
+//! test doubles. Every future they return is `Send`.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+
+/// A distributed lock handle: [`RLock`](crate::RLock), [`FairLock`](crate::FairLock),
+/// [`FencedLock`](crate::FencedLock), the two sides of an [`RwLock`](crate::RwLock)
+/// ([`ReadLock`](crate::ReadLock) and [`WriteLock`](crate::WriteLock)),
+/// [`MultiLock`](crate::MultiLock) and [`RedLock`](crate::RedLock). Each method means what
+/// the kind's inherent method of the same name documents. The crate docs'
+/// [method tables](crate#one-contract-for-every-kind) list every method of every kind.
+///
+/// # Example
+/// ```no_run
+/// use std::time::Duration;
+/// use lockwise::{Lock, LockGuard};
+///
+/// /// Runs `job` under any kind of lock, giving up after a second.
+/// async fn exclusively<L: Lock>(lock: &L, job: &str) -> lockwise::Result<()> {
+///     let guard = lock.try_lock(Duration::from_secs(1), None).await?;
+///     println!("{job} under {} as {}", guard.name(), guard.owner());
+///     guard.unlock().await
+/// }
+///
+/// # async fn demo() -> lockwise::Result<()> {
+/// let client = lockwise::Client::connect("redis://127.0.0.1/").await?;
+/// exclusively(&client.lock("report"), "plain").await?;
+/// exclusively(&client.fenced_lock("report"), "fenced").await?;
+/// exclusively(&client.multi_lock(["a", "b"]), "both").await?;
+/// # Ok(()) }
+/// ```
+pub trait Lock: Clone + Send + Sync + 'static {
+    /// What a successful acquire returns.
+    type Guard: LockGuard;
+
+    /// The lock's name (a multi-lock's: its member names joined by `,`).
+    fn name(&self) -> &str;
+
+    /// Acquires the lock, waiting as long as it takes; the watchdog keeps it alive.
+    fn lock(&self) -> impl Future<Output = Result<Self::Guard>> + Send;
+
+    /// Acquires the lock, waiting as long as it takes; it expires `lease` after it was taken.
+    fn lock_with_lease(&self, lease: Duration) -> impl Future<Output = Result<Self::Guard>> + Send;
+
+    /// Acquires the lock within `wait`, or fails with [`Error::Timeout`].
+    fn try_lock(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> impl Future<Output = Result<Self::Guard>> + Send;
+
+    /// Whether any owner holds the lock.
+    fn is_locked(&self) -> impl Future<Output = Result<bool>> + Send;
+
+    /// How many holds the calling task (or the handle's owner) has.
+    fn hold_count(&self) -> impl Future<Output = Result<u32>> + Send;
+
+    /// Time until the lock expires; `None` when it is not locked.
+    fn remaining_ttl(&self) -> impl Future<Output = Result<Option<Duration>>> + Send;
+
+    /// Deletes the lock whoever holds it and wakes its waiters; returns whether it was held.
+    fn force_unlock(&self) -> impl Future<Output = Result<bool>> + Send;
+
+    /// The same lock, not reentrant: every acquire takes a hold of its own.
+    fn non_reentrant(&self) -> Self;
+
+    /// The same lock, owned by the calling task: a task re-enters what it holds.
+    fn reentrant(&self) -> Self;
+
+    /// The same lock, owned by `owner`: every task acquiring through it re-enters.
+    fn with_owner(&self, owner: &str) -> Self;
+
+    /// Whether acquires through this handle may re-enter an earlier hold.
+    fn is_reentrant(&self) -> bool;
+
+    /// Acquires the lock ([`lock`](Self::lock)), runs `body` while it is held, and releases
+    /// it. `body` gets a [`Held`] (name, owner, fencing token, loss signal). If the lock is
+    /// lost while `body` runs (its lease ran out, the watchdog found it gone, it was
+    /// force-unlocked, the client shut down), `body` is dropped at its next `.await` and the
+    /// call fails with [`Error::Lost`]. Otherwise the body's value is returned once the
+    /// release succeeded; a failed release is the call's error ([`Error::NotHeld`]: the
+    /// hold did not last until the end, so the body did not run entirely under the lock).
+    ///
+    /// # Errors
+    /// What [`lock`](Self::lock) returns, [`Error::Lost`], or what the release returns.
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops `body` where it is and the guard, which releases the lock
+    /// in the background.
+    ///
+    /// # Example
+    /// ```no_run
+    /// use lockwise::Lock;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fenced_lock("ledger");
+    /// let written = lock
+    ///     .run(|held| async move {
+    ///         // ... write to the store with held.token ...
+    ///         held.token
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    fn run<T, F, Fut>(&self, body: F) -> impl Future<Output = Result<T>> + Send
+    where
+        T: Send,
+        F: FnOnce(Held) -> Fut + Send,
+        Fut: Future<Output = T> + Send,
+    {
+        let lock = self.clone();
+        async move { scoped(lock.lock().await?, body).await }
+    }
+
+    /// [`run`](Self::run) with [`try_lock`](Self::try_lock)`(wait, lease)` as the acquire:
+    /// [`Error::Timeout`] when the lock did not come within `wait` (the body did not run).
+    ///
+    /// # Errors
+    /// As for [`run`](Self::run), and [`Error::Timeout`].
+    ///
+    /// # Cancel safety
+    /// As for [`run`](Self::run).
+    fn try_run<T, F, Fut>(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+        body: F,
+    ) -> impl Future<Output = Result<T>> + Send
+    where
+        T: Send,
+        F: FnOnce(Held) -> Fut + Send,
+        Fut: Future<Output = T> + Send,
+    {
+        let lock = self.clone();
+        async move { scoped(lock.try_lock(wait, lease).await?, body).await }
+    }
+}
+
+/// One granted hold of a [`Lock`], as every guard offers it. Each method means what the
+/// guard's inherent method of the same name documents.
+pub trait LockGuard: Send + 'static {
+    /// The lock's name.
+    fn name(&self) -> &str;
+
+    /// The owner field of the hold.
+    fn owner(&self) -> &str;
+
+    /// The lease the hold was taken with; `None` when the watchdog renews it.
+    fn lease(&self) -> Option<Duration>;
+
+    /// Whether the lock must be treated as lost.
+    fn is_lost(&self) -> bool;
+
+    /// How long the lock is still known to be held; zero once lost.
+    fn validity(&self) -> Duration;
+
+    /// A token cancelled when the lock is known to be lost.
+    fn lost(&self) -> CancellationToken;
+
+    /// The fencing token of a [`FencedLock`](crate::FencedLock) hold; `None` for the other
+    /// kinds.
+    fn fencing_token(&self) -> Option<u64> {
+        None
+    }
+
+    /// Moves the hold to an owner of its own, so the task that took it no longer re-enters.
+    fn detach(&mut self) -> impl Future<Output = Result<()>> + Send;
+
+    /// Releases the hold.
+    fn unlock(self) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// What the body of [`Lock::run`] knows about the hold it runs under.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Held {
+    /// The lock's name.
+    pub name: String,
+    /// The owner field of the hold.
+    pub owner: String,
+    /// The fencing token, for a [`FencedLock`](crate::FencedLock); `None` otherwise.
+    pub token: Option<u64>,
+    /// Cancelled when the lock is known to be lost (the body is then dropped anyway; this is
+    /// for work the body hands to other tasks).
+    pub lost: CancellationToken,
+}
+
+/// The body of [`Lock::run`] under `guard`, then its release.
+async fn scoped<G, T, F, Fut>(guard: G, body: F) -> Result<T>
+where
+    G: LockGuard,
+    F: FnOnce(Held) -> Fut,
+    Fut: Future<Output = T>,
+{
+    let lost = guard.lost();
+    let held = Held {
+        name: guard.name().to_string(),
+        owner: guard.owner().to_string(),
+        token: guard.fencing_token(),
+        lost: lost.clone(),
+    };
+    let name = held.name.clone();
+    let value = tokio::select! {
+        biased;
+        () = lost.cancelled() => None,
+        value = body(held) => Some(value),
+    };
+    match value {
+        Some(value) if !guard.is_lost() => {
+            guard.unlock().await?;
+            Ok(value)
+        }
+        // Lost while the body ran (or right as it finished): the release is best effort. A
+        // client closed meanwhile says so instead.
+        _ => match guard.unlock().await {
+            Err(e) if e.is_client_closed() => Err(e),
+            Err(e) => {
+                tracing::debug!(lock = %name, error = %e, "release after a lost hold failed");
+                Err(Error::Lost { name })
+            }
+            Ok(()) => Err(Error::Lost { name }),
+        },
+    }
+}
+
+/// Implements [`Lock`] for a handle and [`LockGuard`] for its guard by calling the inherent
+/// methods of the same names.
+macro_rules! impl_lock {
+    ($handle:ty, $guard:ty $(, token: |$g:ident| $token:expr)?) => {
+        impl $crate::lock::contract::Lock for $handle {
+            type Guard = $guard;
+
+            fn name(&self) -> &str {
+                <$handle>::name(self)
+            }
+
+            fn lock(&self) -> impl std::future::Future<Output = $crate::Result<$guard>> + Send {
+                <$handle>::lock(self)
+            }
+
+            fn lock_with_lease(
+                &self,
+                lease: std::time::Duration,
+            ) -> impl std::future::Future<Output = $crate::Result<$guard>> + Send {
+                <$handle>::lock_with_lease(self, lease)
+            }
+
+            fn try_lock(
+                &self,
+                wait: std::time::Duration,
+                lease: Option<std::time::Duration>,
+            ) -> impl std::future::Future<Output = $crate::Result<$guard>> + Send {
+                <$handle>::try_lock(self, wait, lease)
+            }
+
+            fn is_locked(&self) -> impl std::future::Future<Output = $crate::Result<bool>> + Send {
+                <$handle>::is_locked(self)
+            }
+
+            fn hold_count(&self) -> impl std::future::Future<Output = $crate::Result<u32>> + Send {
+                <$handle>::hold_count(self)
+            }
+
+            fn remaining_ttl(
+                &self,
+            ) -> impl std::future::Future<Output = $crate::Result<Option<std::time::Duration>>> + Send
+            {
+                <$handle>::remaining_ttl(self)
+            }
+
+            fn force_unlock(
+                &self,
+            ) -> impl std::future::Future<Output = $crate::Result<bool>> + Send {
+                <$handle>::force_unlock(self)
+            }
+
+            fn non_reentrant(&self) -> Self {
+                <$handle>::non_reentrant(self)
+            }
+
+            fn reentrant(&self) -> Self {
+                <$handle>::reentrant(self)
+            }
+
+            fn with_owner(&self, owner: &str) -> Self {
+                <$handle>::with_owner(self, owner)
+            }
+
+            fn is_reentrant(&self) -> bool {
+                <$handle>::is_reentrant(self)
+            }
+        }
+
+        impl $crate::lock::contract::LockGuard for $guard {
+            fn name(&self) -> &str {
+                <$guard>::name(self)
+            }
+
+            fn owner(&self) -> &str {
+                <$guard>::owner(self)
+            }
+
+            fn lease(&self) -> Option<std::time::Duration> {
+                <$guard>::lease(self)
+            }
+
+            fn is_lost(&self) -> bool {
+                <$guard>::is_lost(self)
+            }
+
+            fn validity(&self) -> std::time::Duration {
+                <$guard>::validity(self)
+            }
+
+            fn lost(&self) -> tokio_util::sync::CancellationToken {
+                <$guard>::lost(self)
+            }
+
+            $(
+            fn fencing_token(&self) -> Option<u64> {
+                let $g = self;
+                $token
+            }
+            )?
+
+            fn detach(&mut self) -> impl std::future::Future<Output = $crate::Result<()>> + Send {
+                <$guard>::detach(self)
+            }
+
+            fn unlock(self) -> impl std::future::Future<Output = $crate::Result<()>> + Send {
+                <$guard>::unlock(self)
+            }
+        }
+    };
+}
+
+impl_lock!(crate::RLock, crate::RLockGuard);
+impl_lock!(crate::FairLock, crate::FairLockGuard);
+impl_lock!(crate::FencedLock, crate::FencedLockGuard, token: |g| Some(g.token()));
+impl_lock!(crate::ReadLock, crate::ReadLockGuard);
+impl_lock!(crate::WriteLock, crate::WriteLockGuard);
+impl_lock!(crate::MultiLock, crate::MultiLockGuard);
+impl_lock!(crate::RedLock, crate::RedLockGuard);

@@ -1,0 +1,523 @@
+//! [`FairLock`]: the first-come, first-served reentrant lock, and its guard.
+//!
+//! # How it works
+//!
+//! Three keys per lock, all under the lock's Cluster hash tag:
+//!
+//! * `<ns>:lock:{name}`: the lock hash, the same key as the [`RLock`](crate::RLock) (and
+//!   every other kind) of the name, so kinds of one name exclude each other and the
+//!   watchdog's batched renewal works unchanged;
+//! * `<ns>:fairqueue:{name}`: a list of waiter ids, oldest first;
+//! * `<ns>:fairtimeouts:{name}`: a sorted set, waiter id -> deadline (server clock, ms).
+//!
+//! A waiter id is `<owner>:<n>`, one per lock call (so a late "leave" of a cancelled call
+//! never removes the next call of the same task). Each waiter listens on its own channel
+//! `<ns>:fairchannel:{name}:<waiter id>`. The lock script
+//! (`lua/fair_lock.lua`) takes the lock only when it is free and the queue is empty or headed
+//! by the caller; otherwise it appends the caller (or refreshes its deadline). An unlock (of
+//! any kind of this name: they all run `lua/unlock.lua`) wakes the head, on its channel: one
+//! wakeup and one fair lock attempt per handoff, no herd. It also publishes on the lock's
+//! channel, for waiters of the other kinds: those do not queue, so fairness holds among
+//! `FairLock` waiters, and a plain `lock()` of the same name may take a free lock first.
+//!
+//! Every script that touches the queue first purges waiters whose deadline has passed, and
+//! sets the queue keys' TTL to "latest deadline + 1 s" (or deletes them when the queue is
+//! empty), so nothing is left behind by a crash.
+//!
+//! # Waiter deadlines
+//!
+//! A waiter's deadline is refreshed by each of its attempts to `now + budget`, where budget is
+//! the caller's remaining wait, at most the *waiter lease* `min(watchdog_timeout, 5 s)` (at
+//! least 300 ms). A waiter retries at least every third of the waiter lease, so a live waiter,
+//! even one waiting without limit, keeps its place; a crashed waiter is skipped at most one
+//! waiter lease (or its remaining wait, if shorter) after its last attempt. Tying the lease to
+//! the watchdog timeout means a dead waiter never blocks a lock longer than a dead holder
+//! would; the 5 s cap bounds the stall for the default 30 s watchdog. The price is one script
+//! call per waiter per third of the lease while it waits.
+//!
+//! A waiter that times out or whose future is dropped leaves the queue at once (awaited on
+//! timeout, spawned on drop), and wakes the next head if the lock is free.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::time::Instant;
+
+use crate::engine::{self, Attempt, Base, Core, HashKind, Hold, HoldKey, Owner, Reply, Ticket};
+use crate::error::Result;
+use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
+use crate::wire::keys::Role;
+use crate::wire::scripts::{FAIR_LEAVE, FAIR_LOCK};
+
+/// Upper bound of the waiter lease (see the module docs).
+const MAX_WAITER_LEASE: Duration = Duration::from_secs(5);
+/// Lower bound of the waiter lease, so a tiny watchdog timeout does not make waiters spin.
+const MIN_WAITER_LEASE: Duration = Duration::from_millis(300);
+
+/// Numbers the lock calls of this process, so each has its own queue entry and channel.
+static NEXT_WAITER: AtomicU64 = AtomicU64::new(1);
+
+/// A reentrant distributed lock that is granted in the order it was asked for (FIFO), across
+/// tasks, clients and processes.
+///
+/// Get one from [`Client::fair_lock`](crate::Client::fair_lock); it is a cheap handle
+/// (`Clone`, `Send`, `Sync`) and sends nothing until used. Ownership, re-entry, the watchdog
+/// and leases work as for [`RLock`](crate::RLock); each [`FairLockGuard`] is one hold.
+///
+/// # When to use it
+/// When waiters must not starve: with an [`RLock`](crate::RLock) whichever waiter retries
+/// first after an unlock wins, so a busy process can overtake others indefinitely. A fair
+/// lock hands the lock to the longest-waiting live waiter. Re-entry by the holder does not
+/// queue.
+///
+/// # What it guarantees
+/// * Mutual exclusion as for [`RLock`](crate::RLock) (and the same caveat: use fencing tokens
+///   when a paused holder must not write after its TTL ran out).
+/// * Waiters acquire in the order their first attempt reached Redis. A single attempt
+///   (`try_lock(Duration::ZERO, ..)`) succeeds only when nobody is queued.
+/// * A waiter that crashed delays the others by at most its *waiter lease*
+///   `min(watchdog_timeout, 5 s)` (at least 300 ms), or its remaining `try_lock` wait if
+///   shorter. A live waiter refreshes its place at least every third of that lease; a waiter
+///   paused longer than the lease (SIGSTOP, a blocked runtime) loses its place and queues
+///   again at the tail.
+///
+/// # What it costs
+/// Compared with an [`RLock`](crate::RLock): two more keys per contended lock (a list and a
+/// sorted set, with TTLs, deleted when the queue empties), scripts that touch three keys and
+/// purge stale waiters, one channel subscription per waiting task (instead of one per lock
+/// and client), and one refresh script call per waiter every third of the waiter lease. An
+/// unlock wakes only the next waiter, so a handoff costs one unlock and one lock script call.
+#[derive(Clone)]
+pub struct FairLock {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Name, keys and the lock hash (the `lock` role, as every kind), shared by the hold
+    /// entries.
+    base: Base,
+    waiter_lease: Duration,
+}
+
+impl FairLock {
+    pub(crate) fn new(core: Arc<Core>, name: &str) -> FairLock {
+        let waiter_lease = core
+            .watchdog_timeout
+            .clamp(MIN_WAITER_LEASE, MAX_WAITER_LEASE.max(MIN_WAITER_LEASE));
+        let base = Base::new(core, name, Role::Lock);
+        FairLock {
+            inner: Arc::new(Inner { waiter_lease, base }),
+        }
+    }
+
+    fn owner_mode(&self) -> &Owner {
+        &self.inner.base.owner
+    }
+
+    fn with_owner_mode(&self, owner: Owner) -> FairLock {
+        let inner = &self.inner;
+        FairLock {
+            inner: Arc::new(Inner {
+                base: inner.base.with_owner(owner),
+                waiter_lease: inner.waiter_lease,
+            }),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.inner.base.name
+    }
+
+    /// The Redis key of the lock hash (`<namespace>:lock:{<name>}`, shared with every kind
+    /// of the name).
+    pub fn key(&self) -> &str {
+        &self.inner.base.key
+    }
+
+    /// The Redis key of the waiters' queue, a list (`<namespace>:fairqueue:{<name>}`).
+    pub fn queue_key(&self) -> &str {
+        &self.inner.base.keys.queue
+    }
+
+    /// The Redis key of the waiters' deadlines, a sorted set scored by server time in ms
+    /// (`<namespace>:fairtimeouts:{<name>}`).
+    pub fn timeouts_key(&self) -> &str {
+        &self.inner.base.keys.deadlines
+    }
+
+    /// How long a waiter's queue entry lives without a refresh: `min(watchdog_timeout, 5 s)`,
+    /// at least 300 ms. A crashed waiter delays the queue at most this long.
+    pub fn waiter_lease(&self) -> Duration {
+        self.inner.waiter_lease
+    }
+
+    fn keys(&self) -> [&str; 4] {
+        self.inner.base.keys.script_keys()
+    }
+
+    /// Acquires the lock after every waiter queued before this call, waiting as long as it
+    /// takes; the watchdog keeps it alive until the guard is released.
+    ///
+    /// While waiting, the task listens on its own channel, which only the unlock that makes it
+    /// the head of the queue publishes to, and refreshes its queue entry every third of the
+    /// [waiter lease](Self::waiter_lease).
+    ///
+    /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails (the
+    /// waiter then leaves the queue in the background).
+    ///
+    /// # Cancel safety
+    /// Cancel safe. Dropping the future at any point leaves no hold and no queue entry behind:
+    /// the waiter leaves the queue in the background at once (waking the next waiter if it was
+    /// the head of a free lock), a hold granted by a reply nobody awaited any more is released
+    /// within a moment, and the waiter's channel subscription is dropped. The place in the
+    /// queue is lost.
+    pub async fn lock(&self) -> Result<FairLockGuard> {
+        engine::never_timed_out(self.acquire(None, None).await?)
+    }
+
+    /// Like [`lock`](Self::lock), but the lock expires `lease` after it was taken unless
+    /// released before (no watchdog).
+    ///
+    /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or a lease below 1 ms or above
+    /// 2<sup>53</sup> ms; [`Error::Redis`](crate::Error::Redis) when Redis fails.
+    ///
+    /// # Cancel safety
+    /// As for [`FairLock::lock`].
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<FairLockGuard> {
+        engine::never_timed_out(self.acquire(None, Some(lease)).await?)
+    }
+
+    /// Tries to acquire the lock in turn, waiting at most `wait`. [`Error::Timeout`](crate::Error::Timeout)
+    /// means the lock did not come to this waiter within the wait; the waiter has then left the queue.
+    /// `Duration::ZERO` makes a single attempt that never queues and succeeds only if the lock
+    /// is free and nobody is queued. With `lease: None` the watchdog keeps the lock alive; with
+    /// `Some(lease)` it expires after the lease.
+    ///
+    /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or lease; [`Error::Redis`](crate::Error::Redis) when Redis
+    /// fails. [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
+    ///
+    /// # Cancel safety
+    /// As for [`FairLock::lock`].
+    pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<FairLockGuard> {
+        engine::or_timeout(
+            self.acquire(Some(engine::deadline_after(wait)), lease)
+                .await?,
+            self.name(),
+        )
+    }
+
+    async fn acquire(
+        &self,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> Result<Option<FairLockGuard>> {
+        self.inner.base.check()?;
+        let owner = self.inner.base.owner_field();
+        // The queue entry is per call, not per owner: a late leave of an abandoned call of
+        // this task must not remove the entry of its next call.
+        let waiter: Arc<str> =
+            format!("{owner}:{}", NEXT_WAITER.fetch_add(1, Ordering::Relaxed)).into();
+        let channel = format!("{}:{waiter}", self.inner.base.keys.fair_channel);
+        // A deadline already reached: one attempt that does not join the queue.
+        let single = deadline.is_some_and(|d| d <= Instant::now());
+        let mut queued = Queued {
+            lock: self.clone(),
+            waiter,
+            abandoned: Arc::new(AtomicBool::new(false)),
+            armed: !single,
+            _busy: self.inner.base.core.cleanups.token(),
+        };
+        let granted = engine::acquire_hold(
+            self,
+            owner,
+            &channel,
+            deadline,
+            lease,
+            "fair",
+            |hold_key, lease_ms, _claim| {
+                self.attempt(
+                    hold_key,
+                    &queued.waiter,
+                    lease_ms,
+                    deadline,
+                    single,
+                    &queued.abandoned,
+                )
+            },
+        )
+        .await;
+        match granted {
+            // The lock script removed us from the queue when it granted the lock.
+            Ok(Some((hold, behind))) => {
+                queued.armed = false;
+                if let Some(span) = hold.span() {
+                    engine::observe::fair_queue(&self.inner.base.core, "fair", span, behind);
+                }
+                Ok(Some(FairLockGuard { hold }))
+            }
+            Ok(None) => {
+                queued.leave_now().await;
+                Ok(None)
+            }
+            Err(e) => Err(e), // `queued` leaves in the background
+        }
+    }
+
+    /// One run of the lock script, cleaning up after itself when abandoned (see
+    /// [`engine`](crate::engine) "Cancellation"): an abandoned attempt that queued the waiter again
+    /// after it left also runs the leave script.
+    fn attempt(
+        &self,
+        hold_key: &HoldKey,
+        waiter: &Arc<str>,
+        lease_ms: u64,
+        deadline: Option<Instant>,
+        single: bool,
+        abandoned: &Arc<AtomicBool>,
+    ) -> impl Future<Output = Result<Attempt<(Ticket<FairLock>, u32, u64)>>> + Send + 'static {
+        let lease = self.inner.waiter_lease;
+        let budget = match deadline {
+            _ if single => Duration::ZERO,
+            None => lease,
+            Some(d) => d.saturating_duration_since(Instant::now()).min(lease),
+        };
+        // At least 1 ms: 0 would mean "do not queue".
+        let budget_ms = if single {
+            0
+        } else {
+            (budget.as_millis() as u64).max(1)
+        };
+        let (lock, owner) = (self.clone(), hold_key.1.clone());
+        let waiter = waiter.clone();
+        let abandoned = abandoned.clone();
+        let call = async move {
+            let reply = engine::run_acquire(
+                &lock,
+                &owner,
+                &FAIR_LOCK,
+                &lock.keys(),
+                &[
+                    &lease_ms,
+                    &&*owner,
+                    &&*waiter,
+                    &budget_ms,
+                    &lock.inner.base.keys.fair_channel.as_str(),
+                    &lock.inner.base.core.publish,
+                ],
+            )
+            .await;
+            // The waiter is gone and may have left before this late attempt queued it again.
+            if abandoned.load(Ordering::SeqCst) && budget_ms > 0 {
+                let _ = lock.leave(&waiter).await;
+            }
+            reply
+        }
+        .boxed();
+        // `[0, wait]`: the wait bound; wake at least every third of the waiter lease to
+        // refresh the queue entry.
+        let refresh = lease / 3;
+        let attempt = engine::attempt(self, hold_key, call, fair_reply, "fair lock");
+        async move {
+            Ok(match attempt.await? {
+                Attempt::Held(wait) => {
+                    Attempt::Held(Some(wait.map_or(refresh, |w| w.min(refresh))))
+                }
+                acquired => acquired,
+            })
+        }
+    }
+
+    /// Runs the leave script for the queue entry `waiter`.
+    async fn leave(&self, waiter: &str) -> Result<bool> {
+        let mut conn = self.inner.base.core.conn.clone();
+        let left: i64 = FAIR_LEAVE
+            .run(
+                &mut conn,
+                &self.keys(),
+                &[
+                    &waiter,
+                    &self.inner.base.keys.fair_channel.as_str(),
+                    &self.inner.base.core.publish,
+                ],
+            )
+            .await?;
+        Ok(left == 1)
+    }
+
+    /// Deletes the lock whoever holds it and wakes the head of the queue; the queue is kept.
+    /// Returns whether it was locked. The former holders' guards then fail to unlock with
+    /// [`Error::NotHeld`](crate::Error::NotHeld); watchdog holders also see [`FairLockGuard::lost`] fire at their
+    /// next renewal.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.inner.base.force_unlock().await
+    }
+
+    /// How many waiters are queued (LLEN of the queue), including crashed waiters whose
+    /// deadline has passed but who were not purged yet (the next script call does that).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn queue_len(&self) -> Result<usize> {
+        self.inner.base.check()?;
+        Ok(redis::cmd("LLEN")
+            .arg(&self.inner.base.keys.queue)
+            .query_async(&mut self.inner.base.core.conn.clone())
+            .await?)
+    }
+}
+
+inspect_methods!(FairLock);
+owner_methods!(FairLock);
+
+impl std::fmt::Debug for FairLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairLock")
+            .field("name", &self.inner.base.name)
+            .field("key", &self.inner.base.key)
+            .field("waiter_lease", &self.inner.waiter_lease)
+            .finish()
+    }
+}
+
+impl HashKind for FairLock {
+    fn base(&self) -> &Base {
+        &self.inner.base
+    }
+}
+
+impl engine::Kind for FairLock {
+    fn core(&self) -> &Arc<Core> {
+        &self.inner.base.core
+    }
+
+    fn name(&self) -> &str {
+        &self.inner.base.name
+    }
+
+    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
+        let lock = self.clone();
+        async move { lock.inner.base.release(&owner, expected).await }.boxed()
+    }
+}
+
+/// Reads the fair lock script's reply: `[1, holds, queued]` granted (`queued` waiters left
+/// behind, for metrics), `[0, pttl]` held.
+fn fair_reply(reply: &[i64]) -> Option<Reply<u64>> {
+    match reply {
+        [1, holds, queued] if *holds >= 1 => {
+            Some(Reply::Granted(*holds as u32, (*queued).max(0) as u64))
+        }
+        [0, pttl] => Some(Reply::Held(engine::pttl_from(*pttl))),
+        _ => None,
+    }
+}
+
+/// A waiter's place in the queue: leaves it (in the background) unless disarmed, so a waiter
+/// that fails or whose future is dropped does not hold up the others until its deadline.
+struct Queued {
+    lock: FairLock,
+    /// The queue entry (`<owner>:<n>`).
+    waiter: Arc<str>,
+    /// Set once the waiter is gone; an attempt still in flight then leaves after it ran.
+    abandoned: Arc<AtomicBool>,
+    armed: bool,
+    /// A client's close waits until the entry has been left (dropped after `drop`).
+    _busy: tokio_util::task::task_tracker::TaskTrackerToken,
+}
+
+impl Queued {
+    /// Leaves now (after a timeout: the last attempt has completed).
+    async fn leave_now(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Err(e) = self.lock.leave(&self.waiter).await {
+            tracing::warn!(lock = %self.lock.inner.base.name, error = %e, "could not leave the fair queue; the entry expires at its deadline");
+        }
+        self.armed = false;
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.abandoned.store(true, Ordering::SeqCst);
+        let lock = self.lock.clone();
+        let waiter = self.waiter.clone();
+        self.lock.inner.base.core.cleanups.spawn(async move {
+            if let Err(e) = lock.leave(&waiter).await {
+                tracing::warn!(lock = %lock.inner.base.name, error = %e, "could not leave the fair queue; the entry expires at its deadline");
+            }
+        });
+    }
+}
+
+/// One hold of a [`FairLock`]. Release it with [`unlock`](FairLockGuard::unlock), which
+/// reports errors; dropping it releases in the background instead.
+///
+/// The guard may be moved to, and unlocked from, any task: it remembers its owner.
+///
+/// # Dropping without `unlock`
+/// `Drop` cannot wait, so it stops the watchdog for this hold and hands the unlock script to
+/// the runtime without waiting (never `block_on`). If that unlock cannot reach Redis, the lock
+/// expires with its TTL (the lease, or the watchdog timeout), and the head of the queue takes
+/// it then.
+#[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
+pub struct FairLockGuard {
+    hold: Hold<FairLock>,
+}
+
+impl FairLockGuard {
+    /// Releases this hold; the last hold frees the lock and wakes only the head of the queue.
+    ///
+    /// Not retried on failure: a retried unlock could release a hold that is no longer this
+    /// guard's. On an error the hold is left to expire with its TTL.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold was already gone (expired, force-unlocked, taken over):
+    /// nothing was released. [`Error::Redis`](crate::Error::Redis) when Redis failed.
+    ///
+    /// # Cancel safety
+    /// Once called, the release happens: dropping the future lets it finish in the background.
+    pub async fn unlock(mut self) -> Result<()> {
+        self.hold.unlock().await
+    }
+}
+
+guard_accessors!(FairLockGuard);
+
+impl std::fmt::Debug for FairLockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairLockGuard")
+            .field("name", &self.name())
+            .field("owner", &self.owner())
+            .field("lease", &self.lease())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}

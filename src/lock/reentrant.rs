@@ -1,0 +1,249 @@
+//! [`RLock`]: the reentrant lock, and its guard.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::time::Instant;
+
+use crate::engine::{self, Base, Core, HashKind, Hold, Owner};
+use crate::error::Result;
+use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
+use crate::wire::keys::Role;
+use crate::wire::scripts::LOCK;
+
+/// A reentrant distributed lock, like Redisson's `RLock`: a Redis hash whose one field
+/// `<client id>:<task id>` counts the holder's holds.
+///
+/// Get one from [`Client::lock`](crate::Client::lock); it is a cheap handle (`Clone`,
+/// `Send`, `Sync`) and sends nothing until used.
+///
+/// * The owner is the calling tokio task of this `Client`: the same task may lock again
+///   (re-entry raises the hold count), any other task, or the same task through another
+///   `Client`, waits. Each [`RLockGuard`] is one hold; the lock is free when every hold is
+///   released.
+/// * Without a lease the lock lives as long as its holder: the client's watchdog renews it
+///   every `watchdog_timeout / 3`, and it expires within `watchdog_timeout` after a crash.
+///   With a lease it expires after the lease, whatever the holder is doing.
+///
+/// # What it guarantees
+/// At most one owner holds the lock while its key lives in Redis. It cannot stop a holder
+/// that was paused (GC, SIGSTOP, a long syscall) past its TTL from acting as if it still
+/// held the lock: when the protected resource must reject such late writers, use fencing
+/// tokens (see the README).
+#[derive(Clone)]
+pub struct RLock {
+    base: Arc<Base>,
+}
+
+impl RLock {
+    pub(crate) fn new(core: Arc<Core>, name: &str) -> RLock {
+        RLock {
+            base: Arc::new(Base::new(core, name, Role::Lock)),
+        }
+    }
+
+    pub(crate) fn with_owner_mode(&self, owner: Owner) -> RLock {
+        RLock {
+            base: Arc::new(self.base.with_owner(owner)),
+        }
+    }
+
+    pub(crate) fn owner_mode(&self) -> &Owner {
+        &self.base.owner
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.base.name
+    }
+
+    /// The Redis key of the lock hash (`<namespace>:lock:{<name>}`).
+    pub fn key(&self) -> &str {
+        &self.base.key
+    }
+
+    /// The pub/sub channel unlocks publish to (`<namespace>:channel:{<name>}`).
+    pub fn channel(&self) -> &str {
+        &self.base.keys.channel
+    }
+
+    /// Acquires the lock, waiting as long as it takes; the watchdog keeps it alive until the
+    /// guard is released.
+    ///
+    /// Waiting costs no polling: the client's subscription connection wakes the waiter when
+    /// the lock is released, and each wait is bounded by the holder's TTL, so a crashed
+    /// holder's lock is taken when it expires.
+    ///
+    /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Cancel safe. Dropping the future at any point leaves no hold behind: a hold granted by
+    /// a reply nobody awaited any more is released in the background within a moment, and
+    /// the waiter's channel subscription is dropped (unsubscribed if it was the last).
+    pub async fn lock(&self) -> Result<RLockGuard> {
+        engine::never_timed_out(self.acquire(None, None).await?)
+    }
+
+    /// Acquires the lock, waiting as long as it takes; the lock expires `lease` after it was
+    /// taken unless released before (no watchdog).
+    ///
+    /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or a lease below 1 ms or above
+    /// 2<sup>53</sup> ms; [`Error::Redis`](crate::Error::Redis) when Redis fails.
+    ///
+    /// # Cancel safety
+    /// As for [`RLock::lock`].
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<RLockGuard> {
+        engine::never_timed_out(self.acquire(None, Some(lease)).await?)
+    }
+
+    /// Tries to acquire the lock, waiting at most `wait`; `Duration::ZERO` makes a single
+    /// attempt. [`Error::Timeout`](crate::Error::Timeout) means another owner held it for the
+    /// whole wait. With `lease: None` the
+    /// watchdog keeps the lock alive; with `Some(lease)` it expires after the lease.
+    ///
+    /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or lease; [`Error::Redis`](crate::Error::Redis) when Redis
+    /// fails. [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
+    ///
+    /// # Cancel safety
+    /// As for [`RLock::lock`].
+    pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<RLockGuard> {
+        engine::or_timeout(
+            self.acquire(Some(engine::deadline_after(wait)), lease)
+                .await?,
+            self.name(),
+        )
+    }
+
+    async fn acquire(
+        &self,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> Result<Option<RLockGuard>> {
+        let granted = engine::acquire_hold(
+            self,
+            self.base.owner_field(),
+            self.channel(),
+            deadline,
+            lease,
+            "reentrant",
+            |hold_key, lease_ms, claim| {
+                let lock = self.clone();
+                let owner = hold_key.1.clone();
+                let (claim_ms, waited_ms) = (claim.ms(), claim.waited_ms());
+                let call = async move {
+                    let base = &lock.base;
+                    let keys: [&str; 3] = [&base.key, &base.claims.queue, &base.claims.deadlines];
+                    let args: [&dyn crate::wire::scripts::ToRedisArgsDyn; 4] =
+                        [&lease_ms, &&*owner, &claim_ms, &waited_ms];
+                    engine::run_acquire(&lock, &owner, &LOCK, &keys, &args).await
+                }
+                .boxed();
+                engine::attempt(self, hold_key, call, engine::plain_reply, "lock")
+            },
+        )
+        .await?;
+        Ok(granted.map(|(hold, ())| RLockGuard { hold }))
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters. Returns whether it was
+    /// locked. The former holders' guards then fail to unlock with [`Error::NotHeld`](crate::Error::NotHeld); watchdog
+    /// holders also see [`RLockGuard::lost`] fire at their next renewal.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.base.force_unlock().await
+    }
+}
+
+inspect_methods!(RLock);
+owner_methods!(RLock);
+
+impl std::fmt::Debug for RLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RLock")
+            .field("name", &self.base.name)
+            .field("key", &self.base.key)
+            .finish()
+    }
+}
+
+impl HashKind for RLock {
+    fn base(&self) -> &Base {
+        &self.base
+    }
+}
+
+impl engine::Kind for RLock {
+    fn core(&self) -> &Arc<Core> {
+        &self.base.core
+    }
+
+    fn name(&self) -> &str {
+        &self.base.name
+    }
+
+    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
+        let lock = self.clone();
+        async move { lock.base.release(&owner, expected).await }.boxed()
+    }
+}
+
+/// One hold of an [`RLock`]. Release it with [`unlock`](RLockGuard::unlock), which reports
+/// errors; dropping it releases in the background instead.
+///
+/// The guard may be moved to, and unlocked from, any task: it remembers its owner.
+///
+/// # Dropping without `unlock`
+/// `Drop` cannot wait, so it stops the watchdog for this hold and hands the unlock script to
+/// the runtime without waiting (never `block_on`). If that unlock cannot reach Redis, the lock
+/// expires with its TTL (the lease, or the watchdog timeout).
+#[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
+pub struct RLockGuard {
+    hold: Hold<RLock>,
+}
+
+impl RLockGuard {
+    /// Releases this hold; the last hold frees the lock and wakes one waiter per client.
+    ///
+    /// Not retried on failure: a retried unlock could release a hold that is no longer this
+    /// guard's. On an error the hold is left to expire with its TTL (the watchdog no longer
+    /// renews it).
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold was already gone (expired, force-unlocked, taken over):
+    /// nothing was released. [`Error::Redis`](crate::Error::Redis) when Redis failed.
+    ///
+    /// # Cancel safety
+    /// Once called, the release happens: dropping the future lets it finish in the background.
+    pub async fn unlock(mut self) -> Result<()> {
+        self.hold.unlock().await
+    }
+}
+
+guard_accessors!(RLockGuard);
+
+impl std::fmt::Debug for RLockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RLockGuard")
+            .field("name", &self.name())
+            .field("owner", &self.owner())
+            .field("lease", &self.lease())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}

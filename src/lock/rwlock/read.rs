@@ -1,0 +1,237 @@
+//! [`ReadLock`]: the read side of a [`RwLock`](super::RwLock), and its guard.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::time::Instant;
+
+use super::Shared;
+use crate::engine::{self, Base, Core, HashKind, Hold};
+use crate::error::Result;
+use crate::lock::api::{guard_accessors, inspect_methods};
+use crate::wire::scripts::{RW_READ, RW_UNLOCK_READ};
+
+/// The read side of a [`RwLock`](super::RwLock): many owners may hold it at once, while no
+/// writer does. Get it from [`RwLock::read`](super::RwLock::read).
+///
+/// Each reader has its own deadline on the server (its lease, or the watchdog timeout
+/// renewed by its own client's watchdog), so a crashed reader's hold ends by itself.
+#[derive(Clone)]
+pub struct ReadLock {
+    shared: Arc<Shared>,
+    base: Arc<Base>,
+}
+
+impl ReadLock {
+    pub(super) fn new(shared: Arc<Shared>, base: Base) -> ReadLock {
+        ReadLock {
+            shared,
+            base: Arc::new(base),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.base.name
+    }
+
+    /// The Redis key of the readers hash (`<namespace>:rwread:{<name>}`).
+    pub fn key(&self) -> &str {
+        &self.base.key
+    }
+
+    /// Takes a read hold, waiting as long as it takes (while a writer holds the lock or
+    /// waits for it); the watchdog keeps it alive until the guard is released.
+    ///
+    /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is
+    /// dropped; [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name
+    /// or owner; [`Error::Redis`](crate::Error::Redis) when Redis fails (`WRONGTYPE` when a
+    /// key of the lock holds something else: nothing is changed).
+    ///
+    /// # Cancel safety
+    /// Cancel safe. Dropping the future at any point leaves no hold behind (a hold granted
+    /// to a reply nobody awaited is released in the background) and no subscription.
+    pub async fn lock(&self) -> Result<ReadLockGuard> {
+        engine::never_timed_out(self.acquire(None, None).await?)
+    }
+
+    /// Takes a read hold, waiting as long as it takes; the hold ends `lease` after it was
+    /// taken unless released before (no watchdog).
+    ///
+    /// # Errors
+    /// As for [`ReadLock::lock`], and
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease below 1 ms or
+    /// above 2<sup>53</sup> ms.
+    ///
+    /// # Cancel safety
+    /// As for [`ReadLock::lock`].
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<ReadLockGuard> {
+        engine::never_timed_out(self.acquire(None, Some(lease)).await?)
+    }
+
+    /// Tries to take a read hold, waiting at most `wait` (`Duration::ZERO`: one attempt).
+    /// [`Error::Timeout`](crate::Error::Timeout) when a writer held or awaited the lock for the whole wait. With `lease:
+    /// None` the watchdog keeps the hold alive.
+    ///
+    /// # Errors
+    /// As for [`ReadLock::lock_with_lease`]. [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
+    ///
+    /// # Cancel safety
+    /// As for [`ReadLock::lock`].
+    pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<ReadLockGuard> {
+        engine::or_timeout(
+            self.acquire(Some(engine::deadline_after(wait)), lease)
+                .await?,
+            self.name(),
+        )
+    }
+
+    async fn acquire(
+        &self,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> Result<Option<ReadLockGuard>> {
+        let granted = engine::acquire_hold(
+            self,
+            self.base.owner_field(),
+            &self.shared.read_channel,
+            deadline,
+            lease,
+            "rw_read",
+            |hold_key, lease_ms, claim| {
+                let lock = self.clone();
+                let owner = hold_key.1.clone();
+                let (claim_ms, waited) = (claim.ms(), claim.waited_ms());
+                let call = async move {
+                    let (s, c) = (&lock.shared, &lock.base.claims);
+                    engine::run_acquire(
+                        &lock,
+                        &owner,
+                        &RW_READ,
+                        &[&s.read, &s.write, &s.writers, &c.queue, &c.deadlines],
+                        &[&lease_ms, &&*owner, &claim_ms, &waited],
+                    )
+                    .await
+                }
+                .boxed();
+                engine::attempt(self, hold_key, call, engine::plain_reply, "read lock")
+            },
+        )
+        .await?;
+        Ok(granted.map(|(hold, ())| ReadLockGuard { hold }))
+    }
+}
+
+inspect_methods!(ReadLock);
+crate::lock::api::owner_methods!(ReadLock);
+
+impl ReadLock {
+    fn owner_mode(&self) -> &engine::Owner {
+        &self.base.owner
+    }
+
+    fn with_owner_mode(&self, owner: engine::Owner) -> ReadLock {
+        ReadLock::new(self.shared.clone(), self.base.with_owner(owner))
+    }
+
+    /// Deletes the whole read-write lock whoever holds it (the writer, every reader, the
+    /// waiting writers' intents) and wakes every waiter, as
+    /// [`RwLock::force_unlock`](super::RwLock::force_unlock). Returns whether it was held.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or
+    /// owner; [`Error::Redis`](crate::Error::Redis) when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.base.check()?;
+        self.shared.force_unlock().await
+    }
+}
+
+impl std::fmt::Debug for ReadLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadLock")
+            .field("name", &self.base.name)
+            .field("key", &self.base.key)
+            .finish()
+    }
+}
+
+impl HashKind for ReadLock {
+    fn base(&self) -> &Base {
+        &self.base
+    }
+}
+
+impl engine::Kind for ReadLock {
+    fn core(&self) -> &Arc<Core> {
+        &self.base.core
+    }
+
+    fn name(&self) -> &str {
+        &self.base.name
+    }
+
+    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
+        let shared = self.shared.clone();
+        async move {
+            let core = &shared.core;
+            let reply: redis::RedisResult<i64> = RW_UNLOCK_READ
+                .run(
+                    &mut core.conn.clone(),
+                    &[&shared.read, &shared.write_channel],
+                    &[&&*owner, &core.id_str.as_str(), &expected, &core.publish],
+                )
+                .await;
+            // This client hears no echo of its own message: wake a local writer (also when
+            // the reply was lost, as the release may have happened).
+            if matches!(reply, Ok(0) | Err(_)) {
+                core.listener.notify_local(&shared.write_channel);
+            }
+            Ok(reply?)
+        }
+        .boxed()
+    }
+}
+
+/// One read hold of a [`RwLock`](super::RwLock). Release it with
+/// [`unlock`](ReadLockGuard::unlock), which reports errors; dropping it releases in the
+/// background instead (the hold's deadline is the backstop).
+#[must_use = "the read lock is released when the guard is dropped; call .unlock().await"]
+pub struct ReadLockGuard {
+    hold: Hold<ReadLock>,
+}
+
+impl ReadLockGuard {
+    /// Releases this read hold; the last reader to leave wakes a waiting writer.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold was already gone (its
+    /// deadline passed, or force-unlocked): nothing was released.
+    /// [`Error::Redis`](crate::Error::Redis) when Redis failed.
+    ///
+    /// # Cancel safety
+    /// Once called, the release happens: dropping the future lets it finish in the
+    /// background.
+    pub async fn unlock(mut self) -> Result<()> {
+        self.hold.unlock().await
+    }
+}
+
+guard_accessors!(ReadLockGuard);
+
+impl std::fmt::Debug for ReadLockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadLockGuard")
+            .field("name", &self.name())
+            .field("owner", &self.owner())
+            .field("lease", &self.lease())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}

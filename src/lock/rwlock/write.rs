@@ -1,0 +1,343 @@
+//! [`WriteLock`]: the write side of a [`RwLock`](super::RwLock), and its guard.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::time::Instant;
+
+use super::Shared;
+use crate::engine::{self, Base, Core, HashKind, Hold};
+use crate::error::{Error, Result};
+use crate::lock::api::{guard_accessors, inspect_methods};
+use crate::wire::scripts::{RW_LEAVE, RW_UNLOCK_WRITE, RW_WRITE};
+
+/// The write side of a [`RwLock`](super::RwLock): one owner at a time, while nobody reads.
+/// Get it from [`RwLock::write`](super::RwLock::write).
+///
+/// A writer that has to wait registers its intent on the server, and new readers wait
+/// behind it (writer preference). It withdraws the intent when it stops waiting (timeout,
+/// error, dropped future); a crashed writer's intent lapses within one watchdog timeout.
+#[derive(Clone)]
+pub struct WriteLock {
+    shared: Arc<Shared>,
+    base: Arc<Base>,
+}
+
+impl WriteLock {
+    pub(super) fn new(shared: Arc<Shared>, base: Base) -> WriteLock {
+        WriteLock {
+            shared,
+            base: Arc::new(base),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.base.name
+    }
+
+    /// The Redis key of the writer hash (`<namespace>:rwwrite:{<name>}`).
+    pub fn key(&self) -> &str {
+        &self.base.key
+    }
+
+    /// Takes the write hold, waiting as long as it takes (until no other owner writes and
+    /// nobody reads); the watchdog keeps it alive until the guard is released.
+    ///
+    /// # Errors
+    /// [`Error::UpgradeRefused`](crate::Error::UpgradeRefused) at once when this owner holds
+    /// the read lock and not the write lock (nothing is changed).
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is
+    /// dropped; [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name
+    /// or owner; [`Error::Redis`](crate::Error::Redis) when Redis fails (`WRONGTYPE` when a
+    /// key of the lock holds something else: nothing is changed).
+    ///
+    /// # Cancel safety
+    /// Cancel safe. Dropping the future at any point leaves no hold, no subscription and no
+    /// intent behind: the intent is withdrawn in the background at once.
+    pub async fn lock(&self) -> Result<WriteLockGuard> {
+        engine::never_timed_out(self.acquire(None, None).await?)
+    }
+
+    /// Takes the write hold, waiting as long as it takes; it ends `lease` after it was
+    /// taken unless released before (no watchdog).
+    ///
+    /// # Errors
+    /// As for [`WriteLock::lock`], and
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease below 1 ms or
+    /// above 2<sup>53</sup> ms.
+    ///
+    /// # Cancel safety
+    /// As for [`WriteLock::lock`].
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<WriteLockGuard> {
+        engine::never_timed_out(self.acquire(None, Some(lease)).await?)
+    }
+
+    /// Tries to take the write hold, waiting at most `wait`; [`Error::Timeout`](crate::Error::Timeout) when it could not
+    /// (the intent is withdrawn before it returns). `Duration::ZERO` makes one attempt that
+    /// registers no intent. With `lease: None` the watchdog keeps the hold alive.
+    ///
+    /// # Errors
+    /// As for [`WriteLock::lock_with_lease`]. [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
+    ///
+    /// # Cancel safety
+    /// As for [`WriteLock::lock`].
+    pub async fn try_lock(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<WriteLockGuard> {
+        engine::or_timeout(
+            self.acquire(Some(engine::deadline_after(wait)), lease)
+                .await?,
+            self.name(),
+        )
+    }
+
+    async fn acquire(
+        &self,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> Result<Option<WriteLockGuard>> {
+        self.base.check()?;
+        let owner = self.base.owner_field();
+        let single = deadline.is_some_and(|d| d <= Instant::now());
+        let window: u64 = if single {
+            0
+        } else {
+            self.base.core.watchdog_ms
+        };
+        let mut intent = Intent {
+            lock: self.clone(),
+            owner: owner.clone(),
+            abandoned: Arc::new(AtomicBool::new(false)),
+            armed: !single,
+            _busy: self.base.core.cleanups.token(),
+        };
+        let abandoned = intent.abandoned.clone();
+        let granted = engine::acquire_hold(
+            self,
+            owner,
+            &self.shared.write_channel,
+            deadline,
+            lease,
+            "rw_write",
+            |hold_key, lease_ms, claim| {
+                let lock = self.clone();
+                let owner = hold_key.1.clone();
+                let abandoned = abandoned.clone();
+                let (claim_ms, waited) = (claim.ms(), claim.waited_ms_as_writer());
+                let call = async move {
+                    let (s, c) = (&lock.shared, &lock.base.claims);
+                    let reply = engine::run_acquire(
+                        &lock,
+                        &owner,
+                        &RW_WRITE,
+                        &[&s.write, &s.read, &s.writers, &c.queue, &c.deadlines],
+                        &[&lease_ms, &&*owner, &window, &claim_ms, &waited],
+                    )
+                    .await;
+                    // The waiter is gone and may have withdrawn before this late attempt
+                    // registered it again.
+                    if abandoned.load(Ordering::SeqCst) && window > 0 {
+                        let _ = lock.leave(&owner).await;
+                    }
+                    reply
+                }
+                .boxed();
+                engine::attempt(self, hold_key, call, engine::plain_reply, "write lock")
+            },
+        )
+        .await;
+        match granted {
+            // The script withdrew the intent when it granted the lock.
+            Ok(Some((hold, ()))) => {
+                intent.armed = false;
+                Ok(Some(WriteLockGuard { hold }))
+            }
+            Ok(None) => {
+                intent.leave_now().await;
+                Ok(None)
+            }
+            Err(Error::Redis(e)) if e.code() == Some("LOCKWISE_UPGRADE") => {
+                intent.armed = false;
+                Err(Error::UpgradeRefused {
+                    name: self.base.name.clone(),
+                })
+            }
+            Err(e) => Err(e), // `intent` is withdrawn in the background
+        }
+    }
+
+    /// Runs the leave script for `owner`'s intent.
+    async fn leave(&self, owner: &str) -> Result<bool> {
+        let s = &self.shared;
+        let left: i64 = RW_LEAVE
+            .run(
+                &mut s.core.conn.clone(),
+                &[&s.writers, &s.read_channel],
+                &[&owner, &s.core.publish],
+            )
+            .await?;
+        if left == 1 {
+            s.core.listener.notify_all(&s.read_channel);
+        }
+        Ok(left == 1)
+    }
+}
+
+/// A waiting writer's intent: withdrawn (in the background) unless disarmed, so a writer
+/// that fails or whose future is dropped does not hold back the readers until it lapses.
+struct Intent {
+    lock: WriteLock,
+    owner: Arc<str>,
+    /// Set once the waiter is gone; an attempt still in flight then leaves after it ran.
+    abandoned: Arc<AtomicBool>,
+    armed: bool,
+    /// A client's close waits until the intent has been withdrawn (dropped after `drop`).
+    _busy: tokio_util::task::task_tracker::TaskTrackerToken,
+}
+
+impl Intent {
+    async fn leave_now(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.armed = false;
+        if let Err(e) = self.lock.leave(&self.owner).await {
+            tracing::warn!(lock = %self.lock.base.name, error = %e, "could not withdraw the writer's intent; it lapses by itself");
+        }
+    }
+}
+
+impl Drop for Intent {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.abandoned.store(true, Ordering::SeqCst);
+        let (lock, owner) = (self.lock.clone(), self.owner.clone());
+        self.lock.base.core.cleanups.spawn(async move {
+            if let Err(e) = lock.leave(&owner).await {
+                tracing::warn!(lock = %lock.base.name, error = %e, "could not withdraw the writer's intent; it lapses by itself");
+            }
+        });
+    }
+}
+
+inspect_methods!(WriteLock);
+crate::lock::api::owner_methods!(WriteLock);
+
+impl WriteLock {
+    fn owner_mode(&self) -> &engine::Owner {
+        &self.base.owner
+    }
+
+    fn with_owner_mode(&self, owner: engine::Owner) -> WriteLock {
+        WriteLock::new(self.shared.clone(), self.base.with_owner(owner))
+    }
+
+    /// Deletes the whole read-write lock whoever holds it (the writer, every reader, the
+    /// waiting writers' intents) and wakes every waiter, as
+    /// [`RwLock::force_unlock`](super::RwLock::force_unlock). Returns whether it was held.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or
+    /// owner; [`Error::Redis`](crate::Error::Redis) when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have deleted the lock.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.base.check()?;
+        self.shared.force_unlock().await
+    }
+}
+
+impl std::fmt::Debug for WriteLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteLock")
+            .field("name", &self.base.name)
+            .field("key", &self.base.key)
+            .finish()
+    }
+}
+
+impl HashKind for WriteLock {
+    fn base(&self) -> &Base {
+        &self.base
+    }
+}
+
+impl engine::Kind for WriteLock {
+    fn core(&self) -> &Arc<Core> {
+        &self.base.core
+    }
+
+    fn name(&self) -> &str {
+        &self.base.name
+    }
+
+    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
+        let shared = self.shared.clone();
+        async move {
+            let core = &shared.core;
+            let s = &shared;
+            let reply: redis::RedisResult<i64> = RW_UNLOCK_WRITE
+                .run(
+                    &mut core.conn.clone(),
+                    &[&s.write, &s.read, &s.read_channel, &s.write_channel],
+                    &[&&*owner, &core.id_str.as_str(), &expected, &core.publish],
+                )
+                .await;
+            // This client hears no echo of its own writer message: wake its waiters itself
+            // (also when the reply was lost, as the release may have happened).
+            if matches!(reply, Ok(0) | Err(_)) {
+                core.listener.notify_all(&s.read_channel);
+                core.listener.notify_local(&s.write_channel);
+            }
+            Ok(reply?)
+        }
+        .boxed()
+    }
+}
+
+/// The write hold of a [`RwLock`](super::RwLock). Release it with
+/// [`unlock`](WriteLockGuard::unlock), which reports errors; dropping it releases in the
+/// background instead (the TTL is the backstop).
+#[must_use = "the write lock is released when the guard is dropped; call .unlock().await"]
+pub struct WriteLockGuard {
+    hold: Hold<WriteLock>,
+}
+
+impl WriteLockGuard {
+    /// Releases this write hold; the last one frees the lock, wakes every waiting reader
+    /// and, when nobody reads (a downgraded owner may), one waiting writer per client.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`](crate::Error::NotHeld) when the hold was already gone (expired,
+    /// force-unlocked): nothing was released. [`Error::Redis`](crate::Error::Redis) when
+    /// Redis failed.
+    ///
+    /// # Cancel safety
+    /// Once called, the release happens: dropping the future lets it finish in the
+    /// background.
+    pub async fn unlock(mut self) -> Result<()> {
+        self.hold.unlock().await
+    }
+}
+
+guard_accessors!(WriteLockGuard);
+
+impl std::fmt::Debug for WriteLockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteLockGuard")
+            .field("name", &self.name())
+            .field("owner", &self.owner())
+            .field("lease", &self.lease())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}

@@ -1,0 +1,226 @@
+//! [`CountDownLatch`]: a countdown latch, like Redisson's `RCountDownLatch`.
+//!
+//! # How it works
+//!
+//! The count is a string key `<ns>:latch:{name}` with a TTL. `try_set_count` sets it only
+//! when it does not exist (`lua/latch_set.lua`); `count_down` decrements it and, at zero,
+//! deletes it and publishes `*` on `<ns>:latchchannel:{name}` (`lua/latch_count_down.lua`).
+//! A missing key is an open latch. Waiters use the engine's wait loop on that channel: a
+//! message with the payload `*` wakes every waiter of the channel in each client, and a
+//! waiter that finds the latch open wakes the others of its client too (a subscription loss
+//! wakes only one waiter per channel). Between wakeups a waiter sleeps until the key's TTL
+//! at most: a latch that expires is open.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::engine::{self, pttl_from, Attempt, Core};
+use crate::error::{Error, Result};
+use crate::wire::keys::{check_millis, check_name, Keys, Role, MAX_MILLIS};
+use crate::wire::scripts::{LATCH_COUNT_DOWN, LATCH_SET, LATCH_STATE};
+
+/// The largest count: Lua numbers are exact up to 2<sup>53</sup>.
+const MAX_COUNT: u64 = MAX_MILLIS as u64;
+
+/// A countdown latch: tasks wait until other tasks (in any process) have counted it down to
+/// zero. Like Redisson's `RCountDownLatch`.
+///
+/// Get one from [`Client::count_down_latch`](crate::Client::count_down_latch); a cheap
+/// handle (`Clone`, `Send`, `Sync`) that sends nothing until used.
+///
+/// * [`try_set_count`](Self::try_set_count) closes the latch with a count and a TTL, unless
+///   it is closed already.
+/// * [`count_down`](Self::count_down) lowers the count; at zero the latch opens (its key is
+///   deleted) and every waiter, in every client, is woken by one pub/sub message.
+/// * [`wait`](Self::wait) / [`wait_timeout`](Self::wait_timeout) return once it is open.
+///
+/// The key always has a TTL: a latch nobody counts down to zero (its counters crashed)
+/// opens by itself when the TTL runs out, so waiters are never stuck for good. Choose the
+/// TTL longer than the work it waits for.
+#[derive(Clone)]
+pub struct CountDownLatch {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    core: Arc<Core>,
+    name: String,
+    key: String,
+    channel: String,
+    invalid: Option<String>,
+}
+
+impl CountDownLatch {
+    pub(crate) fn new(core: Arc<Core>, name: &str) -> CountDownLatch {
+        let invalid = check_name(name).err().map(|e| match e {
+            Error::InvalidArgument { reason, .. } => reason,
+            other => other.to_string(),
+        });
+        let name = if invalid.is_some() { "" } else { name };
+        let keys = Keys::new(&core.namespace, name);
+        CountDownLatch {
+            inner: Arc::new(Inner {
+                key: keys.key(Role::Latch),
+                channel: keys.key(Role::LatchChannel),
+                name: name.to_string(),
+                core,
+                invalid,
+            }),
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        match &self.inner.invalid {
+            Some(reason) => Err(Error::invalid("name", reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// The latch's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The Redis key of the count (`<namespace>:latch:{<name>}`).
+    pub fn key(&self) -> &str {
+        &self.inner.key
+    }
+
+    /// Closes the latch with `count` (1 ..= 2<sup>53</sup>) if it is open; the key lives at
+    /// most `ttl`. Returns `false`, changing nothing, when the latch is already closed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name, a count of 0 or above 2<sup>53</sup>,
+    /// or a TTL below 1 ms or above 2<sup>53</sup> ms; [`Error::Redis`] when Redis fails
+    /// (for example `WRONGTYPE` when the key holds something else: nothing is changed).
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have set the count.
+    pub async fn try_set_count(&self, count: u64, ttl: Duration) -> Result<bool> {
+        self.check()?;
+        if count == 0 || count > MAX_COUNT {
+            return Err(Error::invalid(
+                "count",
+                format!("must be 1 ..= 2^53, got {count}"),
+            ));
+        }
+        let ttl_ms = check_millis("ttl", ttl)?;
+        let core = &self.inner.core;
+        let set: i64 = LATCH_SET
+            .run(
+                &mut core.conn.clone(),
+                &[&self.inner.key],
+                &[&count, &ttl_ms],
+            )
+            .await?;
+        Ok(set == 1)
+    }
+
+    /// Counts the latch down by one; at zero it opens and every waiter is woken. Returns the
+    /// count left (0: open). Counting down an open latch does nothing and returns 0.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have counted down (do not retry blindly: a count
+    /// down that ran twice opens the latch early).
+    pub async fn count_down(&self) -> Result<u64> {
+        self.check()?;
+        let core = &self.inner.core;
+        let left: i64 = LATCH_COUNT_DOWN
+            .run(
+                &mut core.conn.clone(),
+                &[&self.inner.key, &self.inner.channel],
+                &[&core.publish],
+            )
+            .await?;
+        Ok(left.max(0) as u64)
+    }
+
+    /// The count left; 0 when the latch is open.
+    ///
+    /// # Errors
+    /// As for [`count_down`](Self::count_down).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn count(&self) -> Result<u64> {
+        self.check()?;
+        Ok(self.state().await?.0)
+    }
+
+    /// The count and the key's remaining TTL.
+    async fn state(&self) -> Result<(u64, Option<Duration>)> {
+        let core = &self.inner.core;
+        let reply: Vec<i64> = LATCH_STATE
+            .run(&mut core.conn.clone(), &[&self.inner.key], &[])
+            .await?;
+        match reply.as_slice() {
+            [count, pttl] => Ok(((*count).max(0) as u64, pttl_from(*pttl))),
+            other => Err(Error::UnexpectedReply(format!(
+                "latch state script answered {other:?}"
+            ))),
+        }
+    }
+
+    /// Waits until the latch is open (its count reached zero, or its TTL ran out).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name; [`Error::Redis`] when Redis fails;
+    /// [`Error::ClientClosed`] once the last `Client` is dropped.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: waiting changes nothing in Redis, and a dropped wait leaves no
+    /// subscription behind.
+    pub async fn wait(&self) -> Result<()> {
+        engine::never_timed_out(self.wait_until(None).await?)
+    }
+
+    /// Like [`wait`](Self::wait), for at most `timeout`: `true` once the latch is open,
+    /// `false` when the time ran out first. `Duration::ZERO` looks once.
+    ///
+    /// # Errors
+    /// As for [`wait`](Self::wait).
+    ///
+    /// # Cancel safety
+    /// As for [`wait`](Self::wait).
+    pub async fn wait_timeout(&self, timeout: Duration) -> Result<bool> {
+        Ok(self
+            .wait_until(Some(engine::deadline_after(timeout)))
+            .await?
+            .is_some())
+    }
+
+    async fn wait_until(&self, deadline: Option<Instant>) -> Result<Option<()>> {
+        self.check()?;
+        let core = &self.inner.core;
+        let attempt = || async {
+            match self.state().await? {
+                (0, _) => Ok(Attempt::Acquired(())),
+                (_, ttl) => Ok(Attempt::Held(ttl)),
+            }
+        };
+        let (channel, name) = (&self.inner.channel, &self.inner.name);
+        let open =
+            engine::wait::observed_wait_loop(core, channel, deadline, "latch", name, attempt)
+                .await?;
+        if open.is_some() {
+            // Pass it on: the others of this client may have missed the broadcast (a
+            // subscription loss wakes one waiter per channel only).
+            core.listener.notify_all(&self.inner.channel);
+        }
+        Ok(open)
+    }
+}
+
+impl std::fmt::Debug for CountDownLatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CountDownLatch")
+            .field("name", &self.inner.name)
+            .field("key", &self.inner.key)
+            .finish()
+    }
+}

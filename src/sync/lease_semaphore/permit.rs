@@ -1,0 +1,366 @@
+//! [`LeasedPermit`]: one acquired permit of a [`LeaseSemaphore`].
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::LeaseSemaphore;
+use crate::engine::close::GiveBack;
+use crate::engine::safe_until;
+use crate::error::{Error, Result};
+
+/// One leased permit of a [`LeaseSemaphore`], returned by its `acquire` methods.
+///
+/// Release it with [`release`](Self::release), which reports a lease that ran out.
+/// Dropping it releases the permit in the background (best effort, never blocking; the lease
+/// is the backstop). [`into_id`](Self::into_id) keeps the permit past the guard: it is then
+/// released by id ([`LeaseSemaphore::release`]), possibly by another process, or comes back
+/// when its lease runs out.
+#[must_use = "dropping a LeasedPermit releases it at once"]
+pub struct LeasedPermit {
+    semaphore: LeaseSemaphore,
+    /// `None` once released or handed out by `into_id`.
+    id: Option<String>,
+    /// Its entry among the client's live permits (released if the client is closed first).
+    given: Arc<Given>,
+    tracked: u64,
+    deadline: Arc<Deadline>,
+    /// Stops the task that fires `lost` at the deadline.
+    _timer: DropGuard,
+}
+
+/// A leased permit's share, as the client's close sees it.
+struct Given {
+    semaphore: LeaseSemaphore,
+    id: String,
+    /// Still held by the guard: whoever clears it (the guard, or the client's close) decides
+    /// what happens to the permit.
+    taken: std::sync::atomic::AtomicBool,
+}
+
+impl GiveBack for Given {
+    fn name(&self) -> &str {
+        self.semaphore.name()
+    }
+
+    fn give_back(self: Arc<Self>) -> BoxFuture<'static, Result<u64>> {
+        async move {
+            if !self.taken.swap(false, Ordering::SeqCst) {
+                return Ok(0);
+            }
+            self.semaphore.release_ids(&[&self.id]).await
+        }
+        .boxed()
+    }
+}
+
+/// A permit's lease as the client knows it: when it surely still runs, and the loss signal
+/// fired when that passed.
+struct Deadline {
+    /// (the lease, the moment the permit surely is still leased until).
+    lease: Mutex<(Duration, Instant)>,
+    lost: CancellationToken,
+}
+
+impl Deadline {
+    fn until(&self) -> Instant {
+        self.lease.lock().unwrap_or_else(|e| e.into_inner()).1
+    }
+}
+
+impl LeasedPermit {
+    /// The permit `id`, granted by a call sent at `sent_at` with `lease`: surely leased until
+    /// `sent_at + lease` less the drift margin, when `lost` fires (a task waits for it; an
+    /// `update_lease` moves it).
+    pub(super) fn new(
+        semaphore: LeaseSemaphore,
+        id: String,
+        lease: Duration,
+        sent_at: Instant,
+    ) -> LeasedPermit {
+        let deadline = Arc::new(Deadline {
+            lease: Mutex::new((lease, safe_until(sent_at, lease))),
+            lost: CancellationToken::new(),
+        });
+        let stop = CancellationToken::new();
+        let (watched, stopped) = (deadline.clone(), stop.clone());
+        semaphore.inner.core.handle.spawn(async move {
+            loop {
+                let until = watched.until();
+                if Instant::now() >= until {
+                    watched.lost.cancel();
+                    return;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep_until(until) => {}
+                    () = stopped.cancelled() => return,
+                }
+            }
+        });
+        let given = Arc::new(Given {
+            semaphore: semaphore.clone(),
+            id: id.clone(),
+            taken: std::sync::atomic::AtomicBool::new(true),
+        });
+        let tracked = semaphore.inner.core.permits.track(given.clone());
+        LeasedPermit {
+            semaphore,
+            id: Some(id),
+            given,
+            tracked,
+            deadline,
+            _timer: stop.drop_guard(),
+        }
+    }
+
+    /// Takes the permit out of the client's live permits; `false` if the client's close
+    /// released it already.
+    fn untrack(&self) -> bool {
+        self.semaphore.inner.core.permits.forget(self.tracked);
+        self.given.taken.swap(false, Ordering::SeqCst)
+    }
+
+    /// The lease the permit has now: the one it was acquired with, or the last
+    /// [`update_lease`](Self::update_lease).
+    pub fn lease(&self) -> Duration {
+        self.deadline
+            .lease
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+    }
+
+    /// How long the permit is still known to be leased: from the moment the call that set
+    /// its lease was *sent* (the acquire, or the last `update_lease`), less a safety margin
+    /// for clock drift and scheduling (as for the lock guards' `validity`); zero once it
+    /// ran out.
+    pub fn validity(&self) -> Duration {
+        if self.deadline.lost.is_cancelled() {
+            return Duration::ZERO;
+        }
+        self.deadline
+            .until()
+            .saturating_duration_since(Instant::now())
+    }
+
+    /// Whether the lease must be treated as run out ([`validity`](Self::validity) is zero).
+    pub fn is_lost(&self) -> bool {
+        self.validity().is_zero()
+    }
+
+    /// A token cancelled when the lease runs out (at the deadline
+    /// [`validity`](Self::validity) counts down to, unless
+    /// [`update_lease`](Self::update_lease) moved it). Select on `lost().cancelled()` to
+    /// stop work that must not outlive the permit.
+    pub fn lost(&self) -> CancellationToken {
+        self.deadline.lost.clone()
+    }
+
+    /// The permit's id: random and unguessable (a UUID v4 as text).
+    pub fn id(&self) -> &str {
+        self.id.as_deref().unwrap_or_default()
+    }
+
+    /// The semaphore this permit belongs to.
+    pub fn semaphore(&self) -> &LeaseSemaphore {
+        &self.semaphore
+    }
+
+    /// Releases the permit.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when the lease had run out (the permit came back to the pool by
+    /// itself and may be someone else's now); [`Error::Redis`] when Redis fails (the
+    /// permit is then released in the background, or by its lease).
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops the permit, which releases it in the background.
+    pub async fn release(mut self) -> Result<()> {
+        let id = self.id().to_string();
+        self.id = None;
+        if !self.untrack() {
+            return Err(Error::ClientClosed); // the client's close released it
+        }
+        let released = self.semaphore.release_ids(&[&id]).await?;
+        if released == 1 {
+            Ok(())
+        } else {
+            Err(self.not_held())
+        }
+    }
+
+    /// Gives the permit a new lease of `lease` (1 ms ..= 2<sup>53</sup> ms) counted from
+    /// now.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when the lease had run out already (the permit is not extended);
+    /// [`Error::InvalidArgument`] for a lease out of range; [`Error::Redis`] when Redis
+    /// fails.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may or may not have updated the lease; the permit stays held.
+    pub async fn update_lease(&self, lease: Duration) -> Result<()> {
+        let sent_at = Instant::now();
+        match self.semaphore.update_lease(self.id(), lease).await? {
+            true if !self.deadline.lost.is_cancelled() => {
+                *self
+                    .deadline
+                    .lease
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = (lease, safe_until(sent_at, lease));
+                Ok(())
+            }
+            true => Ok(()), // renewed on the server, but already reported lost here
+            false => Err(self.not_held()),
+        }
+    }
+
+    /// Keeps the permit leased and returns its id (nothing is released when the guard goes,
+    /// nor when the client is closed).
+    pub fn into_id(mut self) -> String {
+        self.untrack();
+        self.id.take().unwrap_or_default()
+    }
+
+    fn not_held(&self) -> Error {
+        Error::NotHeld {
+            name: self.semaphore.name().to_string(),
+        }
+    }
+}
+
+impl Drop for LeasedPermit {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            if self.untrack() {
+                let semaphore = self.semaphore.clone();
+                let cleanups = semaphore.inner.core.cleanups.clone();
+                cleanups.spawn(async move { semaphore.give_back(&[id]).await });
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for LeasedPermit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeasedPermit")
+            .field("semaphore", &self.semaphore.name())
+            .field("id", &self.id())
+            .field("lease", &self.lease())
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+/// Permits of one [`LeaseSemaphore`] taken together by
+/// [`acquire_many`](LeaseSemaphore::acquire_many): each has its own id and the same lease.
+/// Release them together with [`release`](Self::release) (one script call), or take them
+/// apart with [`into_vec`](Self::into_vec) or by iterating. Dropping it releases every
+/// permit in it in the background, as dropping each [`LeasedPermit`] would.
+#[must_use = "dropping LeasedPermits releases them at once"]
+pub struct LeasedPermits {
+    pub(super) permits: Vec<LeasedPermit>,
+}
+
+impl LeasedPermits {
+    /// How many permits.
+    pub fn len(&self) -> usize {
+        self.permits.len()
+    }
+
+    /// Whether there are none (never, for permits returned by an acquire).
+    pub fn is_empty(&self) -> bool {
+        self.permits.is_empty()
+    }
+
+    /// The permits, in the order of their ids in the acquire's reply.
+    pub fn iter(&self) -> std::slice::Iter<'_, LeasedPermit> {
+        self.permits.iter()
+    }
+
+    /// The permits' ids.
+    pub fn ids(&self) -> Vec<&str> {
+        self.permits.iter().map(LeasedPermit::id).collect()
+    }
+
+    /// The permits, each to be released on its own.
+    pub fn into_vec(self) -> Vec<LeasedPermit> {
+        self.permits
+    }
+
+    /// Releases every permit in one script call.
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] when the lease of some of them had run out (those came back by
+    /// themselves; the others are released); [`Error::Redis`] when Redis fails (they are
+    /// then released in the background, or by their lease).
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops the permits, which releases them in the background.
+    pub async fn release(self) -> Result<()> {
+        let mut permits = self.into_vec();
+        let Some(first) = permits.first() else {
+            return Ok(());
+        };
+        let semaphore = first.semaphore.clone();
+        // Each permit still held by its guard (not released by the client's close).
+        let mut ids = Vec::new();
+        for p in &mut permits {
+            if let Some(id) = p.id.take() {
+                if p.untrack() {
+                    ids.push(id);
+                }
+            }
+        }
+        if ids.is_empty() {
+            return Err(Error::ClientClosed);
+        }
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let released = semaphore.release_ids(&refs).await?;
+        if released == ids.len() as u64 {
+            Ok(())
+        } else {
+            Err(Error::NotHeld {
+                name: semaphore.name().to_string(),
+            })
+        }
+    }
+}
+
+impl std::ops::Index<usize> for LeasedPermits {
+    type Output = LeasedPermit;
+
+    fn index(&self, i: usize) -> &LeasedPermit {
+        &self.permits[i]
+    }
+}
+
+impl IntoIterator for LeasedPermits {
+    type Item = LeasedPermit;
+    type IntoIter = std::vec::IntoIter<LeasedPermit>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.into_vec().into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a LeasedPermits {
+    type Item = &'a LeasedPermit;
+    type IntoIter = std::slice::Iter<'a, LeasedPermit>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.permits.iter()
+    }
+}
+
+impl std::fmt::Debug for LeasedPermits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(&self.permits).finish()
+    }
+}

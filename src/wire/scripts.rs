@@ -1,0 +1,300 @@
+//! The Lua scripts and the one small runner that calls them.
+//!
+//! Each script lives in `lua/<name>.lua` with a header listing its KEYS, ARGV and replies,
+//! and every one is declared here (see `scripts!` below), nowhere else; a test checks that
+//! each file in `lua/` is declared and documents its interface.
+//! Calls go out as EVALSHA; a NOSCRIPT reply (script cache flushed, server restarted, a
+//! failover to a replica that never saw the script) is answered by sending the same call as
+//! EVAL, which also reloads the cache. EVAL is safe to repeat here because NOSCRIPT means the
+//! script did not run.
+
+use std::sync::LazyLock;
+
+use redis::aio::ConnectionLike;
+use redis::{Cmd, FromRedisValue, RedisResult, ToRedisArgs, Value};
+
+/// A Lua script embedded at build time with its SHA1.
+pub(crate) struct Script {
+    source: &'static str,
+    sha: String,
+}
+
+impl Script {
+    fn new(source: &'static str) -> Script {
+        Script {
+            sha: redis::Script::new(source).get_hash().to_string(),
+            source,
+        }
+    }
+
+    /// The call as `EVALSHA` (or, with `eval`, as `EVAL` with the source).
+    fn call(&self, eval: bool, keys: &[&str], args: &[&dyn ToRedisArgsDyn]) -> Cmd {
+        let mut cmd = Cmd::new();
+        match eval {
+            false => cmd.arg("EVALSHA").arg(&self.sha),
+            true => cmd.arg("EVAL").arg(self.source),
+        };
+        cmd.arg(keys.len()).arg(keys);
+        for a in args {
+            a.write_to(&mut cmd);
+        }
+        cmd
+    }
+
+    /// Runs the script with `keys` and `args`: EVALSHA, then EVAL on NOSCRIPT.
+    pub(crate) async fn run<T, C>(
+        &self,
+        conn: &mut C,
+        keys: &[&str],
+        args: &[&dyn ToRedisArgsDyn],
+    ) -> RedisResult<T>
+    where
+        T: FromRedisValue,
+        C: ConnectionLike + Send,
+    {
+        match self.call(false, keys, args).query_async(conn).await {
+            Err(e) if is_noscript(&e) => {
+                tracing::debug!("script cache miss (NOSCRIPT), falling back to EVAL");
+                self.call(true, keys, args).query_async(conn).await
+            }
+            other => other,
+        }
+    }
+}
+
+/// Loads every core script into the server's cache (SCRIPT LOAD), so the first calls do
+/// not pay a NOSCRIPT round trip. Optional: calls fall back to EVAL anyway. One command per
+/// script, so on a cluster redis-rs sends each to every node.
+pub(crate) async fn preload<C: ConnectionLike + Send>(conn: &mut C) -> RedisResult<()> {
+    // MULTI_CHECK: the permission check at connect calls it first.
+    for script in [&*LOCK, &*UNLOCK, &*RENEW, &*FORCE_UNLOCK, &*MULTI_CHECK] {
+        let _: redis::Value = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(script.source)
+            .query_async(conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Replica acknowledgement wanted after each lock write: `WAIT replicas timeout`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReplicaSync {
+    pub(crate) replicas: u32,
+    pub(crate) timeout_ms: u64,
+}
+
+impl Script {
+    /// [`Script::run`] with `WAIT replicas timeout` pipelined right behind the script on the
+    /// same connection: one round trip, and WAIT covers the script's write. Returns the
+    /// script's reply and WAIT's (the number of replicas that acknowledged, or the error of
+    /// a server that refuses WAIT).
+    pub(crate) async fn run_synced<T, C>(
+        &self,
+        conn: &mut C,
+        keys: &[&str],
+        args: &[&dyn ToRedisArgsDyn],
+        sync: ReplicaSync,
+    ) -> RedisResult<(T, RedisResult<i64>)>
+    where
+        T: FromRedisValue,
+        C: ConnectionLike + Send,
+    {
+        let call = |eval: bool| {
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors()
+                .add_command(self.call(eval, keys, args))
+                .cmd("WAIT")
+                .arg(sync.replicas)
+                .arg(sync.timeout_ms);
+            pipe
+        };
+        let mut replies: Vec<Value> = call(false).query_async(conn).await?;
+        if matches!(replies.first(), Some(Value::ServerError(e)) if e.code() == "NOSCRIPT") {
+            tracing::debug!("script cache miss (NOSCRIPT), falling back to EVAL");
+            replies = call(true).query_async(conn).await?;
+        }
+        let mut replies = replies.into_iter();
+        let (Some(script), Some(wait)) = (replies.next(), replies.next()) else {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "script + WAIT pipeline answered fewer than two replies",
+            )));
+        };
+        let reply = T::from_redis_value(script.extract_error()?)?;
+        let acks = wait
+            .extract_error()
+            .and_then(|v| Ok(i64::from_redis_value(v)?));
+        Ok((reply, acks))
+    }
+}
+
+/// Object-safe adapter so scripts take mixed argument types in one slice.
+pub(crate) trait ToRedisArgsDyn: Sync {
+    fn write_to(&self, cmd: &mut Cmd);
+}
+
+impl<T: ToRedisArgs + Sync> ToRedisArgsDyn for T {
+    fn write_to(&self, cmd: &mut Cmd) {
+        cmd.arg(self);
+    }
+}
+
+fn is_noscript(e: &redis::RedisError) -> bool {
+    e.code() == Some("NOSCRIPT")
+}
+
+/// Declares each script as a `static` [`Script`] built from its `lua/` files (several files
+/// are concatenated in order: a shared prelude first), and, for the tests, the list of what
+/// was declared.
+macro_rules! scripts {
+    ($($(#[$doc:meta])* $name:ident = $first:literal $(+ $rest:literal)*;)*) => {
+        $(
+            $(#[$doc])*
+            pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
+                Script::new(concat!(
+                    include_str!(concat!("../../lua/", $first)),
+                    $(include_str!(concat!("../../lua/", $rest)),)*
+                ))
+            });
+        )*
+
+        /// The `lua/` files the scripts above are made of.
+        #[cfg(test)]
+        const DECLARED_FILES: &[&str] = &[$($first, $($rest,)*)*];
+    };
+}
+
+scripts! {
+    /// `lua/lock.lua`, after the shared `lua/claim.lua`
+    LOCK = "claim.lua" + "lock.lua";
+    /// `lua/claim_drop.lua`: a waiter withdraws its overtake claim
+    CLAIM_DROP = "claim_drop.lua";
+    /// `lua/unlock.lua`, after the shared `lua/fair_queue.lua`: the release of every kind
+    UNLOCK = "fair_queue.lua" + "unlock.lua";
+    /// `lua/renew.lua`
+    RENEW = "renew.lua";
+    /// `lua/force_unlock.lua`, after the shared `lua/fair_queue.lua`: for every kind
+    FORCE_UNLOCK = "fair_queue.lua" + "force_unlock.lua";
+    /// `lua/rekey.lua`: a guard's hold moves to an owner of its own (`detach`)
+    REKEY = "rekey.lua";
+    /// `lua/latch_set.lua`
+    LATCH_SET = "latch_set.lua";
+    /// `lua/latch_count_down.lua`
+    LATCH_COUNT_DOWN = "latch_count_down.lua";
+    /// `lua/latch_state.lua`
+    LATCH_STATE = "latch_state.lua";
+    /// `lua/semaphore_set.lua`, after the shared `lua/semaphore_prelude.lua`
+    SEMAPHORE_SET = "semaphore_prelude.lua" + "semaphore_set.lua";
+    /// `lua/semaphore_acquire.lua`, after the shared `lua/semaphore_prelude.lua`
+    SEMAPHORE_ACQUIRE = "semaphore_prelude.lua" + "semaphore_acquire.lua";
+    /// `lua/semaphore_add.lua`, after the shared `lua/semaphore_prelude.lua`
+    SEMAPHORE_ADD = "semaphore_prelude.lua" + "semaphore_add.lua";
+    /// `lua/semaphore_drain.lua`, after the shared `lua/semaphore_prelude.lua`
+    SEMAPHORE_DRAIN = "semaphore_prelude.lua" + "semaphore_drain.lua";
+    /// `lua/lease_sem_acquire.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_ACQUIRE = "lease_sem_common.lua" + "lease_sem_acquire.lua";
+    /// `lua/lease_sem_release.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_RELEASE = "lease_sem_common.lua" + "lease_sem_release.lua";
+    /// `lua/lease_sem_update.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_UPDATE = "lease_sem_common.lua" + "lease_sem_update.lua";
+    /// `lua/lease_sem_add.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_ADD = "lease_sem_common.lua" + "lease_sem_add.lua";
+    /// `lua/lease_sem_state.lua`, after the shared `lua/lease_sem_common.lua`
+    LEASE_SEM_STATE = "lease_sem_common.lua" + "lease_sem_state.lua";
+    /// `lua/fenced_lock.lua`, after the shared `lua/claim.lua`
+    FENCED_LOCK = "claim.lua" + "fenced_lock.lua";
+    /// `lua/fenced_write.lua`
+    FENCED_WRITE = "fenced_write.lua";
+    /// `lua/multi_check.lua`: whether members are still held by their owners.
+    MULTI_CHECK = "multi_check.lua";
+    /// `lua/fair_lock.lua`, after the shared `lua/fair_queue.lua`
+    FAIR_LOCK = "fair_queue.lua" + "fair_lock.lua";
+    /// `lua/fair_leave.lua`, after the shared `lua/fair_queue.lua`
+    FAIR_LEAVE = "fair_queue.lua" + "fair_leave.lua";
+    /// `lua/rw_read.lua`, after the shared `lua/rw_prelude.lua` and `lua/claim.lua`
+    RW_READ = "rw_prelude.lua" + "claim.lua" + "rw_read.lua";
+    /// `lua/rw_write.lua`, after the shared `lua/rw_prelude.lua` and `lua/claim.lua`
+    RW_WRITE = "rw_prelude.lua" + "claim.lua" + "rw_write.lua";
+    /// `lua/rw_unlock_read.lua`, after the shared `lua/rw_prelude.lua`
+    RW_UNLOCK_READ = "rw_prelude.lua" + "rw_unlock_read.lua";
+    /// `lua/rw_unlock_write.lua`, after the shared `lua/rw_prelude.lua`
+    RW_UNLOCK_WRITE = "rw_prelude.lua" + "rw_unlock_write.lua";
+    /// `lua/rw_leave.lua`, after the shared `lua/rw_prelude.lua`
+    RW_LEAVE = "rw_prelude.lua" + "rw_leave.lua";
+    /// `lua/rw_force_unlock.lua`
+    RW_FORCE_UNLOCK = "rw_force_unlock.lua";
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    use super::*;
+
+    /// The `--` comment lines a script file starts with.
+    fn header(src: &str) -> String {
+        src.lines()
+            .take_while(|l| l.starts_with("--"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Every `KEYS[n]` / `ARGV[n]` (literal index) in the code of a script, outside comments.
+    fn indexed_uses(src: &str) -> BTreeSet<String> {
+        let mut uses = BTreeSet::new();
+        for line in src.lines().filter(|l| !l.trim_start().starts_with("--")) {
+            let code = line.split("--").next().unwrap_or("");
+            for table in ["KEYS[", "ARGV["] {
+                for (at, _) in code.match_indices(table) {
+                    let rest = &code[at + table.len()..];
+                    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                    if !digits.is_empty() && rest[digits.len()..].starts_with(']') {
+                        uses.insert(format!("{table}{digits}]"));
+                    }
+                }
+            }
+        }
+        uses
+    }
+
+    /// Reads `lua/` at test time: every file has a header naming its KEYS, ARGV and what it
+    /// returns (and every `KEYS[n]` / `ARGV[n]` its code uses), and every file is part of a
+    /// declared script, so no script is left orphaned or declared elsewhere.
+    #[test]
+    fn every_script_is_declared_here_and_documents_its_interface() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
+        let mut files = BTreeSet::new();
+        for entry in std::fs::read_dir(&dir).expect("lua/ is readable") {
+            let path = entry.expect("lua/ entry").path();
+            if path.extension().is_some_and(|e| e == "lua") {
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                let src = std::fs::read_to_string(&path).expect("script is readable");
+                let head = header(&src);
+                for part in ["KEYS", "ARGV", "Returns"] {
+                    assert!(head.contains(part), "{name}: {part} missing in:\n{head}");
+                }
+                for used in indexed_uses(&src) {
+                    assert!(
+                        head.contains(&used),
+                        "{name} uses {used}, its header does not say"
+                    );
+                }
+                files.insert(name);
+            }
+        }
+        let declared: BTreeSet<String> = DECLARED_FILES.iter().map(|f| f.to_string()).collect();
+        assert_eq!(
+            files, declared,
+            "lua/ files vs. scripts declared in src/wire/scripts.rs"
+        );
+        assert!(!files.is_empty());
+    }
+
+    #[test]
+    fn hashes_are_sha1_hex() {
+        assert_eq!(LOCK.sha.len(), 40);
+        assert_ne!(LOCK.sha, UNLOCK.sha);
+    }
+}
