@@ -30,7 +30,7 @@
 //                     owners (task, per hold, named)
 //     claim.rs        the overtake limit: overdue waiters queue by age for a free lock
 //     call.rs         acquire calls that never leak a hold; tickets; replica sync
-//     kind.rs         what a lock kind gives the engine (client, name, release script)
+//     kind.rs         what a lock kind gives the engine, as data: client, name, release
 //     hold.rs         one granted hold, as every guard wraps it
 //     registry/       local holds per (lock, owner), calls in flight, loss deadlines:
 //                     the `HoldRegistry` (settling.rs, transfer.rs)

@@ -82,18 +82,18 @@ pub(crate) enum Taken {
 
 /// One acquire call of one owner on one lock, counted in the hold registry while in flight
 /// (see "Settling" above). Dropped without an outcome, it counts as unknown.
-pub(crate) struct Ticket<K: Kind> {
-    pub(super) kind: K,
+pub(crate) struct Ticket {
+    pub(super) kind: Kind,
     pub(super) key: HoldKey,
     pub(super) sent: Sent,
     pub(super) open: bool,
 }
 
-impl<K: Kind> Ticket<K> {
+impl Ticket {
     /// Waits until no settlement runs for this owner, then counts the call as in flight.
     ///
     /// Cancel safe: dropped while waiting, nothing was counted.
-    pub(crate) async fn begin(kind: &K, key: &HoldKey) -> Ticket<K> {
+    pub(crate) async fn begin(kind: &Kind, key: &HoldKey) -> Ticket {
         let holds = &kind.core().holds;
         loop {
             let settled = match holds.begin(key) {
@@ -142,7 +142,7 @@ impl<K: Kind> Ticket<K> {
     }
 }
 
-impl<K: Kind> Drop for Ticket<K> {
+impl Drop for Ticket {
     fn drop(&mut self) {
         if self.open {
             finish(&self.kind, &self.key, Outcome::Unknown);
@@ -153,14 +153,14 @@ impl<K: Kind> Drop for Ticket<K> {
 /// Runs an acquire call under its ticket so it never leaks a hold: an abandoned call
 /// finishes in the background, and a hold it took, or may have taken, is settled away.
 /// Returns the reply, and the ticket when the reply took a hold (for [`Hold::register`]).
-pub(crate) async fn ticketed_call<K: Kind>(
-    ticket: Ticket<K>,
+pub(crate) async fn ticketed_call(
+    ticket: Ticket,
     call: BoxFuture<'static, redis::RedisResult<Synced>>,
-) -> Result<(Synced, Option<Ticket<K>>)> {
+) -> Result<(Synced, Option<Ticket>)> {
     let taken = Synced::taken;
     let handle = ticket.kind.core().cleanups.clone();
     let call = async move { (call.await, ticket) }.boxed();
-    let abandoned = move |(reply, ticket): (redis::RedisResult<Synced>, Ticket<K>)| {
+    let abandoned = move |(reply, ticket): (redis::RedisResult<Synced>, Ticket)| {
         let outcome = match &reply {
             // Taken by nobody: a hold no guard owns. The reply says what the server counted
             // right after, so the settlement can release it without reading first.
@@ -239,8 +239,8 @@ impl Synced {
 /// acknowledged by too few replicas is released again right here, inside the call, so the
 /// cancellation guard of [`ticketed_call`] also covers the release. If that release fails,
 /// the hold expires with its TTL (it is not watched).
-pub(crate) async fn run_acquire<K: Kind>(
-    kind: &K,
+pub(crate) async fn run_acquire(
+    kind: &Kind,
     owner: &Arc<str>,
     script: &Script,
     keys: &[&str],

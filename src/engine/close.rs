@@ -125,7 +125,7 @@ pub(crate) async fn close(core: &Arc<Core>, timeout: Duration) -> Option<Closed>
     let releases = holds.into_iter().map(|(key, kind)| {
         let core = core.clone();
         async move {
-            let result = tokio::time::timeout_at(deadline, release_all(&core, &key, &*kind)).await;
+            let result = tokio::time::timeout_at(deadline, release_all(&core, &key, &kind)).await;
             (kind.name().to_string(), result)
         }
     });
@@ -181,14 +181,14 @@ pub(crate) async fn close(core: &Arc<Core>, timeout: Duration) -> Option<Closed>
 
 /// Releases every hold the server counts for `key`'s owner, one conditional step at a time
 /// (each only while the count is what was read); returns how many.
-async fn release_all(core: &Core, key: &HoldKey, kind: &dyn super::kind::Releaser) -> Result<u64> {
+async fn release_all(core: &Core, key: &HoldKey, kind: &super::Kind) -> Result<u64> {
     let mut released = 0;
     loop {
         let count = owner_holds(core, &key.0, &key.1).await?;
         if count == 0 {
             return Ok(released);
         }
-        match kind.release_one(key.1.clone(), count).await? {
+        match kind.release(key.1.clone(), count).await? {
             n if n >= 0 => released += 1,
             // -2: the count changed meanwhile (a late grant's own release); read again.
             -2 => {}

@@ -17,13 +17,13 @@ use tracing::Instrument;
 use super::call::{ticketed_call, Synced, Ticket};
 use super::claim::{Claim, Withdraw, CLAIM_REFRESH};
 use super::hold::Hold;
-use super::kind::Kind;
+use super::kind::{Kind, Release};
 use super::registry::HoldKey;
 use super::wait::{pttl_from, wait_loop, Attempt, Owner};
 use super::{inspect, observe, Core};
 use crate::error::{Error, Result};
 use crate::wire::keys::{check_millis, check_name, ClaimKeys, Keys, Role};
-use crate::wire::scripts::{FORCE_UNLOCK, UNLOCK};
+use crate::wire::scripts::FORCE_UNLOCK;
 
 /// A lock handle's name, checked once, and its keys. A rejected name is kept as its reason
 /// and reported by every method, so building a handle never fails.
@@ -38,6 +38,9 @@ pub(crate) struct Base {
     pub(crate) key: Arc<str>,
     /// Whose holds this handle's acquires take.
     pub(crate) owner: Owner,
+    /// The handle as the engine sees it: `lua/unlock.lua` releases its holds unless the kind
+    /// gave its own [`Release`] ([`Base::with_release`]).
+    pub(crate) kind: Kind,
     invalid: Option<(&'static str, String)>,
 }
 
@@ -51,7 +54,9 @@ impl Base {
         });
         let name = if invalid.is_some() { "" } else { name };
         let keys = Keys::new(&core.namespace, name);
+        let release = Release::unlock(&keys, &core.id_str);
         Base {
+            kind: Kind::new(core.clone(), name, release),
             key: keys.key(hash).into(),
             claims: keys.claim_keys(hash),
             name: name.to_string(),
@@ -76,8 +81,15 @@ impl Base {
             claims: self.claims.clone(),
             key: self.key.clone(),
             owner,
+            kind: self.kind.clone(),
             invalid,
         }
+    }
+
+    /// The same lock, whose holds `release` releases (a kind with a hash of its own).
+    pub(crate) fn with_release(mut self, release: Release) -> Base {
+        self.kind = Kind::new(self.core.clone(), &self.name, release);
+        self
     }
 
     /// The owner field of the next acquire (see [`Owner`]).
@@ -114,43 +126,7 @@ impl Base {
     }
 }
 
-/// Runs `lua/unlock.lua` (the release of every kind) for one hold of `owner` on the lock
-/// `keys` names; `expected` 0 releases any one hold. `message` is what the last release
-/// publishes (the releasing client's id, so that client skips its own echo). Wakes a local
-/// waiter when the lock may have been freed, since the client hears no echo of its own.
-pub(crate) async fn release(
-    core: &Core,
-    keys: &Keys,
-    owner: &str,
-    message: &str,
-    expected: u32,
-) -> Result<i64> {
-    let reply: redis::RedisResult<i64> = UNLOCK
-        .run(
-            &mut core.conn.clone(),
-            &keys.script_keys(),
-            &[
-                &owner,
-                &message,
-                &expected,
-                &core.publish,
-                &keys.fair_channel.as_str(),
-            ],
-        )
-        .await;
-    // Also when the reply was lost, as the unlock may have happened.
-    if matches!(reply, Ok(0) | Err(_)) {
-        core.listener.notify_local(&keys.channel);
-    }
-    Ok(reply?)
-}
-
 impl Base {
-    /// [`release`] on this lock, with this client's id as the message.
-    pub(crate) async fn release(&self, owner: &str, expected: u32) -> Result<i64> {
-        release(&self.core, &self.keys, owner, &self.core.id_str, expected).await
-    }
-
     /// Deletes the lock whoever holds it (any kind of this name) and wakes its waiters:
     /// those on its channel and the head of its fair queue. Returns whether it was locked.
     pub(crate) async fn force_unlock(&self) -> Result<bool> {
@@ -173,11 +149,6 @@ impl Base {
         }
         Ok(deleted == 1)
     }
-}
-
-/// A hash-based kind: its handle has a [`Base`].
-pub(crate) trait HashKind: Kind {
-    fn base(&self) -> &Base;
 }
 
 /// What a kind reads from its acquire script's reply.
@@ -206,13 +177,13 @@ pub(crate) fn plain_reply(reply: &[i64]) -> Option<Reply<()>> {
 /// One acquire attempt: counts the call in the hold registry (waiting for a settlement of
 /// this owner first), runs `call` so that it never leaks a hold, and reads its reply with
 /// `parse`. `what` names the script in errors.
-pub(crate) fn attempt<K: Kind, T: Send + 'static>(
-    kind: &K,
+pub(crate) fn attempt<T: Send + 'static>(
+    kind: &Kind,
     hold_key: &HoldKey,
     call: BoxFuture<'static, redis::RedisResult<Synced>>,
     parse: fn(&[i64]) -> Option<Reply<T>>,
     what: &'static str,
-) -> impl Future<Output = Result<Attempt<(Ticket<K>, u32, T)>>> + Send + 'static {
+) -> impl Future<Output = Result<Attempt<(Ticket, u32, T)>>> + Send + 'static {
     let (kind, hold_key) = (kind.clone(), hold_key.clone());
     async move {
         // A closed client (last `Client` dropped) takes nothing: no watchdog would keep it.
@@ -243,21 +214,19 @@ pub(crate) fn attempt<K: Kind, T: Send + 'static>(
 /// script (see [`claim`](super::claim)); a waiter the script names claimant is then woken at
 /// every release its client hears and at least every [`CLAIM_REFRESH`] to renew its claim,
 /// and its claim is withdrawn when it leaves without the lock. Other kinds ignore `claim`.
-pub(crate) async fn acquire_hold<K, T, F, Fut>(
-    kind: &K,
+pub(crate) async fn acquire_hold<T, F, Fut>(
+    base: &Base,
     owner: Arc<str>,
     channel: &str,
     deadline: Option<Instant>,
     lease: Option<Duration>,
     label: &'static str,
     mut attempt: F,
-) -> Result<Option<(Hold<K>, T)>>
+) -> Result<Option<(Hold, T)>>
 where
-    K: HashKind,
     F: FnMut(&HoldKey, u64, &Claim) -> Fut,
-    Fut: Future<Output = Result<Attempt<(Ticket<K>, u32, T)>>>,
+    Fut: Future<Output = Result<Attempt<(Ticket, u32, T)>>>,
 {
-    let base = kind.base();
     base.check()?;
     base.core.holds.check_open()?;
     let lease_ms = match lease {

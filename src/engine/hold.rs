@@ -18,12 +18,12 @@ use crate::error::{Error, Result};
 use crate::wire::scripts::REKEY;
 
 /// One hold of a lock of kind `K`: the state and release logic every guard type shares.
-pub(crate) struct Hold<K: Kind> {
-    state: Option<HoldState<K>>,
+pub(crate) struct Hold {
+    state: Option<HoldState>,
 }
 
-struct HoldState<K: Kind> {
-    kind: K,
+struct HoldState {
+    kind: Kind,
     hold_key: HoldKey,
     lease: Option<Duration>,
     lost: CancellationToken,
@@ -33,27 +33,23 @@ struct HoldState<K: Kind> {
     meta: Arc<Meta>,
 }
 
-impl<K: Kind> Hold<K> {
+impl Hold {
     /// Registers the hold a granted call took (and its watchdog when `lease` is `None`),
     /// ending the call's ticket. Call it right after the acquire reply, with no `.await` in
     /// between, so no cancellation separates the hold from its guard.
-    pub(crate) fn register(
-        ticket: Ticket<K>,
-        server_holds: u32,
-        lease: Option<Duration>,
-    ) -> Hold<K> {
+    pub(crate) fn register(ticket: Ticket, server_holds: u32, lease: Option<Duration>) -> Hold {
         Hold::register_observed(ticket, server_holds, lease, "redlock", Span::none())
     }
 
     /// [`Hold::register`] for a hold of the kind labelled `label` (metrics, spans) whose
     /// acquire ran in `span`: background work of the hold is linked to that span.
     pub(crate) fn register_observed(
-        mut ticket: Ticket<K>,
+        mut ticket: Ticket,
         server_holds: u32,
         lease: Option<Duration>,
         label: &'static str,
         span: Span,
-    ) -> Hold<K> {
+    ) -> Hold {
         ticket.open = false;
         let (kind, hold_key) = (ticket.kind.clone(), ticket.key.clone());
         let core = kind.core();
@@ -69,7 +65,7 @@ impl<K: Kind> Hold<K> {
             server_holds,
             lease,
             &meta,
-            Arc::new(kind.clone()),
+            kind.clone(),
         );
         if settle {
             spawn_settle(&kind, &hold_key);
@@ -182,7 +178,7 @@ impl<K: Kind> Hold<K> {
     }
 
     /// A handle that follows this hold from another task; `None` once released.
-    pub(crate) fn follow(&self) -> Option<HoldRef<K>> {
+    pub(crate) fn follow(&self) -> Option<HoldRef> {
         self.state.as_ref().map(|s| HoldRef {
             kind: s.kind.clone(),
             hold_key: s.hold_key.clone(),
@@ -286,14 +282,14 @@ impl<K: Kind> Hold<K> {
 
 /// A move of [`Hold::detach`] in flight: dropped before its reply, both owners' counts are
 /// settled (the move may or may not have happened).
-struct Moving<K: Kind> {
-    kind: K,
+struct Moving {
+    kind: Kind,
     from: HoldKey,
     to: HoldKey,
     armed: bool,
 }
 
-impl<K: Kind> Drop for Moving<K> {
+impl Drop for Moving {
     fn drop(&mut self) {
         if self.armed {
             finish(&self.kind, &self.from, Outcome::Unknown);
@@ -306,14 +302,14 @@ impl<K: Kind> Drop for Moving<K> {
 /// to report it gone (Redlock's extension task, which renews the holds of its guard by
 /// quorum rather than through the watchdog).
 #[derive(Clone)]
-pub(crate) struct HoldRef<K: Kind> {
-    kind: K,
+pub(crate) struct HoldRef {
+    kind: Kind,
     hold_key: HoldKey,
     epoch: u64,
     lost: CancellationToken,
 }
 
-impl<K: Kind> HoldRef<K> {
+impl HoldRef {
     /// The owner field of the hold.
     pub(crate) fn owner(&self) -> &std::sync::Arc<str> {
         &self.hold_key.1
@@ -344,7 +340,7 @@ impl<K: Kind> HoldRef<K> {
     }
 }
 
-impl<K: Kind> Drop for Hold<K> {
+impl Drop for Hold {
     fn drop(&mut self) {
         let Some(state) = self.state.take() else {
             return;

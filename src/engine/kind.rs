@@ -1,39 +1,110 @@
-//! [`Kind`]: what a lock kind gives the engine so it can release and settle its holds.
+//! [`Kind`]: what a lock kind gives the engine, as data: the client, the lock's name and how
+//! one hold is released ([`Release`]: a script, its keys and arguments, the channels to
+//! wake). The engine runs the release itself, for an unlock, a dropped guard, a settlement
+//! and the client's shutdown alike; no kind is called back.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use futures::FutureExt;
 
 use super::Core;
 use crate::error::Result;
+use crate::wire::keys::Keys;
+use crate::wire::scripts::{Script, ToRedisArgsDyn, UNLOCK};
 
-/// What a lock kind provides so the shared guard and clean-up logic can release its holds.
-pub(crate) trait Kind: Clone + Send + Sync + 'static {
-    /// The client the lock belongs to.
-    fn core(&self) -> &Arc<Core>;
-    /// The lock's name, for errors and logs.
-    fn name(&self) -> &str;
-    /// Runs the kind's unlock script for one hold of `owner`. `expected` is the hold count
-    /// the owner must have for the release to happen (0: any). Replies as `lua/unlock.lua`:
-    /// -1 not held, -2 count differs, 0 released the last hold, n > 0 holds left.
-    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>>;
+/// How one hold of a kind is released: `script` runs with `keys` and the arguments
+/// `owner, message, expected, publish` followed by `extra`, and replies as `lua/unlock.lua`
+/// does: -1 not held, -2 the count differs from `expected`, 0 released the last hold,
+/// n > 0 holds left (`expected` 0 releases any one hold).
+pub(crate) struct Release {
+    pub(crate) script: &'static Script,
+    pub(crate) keys: Vec<String>,
+    /// What the last release publishes: the releasing client's id (so that client skips
+    /// its own echo), or a Redlock set's.
+    pub(crate) message: String,
+    /// The script's arguments after the four above.
+    pub(crate) extra: Vec<String>,
+    /// Channels on which all local waiters are woken when the lock may have been freed
+    /// (the reply said 0, or was lost): the client hears no echo of its own message.
+    pub(crate) wake_all: Vec<String>,
+    /// Channels on which one local waiter is woken in that case.
+    pub(crate) wake_one: Vec<String>,
 }
 
-/// A [`Kind`] as the hold registry keeps it, to release its holds when the client closes
-/// (object safe: the registry holds every kind alike).
-pub(crate) trait Releaser: Send + Sync {
-    /// The lock's name.
-    fn name(&self) -> &str;
-    /// [`Kind::release`].
-    fn release_one(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>>;
+impl Release {
+    /// `lua/unlock.lua`, the release of every kind that counts its holds in the name's lock
+    /// hash (`keys.lock`): the last release publishes `message` on the lock's channel and
+    /// wakes the head of its fair queue; locally, one waiter on the channel wakes.
+    pub(crate) fn unlock(keys: &Keys, message: &str) -> Release {
+        Release {
+            script: &UNLOCK,
+            keys: keys.script_keys().map(str::to_string).to_vec(),
+            message: message.to_string(),
+            extra: vec![keys.fair_channel.clone()],
+            wake_all: Vec::new(),
+            wake_one: vec![keys.channel.clone()],
+        }
+    }
 }
 
-impl<K: Kind> Releaser for K {
-    fn name(&self) -> &str {
-        Kind::name(self)
+struct Inner {
+    core: Arc<Core>,
+    name: String,
+    release: Release,
+}
+
+/// A lock handle as the engine sees it (cheap to clone; holds, tickets and the hold
+/// registry keep one to release what they hold).
+#[derive(Clone)]
+pub(crate) struct Kind(Arc<Inner>);
+
+impl Kind {
+    pub(crate) fn new(core: Arc<Core>, name: &str, release: Release) -> Kind {
+        Kind(Arc::new(Inner {
+            core,
+            name: name.to_string(),
+            release,
+        }))
     }
 
-    fn release_one(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
-        self.release(owner, expected)
+    /// The client the lock belongs to.
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.0.core
+    }
+
+    /// The lock's name, for errors and logs.
+    pub(crate) fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// Runs the kind's [`Release`] for one hold of `owner`; `expected` is the hold count
+    /// the owner must have for the release to happen (0: any).
+    pub(crate) fn release(
+        &self,
+        owner: Arc<str>,
+        expected: u32,
+    ) -> BoxFuture<'static, Result<i64>> {
+        let kind = self.clone();
+        async move {
+            let (core, spec) = (&kind.0.core, &kind.0.release);
+            let keys: Vec<&str> = spec.keys.iter().map(String::as_str).collect();
+            let (owner, message) = (&*owner, spec.message.as_str());
+            let mut args: Vec<&dyn ToRedisArgsDyn> =
+                vec![&owner, &message, &expected, &core.publish];
+            args.extend(spec.extra.iter().map(|a| a as &dyn ToRedisArgsDyn));
+            let reply: redis::RedisResult<i64> =
+                spec.script.run(&mut core.conn.clone(), &keys, &args).await;
+            if matches!(reply, Ok(0) | Err(_)) {
+                for channel in &spec.wake_all {
+                    core.listener.notify_all(channel);
+                }
+                for channel in &spec.wake_one {
+                    core.listener.notify_local(channel);
+                }
+            }
+            Ok(reply?)
+        }
+        .boxed()
     }
 }

@@ -91,10 +91,8 @@ pub(crate) mod watchdog;
 pub(crate) use self::core::Core;
 pub(crate) use call::{run_acquire, Ticket};
 pub(crate) use deadline::safe_until;
-pub(crate) use handle::{
-    acquire_hold, attempt, check_owner_id, plain_reply, release, Base, HashKind, Reply,
-};
+pub(crate) use handle::{acquire_hold, attempt, check_owner_id, plain_reply, Base, Reply};
 pub(crate) use hold::{Hold, HoldRef};
-pub(crate) use kind::Kind;
+pub(crate) use kind::{Kind, Release};
 pub(crate) use registry::HoldKey;
 pub(crate) use wait::{deadline_after, never_timed_out, or_timeout, pttl_from, Attempt, Owner};

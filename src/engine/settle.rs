@@ -14,7 +14,7 @@ use super::Core;
 use crate::error::{Error, Result};
 
 /// Ends a counted call; starts the settlement it may call for.
-pub(super) fn finish<K: Kind>(kind: &K, key: &HoldKey, outcome: Outcome) {
+pub(super) fn finish(kind: &Kind, key: &HoldKey, outcome: Outcome) {
     if kind.core().holds.finish(key, outcome) {
         spawn_settle(kind, key);
     }
@@ -25,7 +25,7 @@ pub(super) fn outcome_unknown(e: &redis::RedisError) -> bool {
     e.code().is_none()
 }
 
-pub(super) fn spawn_settle<K: Kind>(kind: &K, key: &HoldKey) {
+pub(super) fn spawn_settle(kind: &Kind, key: &HoldKey) {
     let (kind, key) = (kind.clone(), key.clone());
     kind.core().cleanups.clone().spawn(settle(kind, key));
 }
@@ -33,7 +33,7 @@ pub(super) fn spawn_settle<K: Kind>(kind: &K, key: &HoldKey) {
 /// Brings the server's hold count of `key`'s owner back to the number of live guards (see
 /// "Settling" above). Runs while the registry marks the entry as settling, so no other call
 /// of this owner is in flight: each step's `expected` count is exact.
-async fn settle<K: Kind>(kind: K, key: HoldKey) {
+async fn settle(kind: Kind, key: HoldKey) {
     let core = kind.core().clone();
     let started = Instant::now();
     let mut backoff = SETTLE_BACKOFF;
@@ -110,7 +110,7 @@ pub(crate) async fn owner_holds(core: &Core, key: &str, owner: &str) -> Result<u
 }
 
 /// Sends the unlock script for one hold counted by [`Release::Send`], and ends the count.
-pub(super) fn send_release<K: Kind>(kind: &K, key: &HoldKey) -> BoxFuture<'static, Result<i64>> {
+pub(super) fn send_release(kind: &Kind, key: &HoldKey) -> BoxFuture<'static, Result<i64>> {
     let (kind, key) = (kind.clone(), key.clone());
     async move {
         // A release refused unrun while a failover is under way is sent again (the client's

@@ -149,10 +149,11 @@ macro_rules! owner_methods {
     };
 }
 
-/// The read-only queries every hash-based handle shares; it needs a `base()` method (from
-/// [`HashKind`] or its own) that returns the lock's [`Base`].
+/// The read-only queries every hash-based handle shares, on the lock's
+/// [`Base`](crate::engine::Base) at the field path given after the handle
+/// (`inspect_methods!(FairLock: inner.base)`).
 macro_rules! inspect_methods {
-    ($handle:ident) => {
+    ($handle:ident: $($base:ident).+) => {
         impl $handle {
             /// Whether any owner holds the lock.
             ///
@@ -163,7 +164,7 @@ macro_rules! inspect_methods {
             /// # Cancel safety
             /// Cancel safe (read only).
             pub async fn is_locked(&self) -> $crate::Result<bool> {
-                self.base().is_locked().await
+                self.$($base).+.is_locked().await
             }
 
             /// Whether the calling task (through this client) holds the lock.
@@ -186,7 +187,7 @@ macro_rules! inspect_methods {
             /// # Cancel safety
             /// Cancel safe (read only).
             pub async fn hold_count(&self) -> $crate::Result<u32> {
-                self.base().hold_count().await
+                self.$($base).+.hold_count().await
             }
 
             /// Time until the lock expires; `None` when it is not locked. A lock without TTL
@@ -198,7 +199,7 @@ macro_rules! inspect_methods {
             /// # Cancel safety
             /// Cancel safe (read only).
             pub async fn remaining_ttl(&self) -> $crate::Result<Option<std::time::Duration>> {
-                self.base().remaining_ttl().await
+                self.$($base).+.remaining_ttl().await
             }
         }
     };

@@ -43,11 +43,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 
-use crate::engine::{self, Attempt, Base, Core, HashKind, Hold, HoldKey, Owner, Reply, Ticket};
+use crate::engine::{self, Attempt, Base, Core, Hold, HoldKey, Owner, Reply, Ticket};
 use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::wire::keys::Role;
@@ -242,7 +241,7 @@ impl FairLock {
             _busy: self.inner.base.core.cleanups.token(),
         };
         let granted = engine::acquire_hold(
-            self,
+            &self.inner.base,
             owner,
             &channel,
             deadline,
@@ -288,7 +287,7 @@ impl FairLock {
         deadline: Option<Instant>,
         single: bool,
         abandoned: &Arc<AtomicBool>,
-    ) -> impl Future<Output = Result<Attempt<(Ticket<FairLock>, u32, u64)>>> + Send + 'static {
+    ) -> impl Future<Output = Result<Attempt<(Ticket, u32, u64)>>> + Send + 'static {
         let lease = self.inner.waiter_lease;
         let budget = match deadline {
             _ if single => Duration::ZERO,
@@ -306,7 +305,7 @@ impl FairLock {
         let abandoned = abandoned.clone();
         let call = async move {
             let reply = engine::run_acquire(
-                &lock,
+                &lock.inner.base.kind,
                 &owner,
                 &FAIR_LOCK,
                 &lock.keys(),
@@ -330,7 +329,13 @@ impl FairLock {
         // `[0, wait]`: the wait bound; wake at least every third of the waiter lease to
         // refresh the queue entry.
         let refresh = lease / 3;
-        let attempt = engine::attempt(self, hold_key, call, fair_reply, "fair lock");
+        let attempt = engine::attempt(
+            &self.inner.base.kind,
+            hold_key,
+            call,
+            fair_reply,
+            "fair lock",
+        );
         async move {
             Ok(match attempt.await? {
                 Attempt::Held(wait) => {
@@ -389,7 +394,7 @@ impl FairLock {
     }
 }
 
-inspect_methods!(FairLock);
+inspect_methods!(FairLock: inner.base);
 owner_methods!(FairLock);
 
 impl std::fmt::Debug for FairLock {
@@ -399,27 +404,6 @@ impl std::fmt::Debug for FairLock {
             .field("key", &self.inner.base.key)
             .field("waiter_lease", &self.inner.waiter_lease)
             .finish()
-    }
-}
-
-impl HashKind for FairLock {
-    fn base(&self) -> &Base {
-        &self.inner.base
-    }
-}
-
-impl engine::Kind for FairLock {
-    fn core(&self) -> &Arc<Core> {
-        &self.inner.base.core
-    }
-
-    fn name(&self) -> &str {
-        &self.inner.base.name
-    }
-
-    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
-        let lock = self.clone();
-        async move { lock.inner.base.release(&owner, expected).await }.boxed()
     }
 }
 
@@ -489,7 +473,7 @@ impl Drop for Queued {
 /// it then.
 #[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
 pub struct FairLockGuard {
-    hold: Hold<FairLock>,
+    hold: Hold,
 }
 
 impl FairLockGuard {

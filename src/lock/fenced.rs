@@ -30,7 +30,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::time::Instant;
 
-use crate::engine::{self, pttl_from, Base, Core, HashKind, Hold, Owner, Reply};
+use crate::engine::{self, pttl_from, Base, Core, Hold, Owner, Reply};
 use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::lock::reentrant::RLock;
@@ -89,7 +89,7 @@ impl FencedLock {
         FencedLock {
             inner: Arc::new(Inner {
                 key: rlock.key().into(),
-                fence: rlock.base().keys.key(Role::Fence),
+                fence: rlock.base.keys.key(Role::Fence),
                 rlock,
             }),
         }
@@ -111,7 +111,7 @@ impl FencedLock {
 
     /// The lock hash's name and keys, shared with the [`RLock`] of the same name.
     fn base(&self) -> &Base {
-        self.inner.rlock.base()
+        &self.inner.rlock.base
     }
 
     /// The lock's name.
@@ -193,26 +193,31 @@ impl FencedLock {
     ) -> Result<Option<FencedLockGuard>> {
         let rlock = &self.inner.rlock;
         let granted = engine::acquire_hold(
-            rlock,
+            &rlock.base,
             self.base().owner_field(),
             rlock.channel(),
             deadline,
             lease,
             "fenced",
             |hold_key, lease_ms, claim| {
-                let (kind, owner) = (rlock.clone(), hold_key.1.clone());
+                let (base, owner) = (rlock.base.clone(), hold_key.1.clone());
                 let (key, fence) = (self.inner.key.clone(), self.inner.fence.clone());
                 let (claim_ms, waited_ms) = (claim.ms(), claim.waited_ms());
                 let call = async move {
-                    let base = kind.base();
                     let keys: [&str; 4] =
                         [&key, &fence, &base.claims.queue, &base.claims.deadlines];
                     let args: [&dyn crate::wire::scripts::ToRedisArgsDyn; 4] =
                         [&lease_ms, &&*owner, &claim_ms, &waited_ms];
-                    engine::run_acquire(&kind, &owner, &FENCED_LOCK, &keys, &args).await
+                    engine::run_acquire(&base.kind, &owner, &FENCED_LOCK, &keys, &args).await
                 }
                 .boxed();
-                engine::attempt(rlock, hold_key, call, fenced_reply, "fenced lock")
+                engine::attempt(
+                    &rlock.base.kind,
+                    hold_key,
+                    call,
+                    fenced_reply,
+                    "fenced lock",
+                )
             },
         )
         .await?;
@@ -237,7 +242,7 @@ impl FencedLock {
     }
 }
 
-inspect_methods!(FencedLock);
+inspect_methods!(FencedLock: inner.rlock.base);
 owner_methods!(FencedLock);
 
 /// `[1, holds, token]` granted, `[0, pttl]` held (or free but claimed by another waiter),
@@ -268,7 +273,7 @@ impl std::fmt::Debug for FencedLock {
 /// [`RLockGuard`](crate::RLockGuard) does.
 #[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
 pub struct FencedLockGuard {
-    hold: Hold<RLock>,
+    hold: Hold,
     token: u64,
 }
 

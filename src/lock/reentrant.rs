@@ -3,11 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 
-use crate::engine::{self, Base, Core, HashKind, Hold, Owner};
+use crate::engine::{self, Base, Core, Hold, Owner};
 use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::wire::keys::Role;
@@ -34,7 +33,7 @@ use crate::wire::scripts::LOCK;
 /// tokens (see the README).
 #[derive(Clone)]
 pub struct RLock {
-    base: Arc<Base>,
+    pub(super) base: Arc<Base>,
 }
 
 impl RLock {
@@ -131,7 +130,7 @@ impl RLock {
         lease: Option<Duration>,
     ) -> Result<Option<RLockGuard>> {
         let granted = engine::acquire_hold(
-            self,
+            &self.base,
             self.base.owner_field(),
             self.channel(),
             deadline,
@@ -146,10 +145,10 @@ impl RLock {
                     let keys: [&str; 3] = [&base.key, &base.claims.queue, &base.claims.deadlines];
                     let args: [&dyn crate::wire::scripts::ToRedisArgsDyn; 4] =
                         [&lease_ms, &&*owner, &claim_ms, &waited_ms];
-                    engine::run_acquire(&lock, &owner, &LOCK, &keys, &args).await
+                    engine::run_acquire(&base.kind, &owner, &LOCK, &keys, &args).await
                 }
                 .boxed();
-                engine::attempt(self, hold_key, call, engine::plain_reply, "lock")
+                engine::attempt(&self.base.kind, hold_key, call, engine::plain_reply, "lock")
             },
         )
         .await?;
@@ -170,7 +169,7 @@ impl RLock {
     }
 }
 
-inspect_methods!(RLock);
+inspect_methods!(RLock: base);
 owner_methods!(RLock);
 
 impl std::fmt::Debug for RLock {
@@ -179,27 +178,6 @@ impl std::fmt::Debug for RLock {
             .field("name", &self.base.name)
             .field("key", &self.base.key)
             .finish()
-    }
-}
-
-impl HashKind for RLock {
-    fn base(&self) -> &Base {
-        &self.base
-    }
-}
-
-impl engine::Kind for RLock {
-    fn core(&self) -> &Arc<Core> {
-        &self.base.core
-    }
-
-    fn name(&self) -> &str {
-        &self.base.name
-    }
-
-    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
-        let lock = self.clone();
-        async move { lock.base.release(&owner, expected).await }.boxed()
     }
 }
 
@@ -214,7 +192,7 @@ impl engine::Kind for RLock {
 /// expires with its TTL (the lease, or the watchdog timeout).
 #[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
 pub struct RLockGuard {
-    hold: Hold<RLock>,
+    hold: Hold,
 }
 
 impl RLockGuard {

@@ -15,7 +15,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::node::{node_timeout_error, NodeLock};
+use super::node::node_timeout_error;
 use super::round::{drift, quorum};
 use super::RedLock;
 use crate::engine::{Hold, HoldRef, Owner};
@@ -67,7 +67,7 @@ struct QuorumHold {
     owner: Arc<str>,
     lease: Option<Duration>,
     /// Per node, this guard's hold there (`None`: not granted).
-    holds: Vec<Option<Hold<NodeLock>>>,
+    holds: Vec<Option<Hold>>,
     shared: Arc<Shared>,
     /// Stops the current extension task only (a child of `shared.stop`): `detach` starts
     /// a new one that follows the moved holds.
@@ -96,7 +96,7 @@ impl RedLockGuard {
         owner: Arc<str>,
         lease: Option<Duration>,
         ttl: Duration,
-        holds: Vec<Option<Hold<NodeLock>>>,
+        holds: Vec<Option<Hold>>,
         round_start: Instant,
     ) -> RedLockGuard {
         let shared = Arc::new(Shared {
@@ -327,7 +327,7 @@ impl std::fmt::Debug for RedLockGuard {
 /// The extension task's view of its guard: the node holds it follows (index, hold).
 struct Keeper {
     lock: RedLock,
-    nodes: Vec<(usize, HoldRef<NodeLock>)>,
+    nodes: Vec<(usize, HoldRef)>,
     shared: Arc<Shared>,
     /// Cancelled when the guard is released or starts a new keeper.
     stop: CancellationToken,

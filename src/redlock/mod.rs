@@ -62,7 +62,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::engine::{self, Owner};
+use crate::engine::{self, Owner, Release};
 use crate::error::{Error, Result};
 use crate::lock::api::owner_methods;
 use crate::wire::keys::{check_millis, check_name, Keys};
@@ -175,12 +175,14 @@ impl RedLock {
                 .map(|c| {
                     let core = c.core().clone();
                     let keys = Keys::new(&core.namespace, name);
+                    // The last release on a node publishes the set's id, which the
+                    // set's own clients skip as their echo.
+                    let release = Release::unlock(&keys, &set.id_str);
                     NodeLock {
                         key: keys.lock.as_str().into(),
+                        kind: engine::Kind::new(core.clone(), name, release),
                         keys: Arc::new(keys),
                         core,
-                        set_id: set.id_str.clone(),
-                        name: name.into(),
                     }
                 })
                 .collect()

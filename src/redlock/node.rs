@@ -6,7 +6,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use crate::engine::{self, Attempt, Core, HoldKey, Ticket};
@@ -25,23 +24,23 @@ pub(super) fn node_timeout_error(timeout: Duration) -> Error {
     )
 }
 
-/// One node of a lock: its client and keys there, as a [`engine::Kind`], so acquires, releases
-/// and settlements on the node go through the engine.
+/// One node of a lock: its client and keys there, and the node as the engine sees it
+/// (`kind`: `lua/unlock.lua` publishing the set's id), so acquires, releases and
+/// settlements on the node go through the engine.
 #[derive(Clone)]
 pub(super) struct NodeLock {
     pub(super) core: Arc<Core>,
     /// The lock hash (`keys.lock`), as the registry keys it.
     pub(super) key: Arc<str>,
     pub(super) keys: Arc<Keys>,
-    pub(super) set_id: Arc<str>,
-    pub(super) name: Arc<str>,
+    pub(super) kind: engine::Kind,
 }
 
 /// What one node answered in one acquire round.
 pub(super) enum NodeReply {
     /// A hold was granted: the call's ticket (the hold is registered from it) and the
     /// owner's hold count on that node.
-    Granted(Ticket<NodeLock>, u32),
+    Granted(Ticket, u32),
     /// Held by another owner.
     Held,
     /// No usable answer: an error or the per-node timeout. Whatever the call may have taken
@@ -68,12 +67,12 @@ impl NodeLock {
             let (node, owner) = (self.clone(), owner.clone());
             async move {
                 let keys: [&str; 1] = [&node.key];
-                engine::run_acquire(&node, &owner, &LOCK, &keys, &[&ttl_ms, &&*owner]).await
+                engine::run_acquire(&node.kind, &owner, &LOCK, &keys, &[&ttl_ms, &&*owner]).await
             }
             .boxed()
         };
         let attempt = engine::attempt(
-            self,
+            &self.kind,
             &self.hold_key(owner),
             call,
             engine::plain_reply,
@@ -103,23 +102,5 @@ impl NodeLock {
                 ))),
             }
         }
-    }
-}
-
-impl engine::Kind for NodeLock {
-    fn core(&self) -> &Arc<Core> {
-        &self.core
-    }
-
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// `lua/unlock.lua` on this node: releases one hold of `owner` (`expected` 0: whatever
-    /// its hold count); the last one publishes the set's id.
-    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
-        let node = self.clone();
-        async move { engine::release(&node.core, &node.keys, &owner, &node.set_id, expected).await }
-            .boxed()
     }
 }

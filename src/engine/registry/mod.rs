@@ -21,7 +21,7 @@ use super::deadline::safe_until;
 mod settling;
 mod transfer;
 
-use super::kind::Releaser;
+use super::kind::Kind;
 use super::observe::{self, Meta};
 pub(crate) use settling::SettleTarget;
 
@@ -77,7 +77,7 @@ pub(super) struct OwnerHolds {
     /// A task waits for the loss deadline of this run's leased holds ([`HoldRegistry::lease_deadline`]).
     pub(super) lease_timer: bool,
     /// The kind whose holds these are (from the first guard), to release them on close.
-    pub(super) kind: Option<Arc<dyn Releaser>>,
+    pub(super) kind: Option<Kind>,
     /// Guards counted when the client closed: their holds were released by the close, so
     /// their own releases send nothing ([`Release::Closed`]).
     pub(super) closed_out: u32,
@@ -357,7 +357,7 @@ impl HoldRegistry {
         server_holds: u32,
         lease: Option<Duration>,
         meta: &Arc<Meta>,
-        kind: Arc<dyn Releaser>,
+        kind: Kind,
     ) -> (CancellationToken, u64, bool) {
         let (watch, ttl) = (lease.is_none(), lease.unwrap_or(self.timeout));
         let schedule;
@@ -405,7 +405,7 @@ impl HoldRegistry {
     /// Closes out every entry for the client's close ([`close`](super::close::close)): its
     /// guards are marked lost and their releases will send nothing, since the close releases
     /// what the server counts. Returns the entries whose kind is known, to release.
-    pub(crate) fn close_out(&self) -> Vec<(HoldKey, Arc<dyn Releaser>)> {
+    pub(crate) fn close_out(&self) -> Vec<(HoldKey, Kind)> {
         let mut out = Vec::new();
         for mut e in self.registry.iter_mut() {
             let key = e.key().clone();

@@ -30,11 +30,11 @@ mod write;
 
 use std::sync::Arc;
 
-use crate::engine::{Base, Core, Owner};
+use crate::engine::{Base, Core, Owner, Release};
 use crate::error::Result;
 use crate::lock::api::owner_methods;
 use crate::wire::keys::{Keys, Role};
-use crate::wire::scripts::RW_FORCE_UNLOCK;
+use crate::wire::scripts::{RW_FORCE_UNLOCK, RW_UNLOCK_READ, RW_UNLOCK_WRITE};
 
 pub use read::{ReadLock, ReadLockGuard};
 pub use write::{WriteLock, WriteLockGuard};
@@ -220,6 +220,37 @@ impl RwLock {
 }
 
 impl Shared {
+    /// How a read hold is released (`lua/rw_unlock_read.lua`): the last reader wakes one
+    /// local writer, as this client hears no echo of its own message.
+    fn read_release(&self) -> Release {
+        Release {
+            script: &RW_UNLOCK_READ,
+            keys: vec![self.read.clone(), self.write_channel.clone()],
+            message: self.core.id_str.clone(),
+            extra: Vec::new(),
+            wake_all: Vec::new(),
+            wake_one: vec![self.write_channel.clone()],
+        }
+    }
+
+    /// How a write hold is released (`lua/rw_unlock_write.lua`): the local readers all
+    /// wake, and one local writer.
+    fn write_release(&self) -> Release {
+        Release {
+            script: &RW_UNLOCK_WRITE,
+            keys: vec![
+                self.write.clone(),
+                self.read.clone(),
+                self.read_channel.clone(),
+                self.write_channel.clone(),
+            ],
+            message: self.core.id_str.clone(),
+            extra: Vec::new(),
+            wake_all: vec![self.read_channel.clone()],
+            wake_one: vec![self.write_channel.clone()],
+        }
+    }
+
     /// `lua/rw_force_unlock.lua` on this lock, and the local waiters of both sides woken.
     async fn force_unlock(&self) -> Result<bool> {
         let held: i64 = RW_FORCE_UNLOCK

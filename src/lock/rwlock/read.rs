@@ -3,15 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 
 use super::Shared;
-use crate::engine::{self, Base, Core, HashKind, Hold};
+use crate::engine::{self, Base, Hold};
 use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods};
-use crate::wire::scripts::{RW_READ, RW_UNLOCK_READ};
+use crate::wire::scripts::RW_READ;
 
 /// The read side of a [`RwLock`](super::RwLock): many owners may hold it at once, while no
 /// writer does. Get it from [`RwLock::read`](super::RwLock::read).
@@ -27,8 +26,8 @@ pub struct ReadLock {
 impl ReadLock {
     pub(super) fn new(shared: Arc<Shared>, base: Base) -> ReadLock {
         ReadLock {
+            base: Arc::new(base.with_release(shared.read_release())),
             shared,
-            base: Arc::new(base),
         }
     }
 
@@ -95,7 +94,7 @@ impl ReadLock {
         lease: Option<Duration>,
     ) -> Result<Option<ReadLockGuard>> {
         let granted = engine::acquire_hold(
-            self,
+            &self.base,
             self.base.owner_field(),
             &self.shared.read_channel,
             deadline,
@@ -108,7 +107,7 @@ impl ReadLock {
                 let call = async move {
                     let (s, c) = (&lock.shared, &lock.base.claims);
                     engine::run_acquire(
-                        &lock,
+                        &lock.base.kind,
                         &owner,
                         &RW_READ,
                         &[&s.read, &s.write, &s.writers, &c.queue, &c.deadlines],
@@ -117,7 +116,13 @@ impl ReadLock {
                     .await
                 }
                 .boxed();
-                engine::attempt(self, hold_key, call, engine::plain_reply, "read lock")
+                engine::attempt(
+                    &self.base.kind,
+                    hold_key,
+                    call,
+                    engine::plain_reply,
+                    "read lock",
+                )
             },
         )
         .await?;
@@ -125,7 +130,7 @@ impl ReadLock {
     }
 }
 
-inspect_methods!(ReadLock);
+inspect_methods!(ReadLock: base);
 crate::lock::api::owner_methods!(ReadLock);
 
 impl ReadLock {
@@ -162,49 +167,12 @@ impl std::fmt::Debug for ReadLock {
     }
 }
 
-impl HashKind for ReadLock {
-    fn base(&self) -> &Base {
-        &self.base
-    }
-}
-
-impl engine::Kind for ReadLock {
-    fn core(&self) -> &Arc<Core> {
-        &self.base.core
-    }
-
-    fn name(&self) -> &str {
-        &self.base.name
-    }
-
-    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
-        let shared = self.shared.clone();
-        async move {
-            let core = &shared.core;
-            let reply: redis::RedisResult<i64> = RW_UNLOCK_READ
-                .run(
-                    &mut core.conn.clone(),
-                    &[&shared.read, &shared.write_channel],
-                    &[&&*owner, &core.id_str.as_str(), &expected, &core.publish],
-                )
-                .await;
-            // This client hears no echo of its own message: wake a local writer (also when
-            // the reply was lost, as the release may have happened).
-            if matches!(reply, Ok(0) | Err(_)) {
-                core.listener.notify_local(&shared.write_channel);
-            }
-            Ok(reply?)
-        }
-        .boxed()
-    }
-}
-
 /// One read hold of a [`RwLock`](super::RwLock). Release it with
 /// [`unlock`](ReadLockGuard::unlock), which reports errors; dropping it releases in the
 /// background instead (the hold's deadline is the backstop).
 #[must_use = "the read lock is released when the guard is dropped; call .unlock().await"]
 pub struct ReadLockGuard {
-    hold: Hold<ReadLock>,
+    hold: Hold,
 }
 
 impl ReadLockGuard {

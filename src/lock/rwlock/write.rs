@@ -4,15 +4,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 
 use super::Shared;
-use crate::engine::{self, Base, Core, HashKind, Hold};
+use crate::engine::{self, Base, Hold};
 use crate::error::{Error, Result};
 use crate::lock::api::{guard_accessors, inspect_methods};
-use crate::wire::scripts::{RW_LEAVE, RW_UNLOCK_WRITE, RW_WRITE};
+use crate::wire::scripts::{RW_LEAVE, RW_WRITE};
 
 /// The write side of a [`RwLock`](super::RwLock): one owner at a time, while nobody reads.
 /// Get it from [`RwLock::write`](super::RwLock::write).
@@ -29,8 +28,8 @@ pub struct WriteLock {
 impl WriteLock {
     pub(super) fn new(shared: Arc<Shared>, base: Base) -> WriteLock {
         WriteLock {
+            base: Arc::new(base.with_release(shared.write_release())),
             shared,
-            base: Arc::new(base),
         }
     }
 
@@ -119,7 +118,7 @@ impl WriteLock {
         };
         let abandoned = intent.abandoned.clone();
         let granted = engine::acquire_hold(
-            self,
+            &self.base,
             owner,
             &self.shared.write_channel,
             deadline,
@@ -133,7 +132,7 @@ impl WriteLock {
                 let call = async move {
                     let (s, c) = (&lock.shared, &lock.base.claims);
                     let reply = engine::run_acquire(
-                        &lock,
+                        &lock.base.kind,
                         &owner,
                         &RW_WRITE,
                         &[&s.write, &s.read, &s.writers, &c.queue, &c.deadlines],
@@ -148,7 +147,13 @@ impl WriteLock {
                     reply
                 }
                 .boxed();
-                engine::attempt(self, hold_key, call, engine::plain_reply, "write lock")
+                engine::attempt(
+                    &self.base.kind,
+                    hold_key,
+                    call,
+                    engine::plain_reply,
+                    "write lock",
+                )
             },
         )
         .await;
@@ -228,7 +233,7 @@ impl Drop for Intent {
     }
 }
 
-inspect_methods!(WriteLock);
+inspect_methods!(WriteLock: base);
 crate::lock::api::owner_methods!(WriteLock);
 
 impl WriteLock {
@@ -265,51 +270,12 @@ impl std::fmt::Debug for WriteLock {
     }
 }
 
-impl HashKind for WriteLock {
-    fn base(&self) -> &Base {
-        &self.base
-    }
-}
-
-impl engine::Kind for WriteLock {
-    fn core(&self) -> &Arc<Core> {
-        &self.base.core
-    }
-
-    fn name(&self) -> &str {
-        &self.base.name
-    }
-
-    fn release(&self, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
-        let shared = self.shared.clone();
-        async move {
-            let core = &shared.core;
-            let s = &shared;
-            let reply: redis::RedisResult<i64> = RW_UNLOCK_WRITE
-                .run(
-                    &mut core.conn.clone(),
-                    &[&s.write, &s.read, &s.read_channel, &s.write_channel],
-                    &[&&*owner, &core.id_str.as_str(), &expected, &core.publish],
-                )
-                .await;
-            // This client hears no echo of its own writer message: wake its waiters itself
-            // (also when the reply was lost, as the release may have happened).
-            if matches!(reply, Ok(0) | Err(_)) {
-                core.listener.notify_all(&s.read_channel);
-                core.listener.notify_local(&s.write_channel);
-            }
-            Ok(reply?)
-        }
-        .boxed()
-    }
-}
-
 /// The write hold of a [`RwLock`](super::RwLock). Release it with
 /// [`unlock`](WriteLockGuard::unlock), which reports errors; dropping it releases in the
 /// background instead (the TTL is the backstop).
 #[must_use = "the write lock is released when the guard is dropped; call .unlock().await"]
 pub struct WriteLockGuard {
-    hold: Hold<WriteLock>,
+    hold: Hold,
 }
 
 impl WriteLockGuard {
