@@ -18,6 +18,7 @@
 //     fenced.rs       FencedLock (tokens)   fenced_value.rs  FencedValue
 //     multi/          MultiLock (all or nothing over several RLocks) and its guard
 //     rwlock/         RwLock: read and write sides, each a kind on the engine
+//     spin.rs         SpinLock: an RLock whose waiters poll with backoff, never subscribe
 //   sync/             the synchronizers that are not locks
 //     semaphore/      Semaphore (counted permits) and its permit guard
 //     lease_semaphore/  LeaseSemaphore (permits with ids and leases), LeasedPermit(s)
@@ -86,6 +87,7 @@ pub use lock::fenced_value::FencedValue;
 pub use lock::multi::{MultiLock, MultiLockGuard};
 pub use lock::reentrant::{RLock, RLockGuard};
 pub use lock::rwlock::{ReadLock, ReadLockGuard, RwLock, WriteLock, WriteLockGuard};
+pub use lock::spin::{SpinLock, SpinLockGuard, DEFAULT_SPIN_INITIAL, DEFAULT_SPIN_MAX};
 pub use redlock::{
     RedLock, RedLockGuard, RedLockOptions, RedLockSet, DEFAULT_NODE_TIMEOUT, DEFAULT_REDLOCK_TTL,
     DEFAULT_RETRY_DELAY,

@@ -54,6 +54,8 @@ macro_rules! every_kind {
         let fx = &$fx;
         let n = $name;
         $check("RLock", fx.a.lock(n), fx.b.lock(n)).await;
+        let sn = format!("{n}-s");
+        $check("SpinLock", fx.a.spin_lock(&sn), fx.b.spin_lock(&sn)).await;
         $check("FairLock", fx.a.fair_lock(n), fx.b.fair_lock(n)).await;
         $check("FencedLock", fx.a.fenced_lock(n), fx.b.fenced_lock(n)).await;
         let wn = format!("{n}-w");

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use lockwise::{
     FairLock, FairLockGuard, FencedLock, FencedLockGuard, Lock, MultiLock, MultiLockGuard, RLock,
-    RLockGuard, ReadLock, ReadLockGuard, RedLock, RedLockGuard, RwLock, WriteLock, WriteLockGuard,
+    RLockGuard, ReadLock, ReadLockGuard, RedLock, RedLockGuard, RwLock, SpinLock, SpinLockGuard,
+    WriteLock, WriteLockGuard,
 };
 
 type Methods = BTreeMap<String, BTreeSet<String>>;
@@ -50,6 +51,10 @@ fn in_code() -> Methods {
         RLock: [lock, lock_with_lease, try_lock, run(body), try_run(Duration::ZERO, None, body),
             is_locked, hold_count, is_held_by_current_task, force_unlock, remaining_ttl,
             non_reentrant, with_owner("o"), reentrant, is_reentrant, name, key, channel];
+        SpinLock: [lock, lock_with_lease, try_lock, run(body),
+            try_run(Duration::ZERO, None, body), is_locked, hold_count,
+            is_held_by_current_task, force_unlock, remaining_ttl, non_reentrant,
+            with_owner("o"), reentrant, is_reentrant, name, key, with_backoff, backoff];
         FairLock: [lock, lock_with_lease, try_lock, run(body),
             try_run(Duration::ZERO, None, body), is_locked, hold_count,
             is_held_by_current_task, force_unlock, remaining_ttl, non_reentrant,
@@ -79,6 +84,7 @@ fn in_code() -> Methods {
             is_held_by_current_task, force_unlock, remaining_ttl, non_reentrant,
             with_owner("o"), reentrant, is_reentrant, name, key];
         RLockGuard: [unlock, lost, is_lost, validity, name, owner, lease, detach];
+        SpinLockGuard: [unlock, lost, is_lost, validity, name, owner, lease, detach];
         FairLockGuard: [unlock, lost, is_lost, validity, name, owner, lease, detach];
         FencedLockGuard: [unlock, lost, is_lost, validity, name, owner, lease, detach, token];
         ReadLockGuard: [unlock, lost, is_lost, validity, name, owner, lease, detach];
@@ -137,8 +143,9 @@ fn table(readme: &str, first: &str) -> Methods {
 
 /// The public methods `src/` gives each type: `pub fn` / `pub async fn` in its `impl` blocks
 /// (at the top level of a file), the methods of the `src/lock/api.rs` macros it invokes, and
-/// `run` / `try_run` when it implements `Lock`.
-fn in_source() -> Methods {
+/// `run` / `try_run` when it implements `Lock`; and every handle and guard type that
+/// implements the contract (`impl_lock!`), wherever its file is.
+fn in_source() -> (Methods, BTreeSet<String>) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     let mut dirs = vec![root.clone()];
@@ -173,6 +180,7 @@ fn in_source() -> Methods {
         }
     }
     let mut methods = Methods::new();
+    let mut contract = BTreeSet::new();
     for text in &files {
         let mut owner: Option<String> = None;
         let mut lines = text.lines().peekable();
@@ -214,15 +222,25 @@ fn in_source() -> Methods {
                     }
                 }
             }
-            if let Some(rest) = line.strip_prefix("impl_lock!(crate::") {
-                let kind: String = rest.chars().take_while(|c| c.is_alphanumeric()).collect();
-                let entry = methods.entry(kind).or_default();
+            if let Some(rest) = line.strip_prefix("impl_lock!(") {
+                let types: Vec<String> = rest
+                    .split(',')
+                    .take(2)
+                    .map(|t| {
+                        t.trim()
+                            .trim_start_matches("crate::")
+                            .trim_end_matches(");")
+                    })
+                    .map(str::to_string)
+                    .collect();
+                let entry = methods.entry(types[0].clone()).or_default();
                 entry.insert("run".into());
                 entry.insert("try_run".into());
+                contract.extend(types);
             }
         }
     }
-    methods
+    (methods, contract)
 }
 
 #[test]
@@ -236,7 +254,14 @@ fn the_method_tables_match_the_code() {
         documented, code,
         "README method tables (left) differ from the methods named in this test (right)"
     );
-    let source = in_source();
+    let (source, contract) = in_source();
+    // A kind added to src/ (it implements the contract) must be in the tables.
+    for kind in &contract {
+        assert!(
+            code.contains_key(kind),
+            "{kind} implements Lock / LockGuard but is in no README method table"
+        );
+    }
     for (kind, listed) in &code {
         let defined = source.get(kind).cloned().unwrap_or_default();
         assert_eq!(
@@ -249,7 +274,8 @@ fn the_method_tables_match_the_code() {
 /// The scan of `src/` finds what it should: a sanity check on the parser itself.
 #[test]
 fn the_source_scan_sees_macros_and_impls() {
-    let source = in_source();
+    let (source, contract) = in_source();
+    assert!(contract.contains("RLock") && contract.contains("RedLockGuard"));
     let rlock = &source["RLock"];
     for m in ["lock", "is_locked", "non_reentrant", "run", "channel"] {
         assert!(rlock.contains(m), "RLock {m}: {rlock:?}");

@@ -1,4 +1,4 @@
-//! One name, one lock: every mutex kind of a name (`RLock`, `FencedLock`, `FairLock`, a
+//! One name, one lock: every mutex kind of a name (`RLock`, `SpinLock`, `FencedLock`, `FairLock`, a
 //! `MultiLock` member, a `RedLock` on its node) uses the same lock hash, so a holder of one
 //! kind excludes every other kind, and its release wakes their waiters by pub/sub (not by
 //! the holder's TTL).
@@ -25,14 +25,16 @@ const WATCHDOG: Duration = Duration::from_secs(10);
 #[derive(Clone, Copy, Debug)]
 enum Kind {
     Plain,
+    Spin,
     Fenced,
     Fair,
     Multi,
     Redlock,
 }
 
-const KINDS: [Kind; 5] = [
+const KINDS: [Kind; 6] = [
     Kind::Plain,
+    Kind::Spin,
     Kind::Fenced,
     Kind::Fair,
     Kind::Multi,
@@ -67,6 +69,7 @@ async fn try_take(
     }
     let res = match kind {
         Kind::Plain => held!(client.lock(name).try_lock(wait, None).await.or_none()),
+        Kind::Spin => held!(client.spin_lock(name).try_lock(wait, None).await.or_none()),
         Kind::Fenced => held!(client
             .fenced_lock(name)
             .try_lock(wait, None)

@@ -27,6 +27,8 @@ fn handles_guards_and_errors_are_send_and_sync() {
     send_sync::<ClientBuilder>();
     send_sync::<RLock>();
     send_sync::<RLockGuard>();
+    send_sync::<lockwise::SpinLock>();
+    send_sync::<lockwise::SpinLockGuard>();
     send_sync::<FairLock>();
     send_sync::<FairLockGuard>();
     send_sync::<FencedLock>();
@@ -143,6 +145,25 @@ fn futures_are_send(
     send(&red.lock_with_lease(d));
     send(&red.try_lock(d, None));
     send(&dguard.unlock());
+}
+
+#[test]
+fn spin_lock_futures_are_send() {
+    let _ = spin_futures_are_send;
+}
+
+/// Builds (never polls) the future of every public async method of the spin lock.
+fn spin_futures_are_send(spin: lockwise::SpinLock, guard: lockwise::SpinLockGuard) {
+    let d = Duration::from_secs(1);
+    send(&spin.lock());
+    send(&spin.lock_with_lease(d));
+    send(&spin.try_lock(d, None));
+    send(&spin.force_unlock());
+    send(&spin.is_locked());
+    send(&spin.is_held_by_current_task());
+    send(&spin.hold_count());
+    send(&spin.remaining_ttl());
+    send(&guard.unlock());
 }
 
 #[test]

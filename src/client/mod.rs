@@ -182,6 +182,14 @@ impl Client {
         RLock::new(self.inner.core.clone(), name.as_ref())
     }
 
+    /// A handle to the spin lock `name`: the [`RLock`](crate::RLock) of that name, whose
+    /// waiters try again after a growing pause instead of subscribing (see
+    /// [`SpinLock`](crate::SpinLock)). Cheap; nothing is sent to Redis. An invalid name is
+    /// reported by the handle's methods as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn spin_lock(&self, name: impl AsRef<str>) -> crate::SpinLock {
+        crate::SpinLock::new(self.inner.core.clone(), name.as_ref())
+    }
+
     /// A handle to the fair (first-come, first-served) lock `name`: an [`RLock`](crate::RLock)-like lock
     /// whose waiters acquire in the order they asked, at the cost of a queue in Redis (see
     /// [`FairLock`](crate::FairLock)). Cheap; nothing is sent to Redis. An invalid name is

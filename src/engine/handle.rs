@@ -19,7 +19,7 @@ use super::claim::{Claim, Withdraw, CLAIM_REFRESH};
 use super::hold::Hold;
 use super::kind::{Kind, Release};
 use super::registry::HoldKey;
-use super::wait::{pttl_from, wait_loop, Attempt, Owner};
+use super::wait::{pttl_from, wait_loop, Attempt, Owner, Wake};
 use super::{inspect, observe, Core};
 use crate::error::{Error, Result};
 use crate::wire::keys::{check_millis, check_name, ClaimKeys, Keys, Role};
@@ -217,7 +217,7 @@ pub(crate) fn attempt<T: Send + 'static>(
 pub(crate) async fn acquire_hold<T, F, Fut>(
     base: &Base,
     owner: Arc<str>,
-    channel: &str,
+    wake: Wake<'_>,
     deadline: Option<Instant>,
     lease: Option<Duration>,
     label: &'static str,
@@ -244,18 +244,24 @@ where
         granted: false,
     };
     let listener = &base.core.listener;
+    // A waiter that does not subscribe (the spin lock) neither queues nor is woken as a
+    // claimant; its script still honours the others' queue.
+    let channel = match wake {
+        Wake::Channel(channel) => Some(channel),
+        Wake::Backoff(_) => None,
+    };
     let ttl = Duration::from_millis(lease_ms);
     let granted = loop {
         let granted = wait_loop(
             &base.core,
-            channel,
+            wake,
             &base.name,
             deadline,
             Some(&claim.wake),
             || {
                 // An overdue waiter is marked before the attempt that queues it, so a
                 // release right after the script wakes it (once subscribed).
-                if claim.due() {
+                if let Some(channel) = channel.filter(|_| claim.due()) {
                     claim.hold(listener, channel, None);
                 }
                 let attempt = attempt(&hold_key, lease_ms, &claim);
@@ -269,6 +275,9 @@ where
                         // each is woken to renew when it becomes first, and its renewal puts
                         // it back in its place, the score being when it began waiting).
                         Attempt::Claimant(pttl, score) => {
+                            let Some(channel) = channel else {
+                                return Ok(Attempt::Held(pttl));
+                            };
                             if claim.hold(listener, channel, Some(score)) {
                                 Attempt::Held(Some(Duration::ZERO))
                             } else if claim.is_first() {
@@ -281,6 +290,7 @@ where
                         }
                         // Not overdue yet: wake when it will be too, to join the claim
                         // queue on time however the releases' wakeups fall.
+                        Attempt::Held(pttl) if channel.is_none() => Attempt::Held(pttl),
                         Attempt::Held(pttl) => {
                             claim.let_go();
                             Attempt::Held(match claim.until_due() {

@@ -95,4 +95,6 @@ pub(crate) use handle::{acquire_hold, attempt, check_owner_id, plain_reply, Base
 pub(crate) use hold::{Hold, HoldRef};
 pub(crate) use kind::{Kind, Release};
 pub(crate) use registry::HoldKey;
-pub(crate) use wait::{deadline_after, never_timed_out, or_timeout, pttl_from, Attempt, Owner};
+pub(crate) use wait::{
+    deadline_after, never_timed_out, or_timeout, pttl_from, Attempt, Backoff, Owner, Wake,
+};

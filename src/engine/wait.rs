@@ -27,6 +27,43 @@ pub(crate) enum Attempt<T> {
     Claimant(Option<Duration>, i64),
 }
 
+/// How a waiter learns that it may try again.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wake<'a> {
+    /// A message on this channel of the client's subscription connection (every kind but
+    /// the spin lock).
+    Channel(&'a str),
+    /// Nothing: it tries again after a pause that grows ([`Backoff`]), and never
+    /// subscribes (the spin lock).
+    Backoff(Backoff),
+}
+
+/// The pauses of a waiter that does not subscribe: `initial`, doubling up to `max`, each
+/// with equal jitter (half of it fixed, half random) so that spinning waiters spread out,
+/// and never past the holder's TTL or the caller's deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Backoff {
+    pub(crate) initial: Duration,
+    pub(crate) max: Duration,
+}
+
+impl Backoff {
+    /// The pause after the `n`-th refusal (0-based).
+    pub(crate) fn pause(&self, n: u32) -> Duration {
+        let full = self
+            .initial
+            .saturating_mul(1u32 << n.min(20))
+            .min(self.max)
+            .max(Duration::from_millis(1));
+        let half = full / 2;
+        // A fresh `RandomState` hashes with new keys each time: random enough for jitter,
+        // without a random-number crate.
+        let r =
+            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), n);
+        half + half.mul_f64((r >> 11) as f64 / (1u64 << 53) as f64)
+    }
+}
+
 /// Runs the waiting protocol described in the module docs: `attempt` until it acquires or
 /// `deadline` passes (`None` = no limit). Returns `Ok(None)` on timeout. `lock` is the lock's
 /// name, which the logs of its channel (resubscriptions) carry. A wakeup on `also` (an
@@ -35,7 +72,7 @@ pub(crate) enum Attempt<T> {
 /// does.
 pub(crate) async fn wait_loop<T, F, Fut>(
     core: &Arc<Core>,
-    channel: &str,
+    wake: Wake<'_>,
     lock: &str,
     deadline: Option<Instant>,
     also: Option<&Notify>,
@@ -65,6 +102,15 @@ where
     if deadline.is_some_and(|d| Instant::now() >= d) {
         return Ok(None);
     }
+    let channel = match wake {
+        Wake::Channel(channel) => channel,
+        Wake::Backoff(backoff) => {
+            let (Attempt::Held(pttl) | Attempt::Claimant(pttl, _)) = first else {
+                unreachable!("acquired above")
+            };
+            return spin(core, backoff, deadline, trouble, wait_bound(pttl), attempt).await;
+        }
+    };
     // 2. Subscribe before the next attempt; the share is released on every exit (drop).
     let subscription = loop {
         let sent = Instant::now();
@@ -133,6 +179,53 @@ where
     }
 }
 
+/// The wait of a waiter that does not subscribe ([`Wake::Backoff`]): sleep a backoff pause
+/// (at most `held_for`, the holder's TTL, and the deadline), attempt, and again.
+async fn spin<T, F, Fut>(
+    core: &Arc<Core>,
+    backoff: Backoff,
+    deadline: Option<Instant>,
+    mut trouble: Trouble,
+    mut held_for: Option<Duration>,
+    mut attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>>>,
+{
+    let mut refusals = 0u32;
+    let mut retry_in = None;
+    loop {
+        let mut bound = retry_in.take().unwrap_or_else(|| {
+            let pause = backoff.pause(refusals);
+            refusals = refusals.saturating_add(1);
+            held_for.map_or(pause, |h| pause.min(h))
+        });
+        if let Some(d) = deadline {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            bound = bound.min(left);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(bound) => {}
+            // The last `Client` was dropped while we waited: no guard could be kept alive.
+            () = core.holds.closed() => return Err(Error::ClientClosed),
+        }
+        let sent = Instant::now();
+        match trouble.bounded(deadline, attempt()).await? {
+            Ok(Attempt::Acquired(t)) => return Ok(Some(t)),
+            Ok(Attempt::Held(pttl) | Attempt::Claimant(pttl, _)) => {
+                trouble.clear();
+                held_for = wait_bound(pttl);
+            }
+            Err(e) if e.is_transient() => retry_in = Some(trouble.retry(e, sent, deadline)?),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// [`wait_loop`], observed as one acquire of `kind` on the lock `name` by `owner` (its span,
 /// the wait histogram and the counters of [`observe`](super::observe)), for kinds whose
 /// acquisitions hold no [`Hold`](super::Hold) (semaphores, latches).
@@ -150,7 +243,7 @@ where
 {
     let observed = super::observe::Acquire::start(core, kind, name, &core.id_str);
     let span = observed.span().clone();
-    let result = wait_loop(core, channel, name, deadline, None, attempt)
+    let result = wait_loop(core, Wake::Channel(channel), name, deadline, None, attempt)
         .instrument(span)
         .await;
     observed.finish(&result);

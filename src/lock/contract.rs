@@ -350,3 +350,5 @@ impl_lock!(crate::ReadLock, crate::ReadLockGuard);
 impl_lock!(crate::WriteLock, crate::WriteLockGuard);
 impl_lock!(crate::MultiLock, crate::MultiLockGuard);
 impl_lock!(crate::RedLock, crate::RedLockGuard);
+
+pub(crate) use impl_lock;

@@ -243,7 +243,7 @@ impl FairLock {
         let granted = engine::acquire_hold(
             &self.inner.base,
             owner,
-            &channel,
+            engine::Wake::Channel(&channel),
             deadline,
             lease,
             "fair",

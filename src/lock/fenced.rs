@@ -195,7 +195,7 @@ impl FencedLock {
         let granted = engine::acquire_hold(
             &rlock.base,
             self.base().owner_field(),
-            rlock.channel(),
+            engine::Wake::Channel(rlock.channel()),
             deadline,
             lease,
             "fenced",

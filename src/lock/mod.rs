@@ -14,3 +14,4 @@ pub(crate) mod fenced_value;
 pub(crate) mod multi;
 pub(crate) mod reentrant;
 pub(crate) mod rwlock;
+pub(crate) mod spin;

@@ -132,7 +132,7 @@ impl RLock {
         let granted = engine::acquire_hold(
             &self.base,
             self.base.owner_field(),
-            self.channel(),
+            engine::Wake::Channel(self.channel()),
             deadline,
             lease,
             "reentrant",

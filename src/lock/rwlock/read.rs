@@ -96,7 +96,7 @@ impl ReadLock {
         let granted = engine::acquire_hold(
             &self.base,
             self.base.owner_field(),
-            &self.shared.read_channel,
+            engine::Wake::Channel(&self.shared.read_channel),
             deadline,
             lease,
             "rw_read",

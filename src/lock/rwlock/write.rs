@@ -120,7 +120,7 @@ impl WriteLock {
         let granted = engine::acquire_hold(
             &self.base,
             owner,
-            &self.shared.write_channel,
+            engine::Wake::Channel(&self.shared.write_channel),
             deadline,
             lease,
             "rw_write",
