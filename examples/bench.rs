@@ -35,8 +35,7 @@ mod bench_rwlock;
 mod bench_semaphore;
 #[path = "common/bench_throughput.rs"]
 mod bench_throughput;
-#[path = "../tests/support/server.rs"]
-mod server;
+use lockwise_testkit::server;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

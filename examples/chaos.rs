@@ -91,8 +91,7 @@
 mod chaos_worker;
 #[path = "common/clock.rs"]
 mod clock;
-#[path = "../tests/support/server.rs"]
-mod server;
+use lockwise_testkit::server;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};

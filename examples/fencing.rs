@@ -17,8 +17,7 @@ use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error};
 
-#[path = "../tests/support/server.rs"]
-mod server;
+use lockwise_testkit::server;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -25,8 +25,7 @@ use std::time::{Duration, Instant};
 
 use lockwise::redis::{self, AsyncCommands};
 
-#[path = "../tests/support/server.rs"]
-mod server;
+use lockwise_testkit::server;
 
 /// The example's error type.
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -14,8 +14,7 @@
 //! - `GET /checkout`: a `FairLock`, 1 ms of work, served in arrival order;
 //! - `GET /metrics`: the Prometheus text format.
 
-#[path = "../tests/support/server.rs"]
-mod server;
+use lockwise_testkit::server;
 
 use std::time::{Duration, Instant};
 

@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 
 use lockwise::{Client, RedLockOptions, RedLockSet};
 
-#[path = "../tests/support/server.rs"]
-mod server;
+use lockwise_testkit::server;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -18,8 +18,7 @@
 //! Without `REDIS_URL` it starts its own redis-server; with it, it uses a fresh namespace there
 //! (and still injects the faults: do not point it at a server others use).
 
-#[path = "../tests/support/server.rs"]
-mod server;
+use lockwise_testkit::server;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -10,8 +10,7 @@ mod support;
 
 #[path = "support/child.rs"]
 mod child;
-#[path = "support/topology/mod.rs"]
-mod topology;
+use support::topology;
 
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;

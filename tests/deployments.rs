@@ -12,14 +12,12 @@
 //! hint (`bash scripts/with-redis.sh cargo test` installs them).
 mod support;
 
-#[path = "support/checker/mod.rs"]
-mod checker;
+use support::checker;
 #[path = "support/child.rs"]
 mod child;
 #[path = "support/overtake.rs"]
 mod scenarios;
-#[path = "support/topology/mod.rs"]
-mod topology;
+use support::topology;
 
 #[path = "deployments/failover.rs"]
 mod failover;

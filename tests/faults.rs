@@ -50,8 +50,7 @@
 
 mod support;
 
-#[path = "support/checker/mod.rs"]
-mod checker;
+use support::checker;
 #[path = "support/child.rs"]
 mod child;
 

@@ -9,8 +9,7 @@
 
 mod support;
 
-#[path = "support/checker/mod.rs"]
-mod checker;
+use support::checker;
 
 use crate::support::OrNone;
 use std::sync::{Arc, Mutex};

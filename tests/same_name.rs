@@ -5,8 +5,7 @@
 
 mod support;
 
-#[path = "support/checker/mod.rs"]
-mod checker;
+use support::checker;
 
 use crate::support::OrNone;
 use std::time::{Duration, Instant};

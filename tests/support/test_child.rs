@@ -18,10 +18,10 @@
 //! | `permit-user` | holds one permit of a `Semaphore` and one of a `LeaseSemaphore` until `SIGTERM`, then shuts down and exits | `process::rolling_restarts_lose_no_permit` |
 //! | `failover-worker` | a Sentinel client (`LOCKWISE_FP_URL`: the sentinels, comma-separated) whose tasks take fenced locks (re-entering some) until `stop` | `deployments::failover::sentinel_failovers_followed_by_every_process` |
 
-#[path = "checker/mod.rs"]
-mod checker;
 #[path = "mod.rs"]
 mod support;
+
+use support::checker;
 
 use crate::support::OrNone;
 use std::future::Future;

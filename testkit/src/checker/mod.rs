@@ -1,4 +1,4 @@
-//! A history checker for the fault-injection suite: record what every client saw, then check
+//! A history checker for fault-injection tests: record what every client saw, then check
 //! the invariants on the whole history instead of by eye.
 //!
 //! # What is recorded
@@ -25,7 +25,6 @@
 //!
 //! # Checks
 //! Each check returns a list of [`Violation`]s; [`assert_clean`] panics listing them all.
-#![allow(dead_code)]
 
 mod checks;
 

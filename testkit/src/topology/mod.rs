@@ -1,4 +1,4 @@
-//! Real local Redis Cluster and Sentinel topologies for the integration tests.
+//! Real local Redis Cluster and Sentinel topologies.
 //!
 //! [`RedisCluster`] starts `masters * (1 + replicas_per_master)` cluster-enabled `redis-server`s
 //! (own port, own cluster-bus port, own temp dir, no persistence) and joins them with
@@ -12,11 +12,8 @@
 //! `REDIS_SENTINEL_BIN` select the binaries (`scripts/with-valkey.sh` points them at
 //! `valkey-server`, `valkey-cli` and a `valkey-sentinel` link to `valkey-server`).
 //!
-//! Only the deployment tests compile this (`#[path = "support/topology/mod.rs"] mod topology;`
-//! in tests/deployments.rs); the other test binaries never build it. The process plumbing
-//! (spawn, PING, signals, bounded waits) is here, the topologies in `cluster.rs` and
-//! `sentinel.rs`.
-#![allow(dead_code)]
+//! The process plumbing (spawn, PING, signals, bounded waits) is here, the topologies in
+//! `cluster.rs` and `sentinel.rs`.
 
 mod cluster;
 mod sentinel;
@@ -32,7 +29,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::server::{free_port, redis_server_bin};
+use crate::server::{free_port, redis_server_bin};
 
 /// Number of hash slots in a Redis Cluster.
 pub const SLOTS: u16 = 16384;

@@ -1,16 +1,10 @@
 //! A throwaway `redis-server`: a free local port, its own temp dir, no persistence; killed
 //! (and its dir removed) on drop. `REDIS_SERVER_BIN` selects the binary.
 //!
-//! The one launcher of the tests and the examples: `support/mod.rs` re-exports it for every
-//! test binary, and the examples include this file alone with
-//! `#[path = "../tests/support/server.rs"] mod server;`, so they do not compile the rest of
-//! the test support. It uses only `std`, `redis` and `tempfile`.
-//!
 //! The tests' servers ([`RedisServer::start`]) answer `DEBUG` (`--enable-debug-command local`,
 //! Redis 7) and a failed start panics. The examples go through [`url_or_start`]: the server
 //! at `REDIS_URL` if set, else one from [`RedisServer::try_start_with`] without that option,
 //! and a failed start is an error to report.
-#![allow(dead_code)]
 
 use std::net::TcpListener;
 use std::path::PathBuf;

@@ -222,7 +222,7 @@ type Conn = redis::aio::MultiplexedConnection;
 /// Keys of namespace `ns` (prefix `<ns>:`) without a TTL, except fencing counters (`:fence:`).
 pub async fn check_ttls(conn: &mut Conn, ns: &str) -> Vec<Violation> {
     let prefix = format!("{ns}:");
-    crate::support::keys_with_pttl(conn)
+    crate::keys_with_pttl(conn)
         .await
         .into_iter()
         .filter(|(k, pttl)| *pttl == -1 && k.starts_with(&prefix) && !k.contains(":fence:"))
@@ -242,7 +242,7 @@ pub async fn check_quiescent(conn: &mut Conn, ns: &str, timeout: Duration) -> Ve
     };
     let deadline = Instant::now() + timeout;
     loop {
-        let keys = leftovers(crate::support::keys_with_pttl(conn).await);
+        let keys = leftovers(crate::keys_with_pttl(conn).await);
         let channels = subscribed_channels(conn).await;
         if (keys.is_empty() && channels.is_empty()) || Instant::now() >= deadline {
             let mut out = check_ttls(conn, ns).await;
@@ -267,8 +267,8 @@ pub async fn check_quiescent(conn: &mut Conn, ns: &str, timeout: Duration) -> Ve
 /// Channels with subscribers (PUBSUB CHANNELS), each with its NUMSUB.
 pub async fn subscribed_channels(conn: &mut Conn) -> Vec<(String, u64)> {
     let mut out = Vec::new();
-    for c in crate::support::active_channels(conn).await {
-        let n = crate::support::numsub(conn, &c).await;
+    for c in crate::active_channels(conn).await {
+        let n = crate::numsub(conn, &c).await;
         if n > 0 {
             out.push((c, n));
         }
