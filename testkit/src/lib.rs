@@ -235,7 +235,10 @@ pub fn is_presence(key: &str) -> bool {
 /// A recorded critical section: [start, end) on this host's monotonic clock.
 #[derive(Clone, Copy, Debug)]
 pub struct Interval {
+    /// When the critical section began (the lock was held).
     pub start: Instant,
+    /// When the critical section ended (taken before the unlock is sent).
     pub end: Instant,
+    /// Index of the task or worker that held the lock, for the panic message.
     pub who: usize,
 }

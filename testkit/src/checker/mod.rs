@@ -150,10 +150,11 @@ pub struct Acquisition {
     pub lock: String,
     /// Owner string of the guard (`<client uuid>:<task id>`), empty if unknown.
     pub owner: String,
+    /// Outcome of the attempt so far.
     pub op: Op,
     /// When the call was made (ns, [`now_ns`]).
     pub invoke: u64,
-    /// When the guard was returned.
+    /// When the guard was returned (ns, [`now_ns`]); `None` if it never was.
     pub acquired: Option<u64>,
     /// When the holder stopped relying on the lock (unlock sent, killed, stopped, lost seen).
     /// `None`: never observed; the hold then counts only up to its validity, if any.
@@ -186,11 +187,17 @@ impl Acquisition {
 /// A write to a fenced resource.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FencedWrite {
+    /// Host-unique id (`<pid>-<n>`).
     pub id: String,
+    /// Who wrote: e.g. `p3/t1` (process 3, task 1).
     pub client: String,
+    /// Name of the fenced resource written to.
     pub resource: String,
+    /// Fencing token the write carried.
     pub token: u64,
+    /// When the write was sent (ns, [`now_ns`]).
     pub invoke: u64,
+    /// When the write's answer arrived (ns, [`now_ns`]).
     pub complete: u64,
     /// `Some(true)` accepted, `Some(false)` rejected (StaleToken), `None` unknown.
     pub accepted: Option<bool>,
@@ -199,9 +206,13 @@ pub struct FencedWrite {
 /// A hold count read from Redis (a field of the lock hash).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HoldSample {
+    /// Lock name (or key) the sample was taken of.
     pub lock: String,
+    /// Owner field of the lock hash (`<client uuid>:<task id>`).
     pub owner: String,
+    /// When the sample was read (ns, [`now_ns`]).
     pub at: u64,
+    /// Hold count stored in the owner's field.
     pub count: i64,
 }
 
@@ -209,9 +220,13 @@ pub struct HoldSample {
 /// empty when the key is gone). Sample with [`sample_lock`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct TtlSample {
+    /// Lock name (or key) the sample was taken of.
     pub lock: String,
+    /// When the sample was read (ns, [`now_ns`]).
     pub at: u64,
+    /// PTTL of the key in milliseconds (-1: no TTL, -2: no key).
     pub pttl: i64,
+    /// Owners holding the lock at `at`, sorted and `,`-joined; empty when the key is gone.
     pub holders: String,
 }
 
@@ -221,6 +236,7 @@ pub struct Violation {
     /// Which check (`overlap`, `token`, `stale-write`, `no-ttl`, `leftover-key`, `channel`,
     /// `hold-count`, `ttl-rise`, `history`).
     pub check: &'static str,
+    /// What broke, in words (times in milliseconds).
     pub message: String,
 }
 
@@ -289,6 +305,7 @@ fn no_space(s: &str) -> String {
 }
 
 impl History {
+    /// An empty history.
     pub fn new() -> History {
         History::default()
     }
@@ -416,22 +433,27 @@ impl History {
         self.with(|h| h.writes.push(w));
     }
 
+    /// Records a hold-count sample (checked by [`History::check_hold_counts`]).
     pub fn hold_sample(&self, s: HoldSample) {
         self.with(|h| h.holds.push(s));
     }
 
+    /// Records a TTL sample (checked by [`History::check_ttl_after_release`]).
     pub fn ttl_sample(&self, s: TtlSample) {
         self.with(|h| h.ttls.push(s));
     }
 
+    /// A copy of every acquisition record, in the order they were first recorded.
     pub fn acquisitions(&self) -> Vec<Acquisition> {
         self.with(|h| h.acqs.clone())
     }
 
+    /// A copy of the acquisition record `id`; panics if this history has no such record.
     pub fn get(&self, id: &AcqId) -> Acquisition {
         self.with(|h| h.acqs[h.index[&id.0]].clone())
     }
 
+    /// A copy of every fenced write, in the order they were recorded.
     pub fn writes(&self) -> Vec<FencedWrite> {
         self.with(|h| h.writes.clone())
     }

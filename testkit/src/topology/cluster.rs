@@ -14,16 +14,22 @@ use super::{
 /// Role of a cluster node, as the cluster sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
+    /// A master (flagged `master` in CLUSTER NODES), with or without slots.
     Master,
+    /// Any node not flagged `master`: a replica of another node.
     Replica,
 }
 
 /// One node of a [`RedisCluster`] in the cluster's current view.
 #[derive(Clone, Debug)]
 pub struct ClusterNode {
+    /// Client port on 127.0.0.1.
     pub port: u16,
+    /// Process id of its `redis-server`; `None` once killed.
     pub pid: Option<u32>,
+    /// Node id (40 hex characters) from CLUSTER NODES.
     pub id: String,
+    /// Master or replica.
     pub role: Role,
     /// For a replica: the port of its master.
     pub master_port: Option<u16>,
@@ -31,7 +37,8 @@ pub struct ClusterNode {
     pub slots: Vec<(u16, u16)>,
     /// Process state as this fixture knows it.
     pub state: ProcState,
-    /// Flagged `fail` / `pfail` by the node whose view this is.
+    /// Not usable in the view of the node asked: flagged `fail` or `fail?` (pfail), still in
+    /// `handshake`, or without an address (`noaddr`).
     pub failing: bool,
 }
 

@@ -147,8 +147,11 @@ fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Result<
 /// Whether a process we started is running, stopped (SIGSTOP) or gone (SIGKILL).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProcState {
+    /// Started and neither stopped nor killed.
     Running,
+    /// Stopped with SIGSTOP; resumes on SIGCONT.
     Paused,
+    /// Killed with SIGKILL; no process left.
     Killed,
 }
 
