@@ -18,10 +18,10 @@ seconds="${2:-3}"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
-# Both builds write target/release/examples/bench: keep a copy of each.
-cargo build -j 1 --release --example bench
+# Both builds write target/release/bench: keep a copy of each.
+cargo build -j 1 --release -p lockwise-bench --bin bench
 cp target/release/examples/bench "$scratch/bench-off"
-cargo build -j 1 --release --features metrics --example bench
+cargo build -j 1 --release -p lockwise-bench --features metrics --bin bench
 cp target/release/examples/bench "$scratch/bench-on"
 
 # "<pairs/s> <cpu µs per pair>"

@@ -45,7 +45,7 @@
 //! | tests/wakeup.rs | `crashed_leased_holder_is_taken_within_its_ttl`, `crashed_watchdog_holder_is_taken_within_its_ttl` | a holder that never unlocks |
 //! | tests/watchdog.rs | `paused_holder_sees_is_lost_at_once_on_resume` | a holder runtime paused past its TTL |
 //! | tests/listener.rs | `refused_resubscription_after_reconnect_still_wakes_waiters`, `subscription_loss_wakes_one_waiter_per_lock_not_every_waiter` | a resubscription the server refuses (ACL) after a pub/sub kill; a pub/sub kill under 300 waiters |
-//! | examples/chaos.rs (CI, not a test) | the multi-process chaos soak | normal and pub/sub connection kills, SCRIPT FLUSH, DEBUG SLEEP, server SIGSTOP, worker SIGSTOP past the watchdog timeout, worker SIGKILL, all at once |
+//! | bench/src/bin/chaos/ (CI, not a test) | the multi-process chaos soak | normal and pub/sub connection kills, SCRIPT FLUSH, DEBUG SLEEP, server SIGSTOP, worker SIGSTOP past the watchdog timeout, worker SIGKILL, all at once |
 //! | tests/deployments.rs | `cluster_failover_with_waiters_checked`, `cluster_master_sigkill_with_waiters_checked`, `cluster_renewals_survive_failover`, `sentinel_master_sigkill_with_waiters_checked`, `sentinel_replica_sync_fails_closed_without_replica` | Cluster / Sentinel failovers, a stopped replica |
 
 mod support;

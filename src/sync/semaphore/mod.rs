@@ -21,7 +21,7 @@
 //! Within one version the available count only falls, so a waiter that failed at the
 //! current version cannot succeed before the next addition, which wakes again: no waiter
 //! sleeps while enough permits are free. A broadcast (`*`: wake every waiter of every client
-//! on each release) was measured against this in `examples/bench.rs` (64 tasks, 8 permits):
+//! on each release) was measured against this in `bench/src/bin/bench/` (64 tasks, 8 permits):
 //! about 8 script calls per acquire + release pair and a third of the scripts' ceiling,
 //! against about 4 calls and half the ceiling for the chain.
 

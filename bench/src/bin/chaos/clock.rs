@@ -1,8 +1,6 @@
-//! One clock for every process of the host, and signals to other processes: what the
-//! multi-process examples need to compare timestamps across processes and to stop, resume
-//! and kill the server and their workers. Shared with
-//! `#[path = "common/clock.rs"] mod clock;`.
-#![allow(dead_code)]
+//! One clock for every process of the host, and signals to other processes: what the chaos
+//! soak needs to compare timestamps across processes and to stop, resume and kill the
+//! server and its workers.
 
 use std::time::Duration;
 
@@ -28,12 +26,11 @@ pub fn ns(d: Duration) -> u64 {
     d.as_nanos() as u64
 }
 
-/// The signals the examples send.
+/// The signals the chaos soak sends (it kills with `Child::kill`).
 #[derive(Clone, Copy, Debug)]
 pub enum Sig {
     Stop,
     Cont,
-    Kill,
 }
 
 /// Sends `sig` to the process `pid`.
@@ -45,7 +42,6 @@ pub fn signal(pid: u32, sig: Sig) -> std::io::Result<()> {
     let sig = match sig {
         Sig::Stop => Signal::STOP,
         Sig::Cont => Signal::CONT,
-        Sig::Kill => Signal::KILL,
     };
     kill_process(pid, sig)?;
     Ok(())

@@ -1,4 +1,4 @@
-//! lockwise soak: `cargo run --release --example soak -- [--seconds N] [--tasks N] [--locks N]`.
+//! lockwise soak: `cargo run --release -p lockwise-bench --bin soak -- [--seconds N] [--tasks N] [--locks N]`.
 //!
 //! 10,000 tasks (4 `Client`s) contend for 100 locks (90 `RLock`s, 10 `FairLock`s) for N seconds
 //! (default 30) while the subscription connections are killed every 200 ms
@@ -129,7 +129,7 @@ fn is_fair(lock: usize) -> bool {
 }
 
 async fn run(args: Args, url: String) -> Result<usize, BoxError> {
-    let ns = format!("soak-{}", uuid::Uuid::new_v4().simple());
+    let ns = format!("soak-{}", lockwise::Uuid::new_v4().simple());
     let fair_locks = (0..args.locks).filter(|l| is_fair(*l)).count();
     println!(
         "lockwise soak: {} tasks, {} Clients, {} locks ({} RLock, {} FairLock), {} s, \

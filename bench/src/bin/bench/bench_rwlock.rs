@@ -25,7 +25,7 @@ async fn clients(url: &str, ns: &str) -> Result<Vec<Client>, BoxError> {
 
 /// Holds per second of `TASKS` tasks over `CLIENTS` clients for `seconds`.
 async fn holds_per_s(url: &str, seconds: f64, rw: bool) -> Result<f64, BoxError> {
-    let ns = format!("bench-rw-{}", uuid::Uuid::new_v4().simple());
+    let ns = format!("bench-rw-{}", lockwise::Uuid::new_v4().simple());
     let cs = clients(url, &ns).await?;
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let started = Instant::now();
@@ -59,7 +59,7 @@ async fn holds_per_s(url: &str, seconds: f64, rw: bool) -> Result<f64, BoxError>
 /// Write handoff gap: client A unlocks its write hold while client B waits for it;
 /// microseconds from the unlock call to B's grant (p50, p99).
 async fn handoff(url: &str, rounds: usize) -> Result<(f64, f64), BoxError> {
-    let ns = format!("bench-rwh-{}", uuid::Uuid::new_v4().simple());
+    let ns = format!("bench-rwh-{}", lockwise::Uuid::new_v4().simple());
     let cs = clients(url, &ns).await?;
     let (a, b) = (cs[0].clone(), cs[1].clone());
     let mut gaps = Vec::with_capacity(rounds);

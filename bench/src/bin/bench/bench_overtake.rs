@@ -135,7 +135,7 @@ async fn many_round(
     limit: Option<Duration>,
     length: Duration,
 ) -> Result<Vec<Turn>, BoxError> {
-    let ns = format!("bench-overtake-many-{}", uuid::Uuid::new_v4().simple());
+    let ns = format!("bench-overtake-many-{}", lockwise::Uuid::new_v4().simple());
     let mut clients = Vec::new();
     for _ in 0..MANY_CLIENTS {
         let client = Client::builder(url)
@@ -181,7 +181,7 @@ async fn many_round(
 }
 
 async fn round(url: &str, limit: Option<Duration>, length: Duration) -> Result<Round, BoxError> {
-    let ns = format!("bench-overtake-{}", uuid::Uuid::new_v4().simple());
+    let ns = format!("bench-overtake-{}", lockwise::Uuid::new_v4().simple());
     let client = || {
         Client::builder(url)
             .namespace(ns.clone())

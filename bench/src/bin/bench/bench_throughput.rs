@@ -42,7 +42,7 @@ const BATCH: usize = 64;
 async fn empty_scripts(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
     let sha = load_script(&conn, EMPTY).await?;
-    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let run_id = lockwise::Uuid::new_v4().simple().to_string();
     timed_pairs_at(tasks, seconds, move |i| {
         let mut conn = conn.clone();
         let key = format!("bench:floor:{{{run_id}-{i}}}");
@@ -67,7 +67,7 @@ async fn empty_scripts(url: &str, seconds: f64, tasks: usize) -> Result<Rate, Bo
 async fn batched_pairs(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
     let sha = load_script(&conn, include_str!("floor_pairs.lua")).await?;
-    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let run_id = lockwise::Uuid::new_v4().simple().to_string();
     timed_pairs_at(tasks, seconds, move |i| {
         let mut conn = conn.clone();
         let sha = sha.clone();
@@ -102,7 +102,7 @@ async fn batched_pairs(url: &str, seconds: f64, tasks: usize) -> Result<Rate, Bo
 async fn set_nx_px(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
     let sha = load_script(&conn, COMPARE_AND_DELETE).await?;
-    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let run_id = lockwise::Uuid::new_v4().simple().to_string();
     let seq = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     timed_pairs_at(tasks, seconds, move |i| {
         let mut conn = conn.clone();

@@ -1,4 +1,4 @@
-//! lockwise benchmark: `cargo run --release --example bench [-- --json PATH] [--seconds N]`.
+//! lockwise benchmark: `cargo run --release -p lockwise-bench --bin bench [-- --json PATH] [--seconds N]`.
 //!
 //! A program, not a test: it prints a table and (with `--json`) writes the figures; nothing
 //! asserts a timing. Without `REDIS_URL` it starts its own redis-server. Every library figure
@@ -12,28 +12,22 @@
 //! 4. watchdog scale: 100,000 watchdog locks held for 3 renewal periods.
 //! 5. waiter scale: 10,000 waiters on 10,000 locks held by another Client.
 //! 6. fair handoff: workload 3 on a FairLock; lock-script calls per handoff.
-//! 7. rwlock: 64 readers vs the plain lock; write handoff gap (`common/bench_rwlock.rs`).
-//! 8. semaphore: 64 tasks, 8 permits, acquire -> release vs its scripts' ceiling (`common/bench_semaphore.rs`).
-//! 9. lease semaphore: 64 tasks on 8 permits vs its raw scripts (`common/bench_lease_semaphore.rs`).
+//! 7. rwlock: 64 readers vs the plain lock; write handoff gap (`bench_rwlock.rs`).
+//! 8. semaphore: 64 tasks, 8 permits, acquire -> release vs its scripts' ceiling (`bench_semaphore.rs`).
+//! 9. lease semaphore: 64 tasks on 8 permits vs its raw scripts (`bench_lease_semaphore.rs`).
 //! 10. throughput sweep: `SET NX PX` reference, ceiling, lockwise and the two-empty-scripts
 //!     floor at 1, 8, 64 and 256 tasks, with server and client CPU per pair; lone-caller
-//!     latency; script calls per pair; the batched floor (`common/bench_throughput.rs`).
-//! 11. metrics: workload 2 with the Prometheus recorder on vs off (`common/bench_metrics.rs`).
+//!     latency; script calls per pair; the batched floor (`bench_throughput.rs`).
+//! 11. metrics: workload 2 with the Prometheus recorder on vs off (`bench_metrics.rs`).
 //! 12. overtake: a remote waiter's waits against a busy Client re-locking at once, and the
 //!     worst wait and most overtakes of one wait with 4 Clients x 4 tasks, each with the
-//!     overtake limit on and off (`common/bench_overtake.rs`).
+//!     overtake limit on and off (`bench_overtake.rs`).
 
-#[path = "common/bench_lease_semaphore.rs"]
 mod bench_lease_semaphore;
-#[path = "common/bench_metrics.rs"]
 mod bench_metrics;
-#[path = "common/bench_overtake.rs"]
 mod bench_overtake;
-#[path = "common/bench_rwlock.rs"]
 mod bench_rwlock;
-#[path = "common/bench_semaphore.rs"]
 mod bench_semaphore;
-#[path = "common/bench_throughput.rs"]
 mod bench_throughput;
 use lockwise_testkit::server;
 
@@ -396,20 +390,20 @@ async fn ceiling_at(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxEr
     // The library's unlock script is lua/unlock.lua after the shared fair-queue helpers.
     let unlock_source = format!(
         "{}\n{}",
-        include_str!("../lua/fair_queue.lua"),
-        include_str!("../lua/unlock.lua")
+        include_str!("../../../../lua/fair_queue.lua"),
+        include_str!("../../../../lua/unlock.lua")
     );
     // And its lock script is lua/lock.lua after the overtake claim's helpers.
     let lock_source = format!(
         "{}\n{}",
-        include_str!("../lua/claim.lua"),
-        include_str!("../lua/lock.lua")
+        include_str!("../../../../lua/claim.lua"),
+        include_str!("../../../../lua/lock.lua")
     );
     let (lock_sha, unlock_sha) = (
         load_script(&conn, &lock_source).await?,
         load_script(&conn, &unlock_source).await?,
     );
-    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let run_id = lockwise::Uuid::new_v4().simple().to_string();
     timed_pairs_at(tasks, seconds, move |i| {
         let mut conn = conn.clone();
         let (lock_sha, unlock_sha) = (lock_sha.clone(), unlock_sha.clone());
@@ -515,7 +509,7 @@ async fn contended(url: &str, kind: LockKind, total: usize) -> Result<Contended,
     const TOTAL_DEFAULT: usize = 1600;
     let total = if total == 0 { TOTAL_DEFAULT } else { total };
     let mut stats = raw_conn(url).await?;
-    let ns = format!("bench-contended-{}", uuid::Uuid::new_v4().simple());
+    let ns = format!("bench-contended-{}", lockwise::Uuid::new_v4().simple());
     let mut clients = Vec::new();
     for _ in 0..4 {
         clients.push(
@@ -696,7 +690,10 @@ async fn watchdog_scale(url: &str, n: usize) -> Result<WatchdogScale, BoxError> 
     let timeout = Duration::from_secs(6);
     let period = timeout / 3;
     let client = lockwise::Client::builder(url)
-        .namespace(format!("bench-watchdog-{}", uuid::Uuid::new_v4().simple()))
+        .namespace(format!(
+            "bench-watchdog-{}",
+            lockwise::Uuid::new_v4().simple()
+        ))
         .watchdog_timeout(timeout)
         .build()
         .await?;
@@ -764,7 +761,7 @@ async fn pubsub_channels(conn: &mut ConnectionManager) -> Result<usize, BoxError
 
 /// 5. Many waiters on distinct locks held by another Client, then release all.
 async fn waiter_scale(url: &str, n: usize) -> Result<WaiterScale, BoxError> {
-    let ns = format!("bench-waiters-{}", uuid::Uuid::new_v4().simple());
+    let ns = format!("bench-waiters-{}", lockwise::Uuid::new_v4().simple());
     let holder = lockwise::Client::builder(url)
         .namespace(ns.clone())
         .build()

@@ -1,4 +1,4 @@
-//! The `LeaseSemaphore` rows of `examples/bench.rs`: acquire/release pairs per second of 64
+//! The `LeaseSemaphore` rows of `bench/src/bin/bench/`: acquire/release pairs per second of 64
 //! tasks on one semaphore of 8 permits, against the ceiling of its own two scripts called
 //! raw (EVALSHA, each task on a semaphore of its own, so every acquire is granted) in the
 //! same run, and the script calls per acquisition under contention (every wakeup that did not
@@ -56,14 +56,14 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<Json, BoxError> {
 /// The raw acquire and release scripts, each task on a semaphore of its own with one permit.
 async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
-    let common = include_str!("../../lua/lease_sem_common.lua");
+    let common = include_str!("../../../../lua/lease_sem_common.lua");
     let acquire = format!(
         "{common}\n{}",
-        include_str!("../../lua/lease_sem_acquire.lua")
+        include_str!("../../../../lua/lease_sem_acquire.lua")
     );
     let release = format!(
         "{common}\n{}",
-        include_str!("../../lua/lease_sem_release.lua")
+        include_str!("../../../../lua/lease_sem_release.lua")
     );
     let mut shas = Vec::new();
     for src in [&acquire, &release] {
@@ -74,7 +74,7 @@ async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
             .await?;
         shas.push(sha);
     }
-    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let run_id = lockwise::Uuid::new_v4().simple().to_string();
     let shas = Arc::new(shas);
     for i in 0..CONCURRENCY {
         let _: () = redis::cmd("SET")
@@ -93,7 +93,7 @@ async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
             format!("bench:ls:leasesemleases:{{{run_id}-{i}}}"),
             format!("bench:ls:leasesemchannel:{{{run_id}-{i}}}"),
         ];
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = lockwise::Uuid::new_v4().to_string();
         async move {
             let granted: Vec<i64> = redis::cmd("EVALSHA")
                 .arg(&shas[0])
@@ -128,7 +128,7 @@ async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
 /// pairs/s, and script calls per acquisition (counted by the server).
 async fn contended(url: &str, seconds: f64, clients: usize) -> Result<(Rate, f64), BoxError> {
     let mut stats = raw_conn(url).await?;
-    let ns = format!("bench-lease-{}", uuid::Uuid::new_v4().simple());
+    let ns = format!("bench-lease-{}", lockwise::Uuid::new_v4().simple());
     let mut sems = Vec::new();
     // The Clients stay alive for the whole run: a handle's waits end once its Client is gone.
     let mut keep = Vec::new();

@@ -2,7 +2,7 @@
 //! injects faults, then everything is checked from the merged histories and from Redis.
 //!
 //! ```text
-//! cargo run --release --example chaos -- [--seconds 40] [--workers 4] [--tasks 8] [--locks 5]
+//! cargo run --release -p lockwise-bench --bin chaos -- [--seconds 40] [--workers 4] [--tasks 8] [--locks 5]
 //!     [--watchdog-ms 1500] [--quiet-bound-ms 150] [--seed N] [--no-faults] [--history FILE]
 //!     [--only pubsub,normal,flush,sleep,server-stop,worker-stop,worker-kill]
 //! ```
@@ -18,7 +18,7 @@
 //! random: `lock()` (watchdog), `lock_with_lease` (0.4 s or 3 s), nested re-entry (`lock()`,
 //! then `try_lock(0)` by the same task: hold count 2), or a fenced lock (watchdog or lease).
 //! It holds for 0–3 ms, re-checking its guard every millisecond, then unlocks. Workers stream
-//! every hold to the coordinator as text lines (see `common/chaos_worker.rs`), stamped with
+//! every hold to the coordinator as text lines (see `chaos_worker.rs`), stamped with
 //! `CLOCK_MONOTONIC`, which is one clock for all processes of the host.
 //!
 //! A hold counts from the moment its guard was returned to the *last moment the task
@@ -47,7 +47,7 @@
 //!    shows as the holder's TTL, 0.5 s and more). Every live worker must acquire after the
 //!    settling time (the longest lease or 2 x the watchdog timeout, + 1 s), and no call may
 //!    fail from 2 s after the faults (calls in flight at the last fault have timed out by
-//!    then). This soak has few waiters; `examples/soak.rs` checks the same at 10,000 tasks,
+//!    then). This soak has few waiters; `bench/src/bin/soak.rs` checks the same at 10,000 tasks,
 //!    where waking every waiter after each subscription loss used to clog the handoffs.
 //! 3. Check phase: the coordinator says `STOP`; tasks stop taking locks (a wait in progress is
 //!    abandoned), tasks that hold park with their guards and report what they believe they
@@ -87,9 +87,7 @@
 //! * Bounded everywhere: every wait of the coordinator has a timeout, workers exit when
 //!   their stdin closes, and the coordinator kills every worker it started before it exits.
 
-#[path = "common/chaos_worker.rs"]
 mod chaos_worker;
-#[path = "common/clock.rs"]
 mod clock;
 use lockwise_testkit::server;
 
@@ -814,7 +812,7 @@ async fn coordinate(
     url: String,
     server_pid: Option<u32>,
 ) -> Result<Vec<String>, BoxError> {
-    let ns = format!("chaos-{}", uuid::Uuid::new_v4().simple());
+    let ns = format!("chaos-{}", lockwise::Uuid::new_v4().simple());
     let total = Duration::from_secs_f64(args.seconds);
     let check_budget = Duration::from_secs(4);
     let quiet = total

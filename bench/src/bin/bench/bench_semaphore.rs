@@ -52,12 +52,15 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<SemaphoreBench, BoxEr
 /// The semaphore's acquire and add scripts, raw, each task on its own semaphore.
 async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
-    let prelude = include_str!("../../lua/semaphore_prelude.lua");
+    let prelude = include_str!("../../../../lua/semaphore_prelude.lua");
     let acquire = format!(
         "{prelude}{}",
-        include_str!("../../lua/semaphore_acquire.lua")
+        include_str!("../../../../lua/semaphore_acquire.lua")
     );
-    let add = format!("{prelude}{}", include_str!("../../lua/semaphore_add.lua"));
+    let add = format!(
+        "{prelude}{}",
+        include_str!("../../../../lua/semaphore_add.lua")
+    );
     let mut c = conn.clone();
     let mut shas = Vec::new();
     for script in [&acquire, &add] {
@@ -68,7 +71,7 @@ async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
             .await?;
         shas.push(sha);
     }
-    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let run_id = lockwise::Uuid::new_v4().simple().to_string();
     timed_pairs(seconds, move |i| {
         let mut conn = conn.clone();
         let (acquire_sha, add_sha) = (shas[0].clone(), shas[1].clone());
