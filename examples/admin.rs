@@ -1,6 +1,6 @@
 //! Admin demo: two clients hold a few locks of different kinds (one of them contended, one
 //! left behind by a crashed holder), then `client.admin()` lists them and looks for leaks,
-//! the same calls the `lockwise` CLI makes (`cargo run --features cli --bin lockwise -- list`).
+//! the same calls the `lockwise` CLI makes (`cargo run -p lockwise-cli -- list`).
 //!
 //! ```text
 //! REDIS_URL=redis://127.0.0.1:6379/ cargo run --example admin

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: bash scripts/check-msrv.sh
 #
-# Builds the crate (library, the `cli` binary, tests, examples; with the `metrics` feature,
+# Builds the workspace (the library, the CLI, the testkit, the bench programs, tests,
+# examples; with the `metrics` feature,
 # so its test and example build too) with the toolchain named by
 # `rust-version` in Cargo.toml. Dependencies are resolved the way a user on that toolchain gets them (Cargo's
 # MSRV-aware resolver: the newest versions that support it), in a scratch copy, so the
@@ -19,5 +20,5 @@ trap 'rm -rf "$scratch"' EXIT
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$scratch"
 cd "$scratch"
 CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback cargo "+$msrv" update
-CARGO_TARGET_DIR="${MSRV_TARGET_DIR:-$scratch/target}" cargo "+$msrv" check --lib --bins --tests --examples --features cli,metrics
+CARGO_TARGET_DIR="${MSRV_TARGET_DIR:-$scratch/target}" cargo "+$msrv" check --workspace --lib --bins --tests --examples --features metrics
 echo "check-msrv: builds with rustc $msrv"

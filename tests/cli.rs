@@ -1,5 +1,6 @@
 //! The `lockwise` CLI end to end (the built binary against real servers, standalone and
-//! Cluster) and the `Admin` API it is built on. Needs `--features cli`.
+//! Cluster) and the `Admin` API it is built on. The binary is the `lockwise-cli` crate's,
+//! built on first use.
 //!
 //! Each test holds real locks with real clients, runs the binary (`--json` where it checks
 //! fields, the text output where it checks what people read), and asserts what it reports
@@ -23,7 +24,10 @@ use support::kit::{assert_ns_clean, fresh_client, peer, within};
 use support::{no_channels_within, Conn, RedisServer};
 use topology::{RedisCluster, RedisSentinel};
 
-const EXE: &str = env!("CARGO_BIN_EXE_lockwise");
+/// The `lockwise` binary of the `lockwise-cli` crate, built on first use.
+fn exe() -> std::path::PathBuf {
+    child::cli_exe()
+}
 
 /// Runs `lockwise --url <url> --namespace <ns> <args>` with stdin closed (not a terminal).
 fn run(url: &str, ns: &str, args: &[&str]) -> Output {
@@ -31,7 +35,7 @@ fn run(url: &str, ns: &str, args: &[&str]) -> Output {
 }
 
 fn run_with(target: &[&str], args: &[&str]) -> Output {
-    Command::new(EXE)
+    Command::new(exe())
         .args(target)
         .args(args)
         .env_remove("REDIS_URL")
@@ -520,6 +524,8 @@ async fn watch_redraws_a_bounded_number_of_times() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_a_typed_error_with_exit_code_2_and_changes_nothing() {
+    // Built before the clock of the key's TTL starts (the first build takes a while).
+    let _ = exe();
     let server = RedisServer::start();
     let mut conn = server.conn().await;
     let a = fresh_client(&server, "cli_bad").await;
@@ -630,7 +636,7 @@ async fn cluster_list_leaks_and_force_unlock_cover_every_master() {
     };
     let run_c = |extra: &[&'static str]| {
         let a = args(extra);
-        Command::new(EXE)
+        Command::new(exe())
             .args(&a)
             .stdin(Stdio::null())
             .output()
@@ -717,7 +723,7 @@ async fn sentinel_scans_the_current_master_before_and_after_a_failover() {
         }
         args.extend(["--master", master_name, "--namespace", &ns].map(String::from));
         args.extend(extra.iter().map(|s| s.to_string()));
-        Command::new(EXE)
+        Command::new(exe())
             .args(&args)
             .stdin(Stdio::null())
             .output()
@@ -756,7 +762,7 @@ async fn sentinel_scans_the_current_master_before_and_after_a_failover() {
 /// Runs `lockwise <args>` on a pseudo-terminal (util-linux `script`), typing `answer`.
 fn run_on_tty(url: &str, ns: &str, args: &str, answer: &str) -> Output {
     use std::io::Write as _;
-    let cmd = format!("{EXE} --url {url} --namespace {ns} {args}");
+    let cmd = format!("{} --url {url} --namespace {ns} {args}", exe().display());
     let mut child = Command::new("script")
         .args(["-qec", &cmd, "/dev/null"])
         .env_remove("REDIS_URL")

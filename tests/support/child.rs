@@ -28,18 +28,39 @@ const TEST_CHILD: &str = "test-child";
 /// goes to `<same>/<profile dir>/examples/`. The build uses that profile, triple and target dir.
 pub fn test_child_exe() -> PathBuf {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(build_test_child).clone()
+    EXE.get_or_init(|| {
+        built(
+            &["--example", TEST_CHILD],
+            Path::new("examples").join(TEST_CHILD),
+        )
+    })
+    .clone()
 }
 
-fn build_test_child() -> PathBuf {
+/// Path of the `lockwise` binary of the `lockwise-cli` workspace crate, built first if
+/// needed (once per process), as [`test_child_exe`] builds the child: a binary of another
+/// package gets no `CARGO_BIN_EXE_*` in this package's tests.
+pub fn cli_exe() -> PathBuf {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        built(
+            &["-p", "lockwise-cli", "--bin", "lockwise"],
+            "lockwise".into(),
+        )
+    })
+    .clone()
+}
+
+/// Runs `cargo build <what>` for the profile, triple and target dir of the running test
+/// binary and returns `<profile dir>/<exe>`.
+fn built(what: &[&str], exe: PathBuf) -> PathBuf {
     let me = std::env::current_exe().expect("path of the test binary");
     let profile_dir = me
         .parent()
         .and_then(Path::parent)
         .expect("test binary outside <target>/<profile>/deps");
-    let exe = profile_dir
-        .join("examples")
-        .join(format!("{TEST_CHILD}{}", std::env::consts::EXE_SUFFIX));
+    let mut exe = profile_dir.join(exe);
+    exe.set_extension(std::env::consts::EXE_EXTENSION);
     let above = profile_dir.parent().expect("profile dir without a parent");
     // The target dir root holds CACHEDIR.TAG; otherwise `above` is `<target dir>/<triple>`.
     let (target_dir, triple) = if above.join("CACHEDIR.TAG").exists() {
@@ -50,7 +71,8 @@ fn build_test_child() -> PathBuf {
     };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--quiet", "--example", TEST_CHILD])
+    cmd.args(["build", "--quiet"])
+        .args(what)
         .arg("--manifest-path")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
         .arg("--target-dir")
@@ -73,8 +95,9 @@ fn build_test_child() -> PathBuf {
         // No cargo here (a test binary run by hand): use what was built before.
         Err(e) => assert!(
             exe.exists(),
-            "cannot run cargo ({e}) and {} does not exist: run `cargo build --example {TEST_CHILD}`",
-            exe.display()
+            "cannot run cargo ({e}) and {} does not exist: run `cargo build {}`",
+            exe.display(),
+            what.join(" ")
         ),
     }
     exe
