@@ -8,7 +8,7 @@
 //!   folder (`lock::fenced` and `lock::reentrant`, `engine::hold` and `engine::registry`;
 //!   edges to the folder's own `mod.rs` aside);
 //! - the crate map in `lib.rs` names every top-level module;
-//! - no source file much over 500 lines.
+//! - no source file much over 500 lines, in the library and in the workspace's other crates.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -248,4 +248,36 @@ fn engine_imports_nothing_above_it_and_no_module_cycles() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The other crates of the workspace (the testkit, the CLI, the bench programs) keep the
+/// same limit on file length.
+#[test]
+fn workspace_crates_keep_files_short() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members = manifest
+        .split("members = [")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .expect("a [workspace] members list");
+    let mut long = Vec::new();
+    let mut seen = 0;
+    for member in members.split(',').map(|m| m.trim().trim_matches('"')) {
+        if member.is_empty() {
+            continue;
+        }
+        let mut files = Vec::new();
+        sources(&root.join(member).join("src"), &mut files);
+        seen += files.len();
+        for file in files {
+            let lines = fs::read_to_string(&file).unwrap().lines().count();
+            if lines > MAX_LINES {
+                let shown = file.strip_prefix(root).unwrap().display().to_string();
+                long.push(format!("{shown}: {lines} lines (at most {MAX_LINES})"));
+            }
+        }
+    }
+    assert!(seen > 10, "read only {seen} files of the workspace members");
+    assert!(long.is_empty(), "{}", long.join("\n"));
 }
