@@ -65,11 +65,11 @@ pub(crate) struct Claim {
 }
 
 impl Claim {
-    /// The claim of an acquire starting now, under `core`'s overtake limit; `member` is its
-    /// name in the queue.
-    pub(crate) fn new(core: &Core, member: Arc<str>) -> Claim {
+    /// The claim of an acquire starting now, under the overtake `limit` (`None`: it never
+    /// claims); `member` is its name in the queue.
+    pub(crate) fn new(limit: Option<Duration>, member: Arc<str>) -> Claim {
         Claim {
-            limit: core.overtake_limit,
+            limit,
             member,
             since: Instant::now(),
             staked: AtomicBool::new(false),

@@ -236,7 +236,13 @@ where
     let observed = observe::Acquire::start(&base.core, label, &base.name, &owner);
     let hold_key: HoldKey = (base.key.clone(), owner);
     let member = format!("{}{}", base.claims.member_prefix, hold_key.1);
-    let claim = Claim::new(&base.core, member.into());
+    // A waiter that does not subscribe (the spin lock) has no overtake limit: it never
+    // queues, so it is never woken as a claimant; its script still honours the others' queue.
+    let (channel, limit) = match wake {
+        Wake::Channel(channel) => (Some(channel), base.core.overtake_limit),
+        Wake::Backoff(_) => (None, None),
+    };
+    let claim = Claim::new(limit, member.into());
     let mut withdraw = Withdraw {
         claim: &claim,
         core: &base.core,
@@ -244,12 +250,6 @@ where
         granted: false,
     };
     let listener = &base.core.listener;
-    // A waiter that does not subscribe (the spin lock) neither queues nor is woken as a
-    // claimant; its script still honours the others' queue.
-    let channel = match wake {
-        Wake::Channel(channel) => Some(channel),
-        Wake::Backoff(_) => None,
-    };
     let ttl = Duration::from_millis(lease_ms);
     let granted = loop {
         let granted = wait_loop(
@@ -290,7 +290,6 @@ where
                         }
                         // Not overdue yet: wake when it will be too, to join the claim
                         // queue on time however the releases' wakeups fall.
-                        Attempt::Held(pttl) if channel.is_none() => Attempt::Held(pttl),
                         Attempt::Held(pttl) => {
                             claim.let_go();
                             Attempt::Held(match claim.until_due() {

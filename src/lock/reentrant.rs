@@ -129,13 +129,30 @@ impl RLock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<RLockGuard>> {
+        let wake = engine::Wake::Channel(self.channel());
+        let hold = self
+            .acquire_hold(wake, "reentrant", deadline, lease)
+            .await?;
+        Ok(hold.map(|hold| RLockGuard { hold }))
+    }
+
+    /// The acquire of the lock hash (`lua/lock.lua`), waking as `wake` says: on the
+    /// channel for an `RLock`, by backoff for a [`SpinLock`](super::spin::SpinLock) of the
+    /// same name; `label` names the kind in metrics and spans.
+    pub(super) async fn acquire_hold(
+        &self,
+        wake: engine::Wake<'_>,
+        label: &'static str,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> Result<Option<Hold>> {
         let granted = engine::acquire_hold(
             &self.base,
             self.base.owner_field(),
-            engine::Wake::Channel(self.channel()),
+            wake,
             deadline,
             lease,
-            "reentrant",
+            label,
             |hold_key, lease_ms, claim| {
                 let lock = self.clone();
                 let owner = hold_key.1.clone();
@@ -152,7 +169,7 @@ impl RLock {
             },
         )
         .await?;
-        Ok(granted.map(|(hold, ())| RLockGuard { hold }))
+        Ok(granted.map(|(hold, ())| hold))
     }
 
     /// Deletes the lock whoever holds it and wakes its waiters. Returns whether it was

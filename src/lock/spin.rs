@@ -3,15 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use tokio::time::Instant;
 
-use crate::engine::{self, Backoff, Base, Core, Hold, Owner, Wake};
+use super::reentrant::RLock;
+use crate::engine::{self, Backoff, Core, Hold, Owner, Wake};
 use crate::error::{Error, Result};
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::lock::contract::impl_lock;
-use crate::wire::keys::Role;
-use crate::wire::scripts::LOCK;
 
 /// The first pause of a waiting [`SpinLock`].
 pub const DEFAULT_SPIN_INITIAL: Duration = Duration::from_millis(4);
@@ -52,14 +50,15 @@ pub const DEFAULT_SPIN_MAX: Duration = Duration::from_millis(128);
 /// ```
 #[derive(Clone)]
 pub struct SpinLock {
-    base: Arc<Base>,
+    /// The `RLock` of the name: the spin lock is that lock, waited for differently.
+    rlock: RLock,
     backoff: Backoff,
 }
 
 impl SpinLock {
     pub(crate) fn new(core: Arc<Core>, name: &str) -> SpinLock {
         SpinLock {
-            base: Arc::new(Base::new(core, name, Role::Lock)),
+            rlock: RLock::new(core, name),
             backoff: Backoff {
                 initial: DEFAULT_SPIN_INITIAL,
                 max: DEFAULT_SPIN_MAX,
@@ -69,13 +68,13 @@ impl SpinLock {
 
     pub(crate) fn with_owner_mode(&self, owner: Owner) -> SpinLock {
         SpinLock {
-            base: Arc::new(self.base.with_owner(owner)),
+            rlock: self.rlock.with_owner_mode(owner),
             backoff: self.backoff,
         }
     }
 
     pub(crate) fn owner_mode(&self) -> &Owner {
-        &self.base.owner
+        self.rlock.owner_mode()
     }
 
     /// The same lock, waiting with pauses from `initial` doubling up to `max` (each with
@@ -84,7 +83,7 @@ impl SpinLock {
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn with_backoff(&self, initial: Duration, max: Duration) -> SpinLock {
         SpinLock {
-            base: self.base.clone(),
+            rlock: self.rlock.clone(),
             backoff: Backoff { initial, max },
         }
     }
@@ -96,13 +95,13 @@ impl SpinLock {
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        &self.base.name
+        self.rlock.name()
     }
 
     /// The Redis key of the lock hash (`<namespace>:lock:{<name>}`), the one an
     /// [`RLock`](crate::RLock) of the same name uses.
     pub fn key(&self) -> &str {
-        &self.base.key
+        self.rlock.key()
     }
 
     /// Acquires the lock, waiting as long as it takes; the watchdog keeps it alive until the
@@ -176,36 +175,12 @@ impl SpinLock {
         lease: Option<Duration>,
     ) -> Result<Option<SpinLockGuard>> {
         self.check_backoff()?;
-        let granted = engine::acquire_hold(
-            &self.base,
-            self.base.owner_field(),
-            Wake::Backoff(self.backoff),
-            deadline,
-            lease,
-            "spin",
-            |hold_key, lease_ms, _claim| {
-                let base = self.base.clone();
-                let owner = hold_key.1.clone();
-                let call = async move {
-                    // The claim queue's keys with a claim TTL of 0: a free lock still goes
-                    // to the head of the other kinds' queue, but this waiter never joins it.
-                    let keys: [&str; 3] = [&base.key, &base.claims.queue, &base.claims.deadlines];
-                    let args: [&dyn crate::wire::scripts::ToRedisArgsDyn; 4] =
-                        [&lease_ms, &&*owner, &0u64, &0u64];
-                    engine::run_acquire(&base.kind, &owner, &LOCK, &keys, &args).await
-                }
-                .boxed();
-                engine::attempt(
-                    &self.base.kind,
-                    hold_key,
-                    call,
-                    engine::plain_reply,
-                    "spin lock",
-                )
-            },
-        )
-        .await?;
-        Ok(granted.map(|(hold, ())| SpinLockGuard { hold }))
+        let wake = Wake::Backoff(self.backoff);
+        let hold = self
+            .rlock
+            .acquire_hold(wake, "spin", deadline, lease)
+            .await?;
+        Ok(hold.map(|hold| SpinLockGuard { hold }))
     }
 
     /// Deletes the lock whoever holds it (any kind of this name) and wakes its waiters.
@@ -219,18 +194,18 @@ impl SpinLock {
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock.
     pub async fn force_unlock(&self) -> Result<bool> {
-        self.base.force_unlock().await
+        self.rlock.force_unlock().await
     }
 }
 
-inspect_methods!(SpinLock: base);
+inspect_methods!(SpinLock: rlock.base);
 owner_methods!(SpinLock);
 
 impl std::fmt::Debug for SpinLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SpinLock")
-            .field("name", &self.base.name)
-            .field("key", &self.base.key)
+            .field("name", &self.name())
+            .field("key", &self.key())
             .field("backoff", &self.backoff)
             .finish()
     }
