@@ -257,6 +257,33 @@ async fn unlock_retrying(lock: &lockwise::FencedLock, g: lockwise::FencedLockGua
     }
 }
 
+/// When a guard's `lost()` fired ([`checker::now_ns`]), watched by a task from the moment
+/// the hold starts. A holder that is told its lock is lost stops relying on it there, so its
+/// recorded hold ends there (the signal fires a drift margin before the key can expire).
+#[derive(Clone)]
+struct LostAt(Arc<std::sync::Mutex<Option<u64>>>);
+
+impl LostAt {
+    fn watch(lost: tokio_util::sync::CancellationToken) -> LostAt {
+        let at = LostAt(Arc::new(std::sync::Mutex::new(None)));
+        let seen = at.clone();
+        tokio::spawn(async move {
+            lost.cancelled().await;
+            *seen.0.lock().unwrap() = Some(checker::now_ns());
+        });
+        at
+    }
+
+    /// Records the end of the hold `id`: when `lost()` fired if it did, else now (the
+    /// holder is about to send its unlock).
+    fn record_release(&self, hist: &History, id: &checker::AcqId) {
+        match *self.0.lock().unwrap() {
+            Some(at) => hist.release_at(id, at, "lost-seen"),
+            None => hist.release_at(id, checker::now_ns(), "unlock"),
+        }
+    }
+}
+
 /// A failover scenario: a holder (on the first client) takes `name` before the fault and
 /// keeps it through; three contenders per client contend until `until`, recorded in the
 /// checker's history.
@@ -265,8 +292,8 @@ struct Scenario {
     seen: Arc<Seen>,
     lock: lockwise::FencedLock,
     held: Option<(checker::AcqId, lockwise::FencedLockGuard)>,
-    /// When the holder's `lost()` fired ([`checker::now_ns`]): its hold ends there.
-    lost_at: Arc<std::sync::Mutex<Option<u64>>>,
+    /// When the holder's `lost()` fired: its hold ends there.
+    lost_at: LostAt,
     tasks: Vec<tokio::task::JoinHandle<Vec<Instant>>>,
 }
 
@@ -278,12 +305,7 @@ impl Scenario {
         let hid = hist.invoke("holder", name);
         let held = lock.lock().await.unwrap();
         hist.ok(&hid, held.owner(), Some(held.token()), None);
-        let lost_at = Arc::new(std::sync::Mutex::new(None));
-        let (lost, at) = (held.lost(), lost_at.clone());
-        tokio::spawn(async move {
-            lost.cancelled().await;
-            *at.lock().unwrap() = Some(checker::now_ns());
-        });
+        let lost_at = LostAt::watch(held.lost());
         let until = Instant::now() + run_for;
         let mut tasks = Vec::new();
         for (ci, client) in clients.into_iter().enumerate() {
@@ -325,11 +347,7 @@ impl Scenario {
     async fn release_holder(&mut self) -> Instant {
         let (hid, held) = self.held.take().expect("released once");
         let lost = held.is_lost();
-        let lost_at = *self.lost_at.lock().unwrap();
-        match lost_at {
-            Some(at) => self.hist.release_at(&hid, at, "lost-seen"),
-            None => self.hist.release_at(&hid, checker::now_ns(), "unlock"),
-        }
+        self.lost_at.record_release(&self.hist, &hid);
         let released_at = Instant::now();
         unlock_retrying(&self.lock, held).await;
         eprintln!("holder's lock lost across the fault: {lost}");

@@ -277,15 +277,18 @@ impl Errors {
 /// SIGKILL of two Cluster masters in turn, each while a holder client holds the locks of
 /// its slots and two other clients wait on them (two tasks each, on sharded channels of the
 /// dying node). The cluster promotes the replica; the holder releases; every waiter is woken
-/// by the release (well before the holder's TTL), the checker finds no overlapping holds or
-/// falling tokens, and afterwards no channel under the namespace is subscribed on any node
-/// and no key is left. Errors the callers saw are counted and printed.
+/// by the release (within 3 s of it, well before the holder's 10 s watchdog TTL, which
+/// outlasts the failover), the checker finds no overlapping holds or falling tokens, and
+/// afterwards no channel under the namespace is subscribed on any node and no key is left.
+/// Should a failover outlast the TTL after all, the holder's hold ends where its `lost()`
+/// fired. Errors the callers saw are counted and printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_master_kills_with_sharded_waiters() {
     support::init_tracing();
     let mut cluster = tokio::task::block_in_place(|| super::RedisCluster::start(3, 1));
     let ns = support::unique_ns("clkills");
-    let ttl = Duration::from_secs(3);
+    let ttl = Duration::from_secs(10);
+    let woken_within = Duration::from_secs(3);
     let holder = super::cluster_client(&cluster, &ns, ttl).await;
     let waiters = [
         super::cluster_client(&cluster, &ns, ttl).await,
@@ -308,7 +311,8 @@ async fn cluster_master_kills_with_sharded_waiters() {
             let id = h.invoke("holder", n);
             let g = holder.fenced_lock(n).lock().await.expect("holder lock");
             h.ok(&id, g.owner(), Some(g.token()), None);
-            held.push((id, g));
+            let lost_at = super::LostAt::watch(g.lost());
+            held.push((id, g, lost_at));
         }
         let mut tasks = Vec::new();
         for (w, client) in waiters.iter().enumerate() {
@@ -363,8 +367,8 @@ async fn cluster_master_kills_with_sharded_waiters() {
             killed_at.elapsed()
         );
         let released = Instant::now();
-        for (id, g) in held {
-            h.release(&id);
+        for (id, g, lost_at) in held {
+            lost_at.record_release(&h, &id);
             match g.unlock().await {
                 Ok(()) => {}
                 Err(e) if e.is_not_held() => {}
@@ -383,8 +387,8 @@ async fn cluster_master_kills_with_sharded_waiters() {
             woken[woken.len() - 1]
         );
         assert!(
-            woken[woken.len() - 1] < ttl,
-            "a waiter slept until the TTL instead of being woken: {woken:?}"
+            woken[woken.len() - 1] < woken_within,
+            "a waiter slept towards the TTL instead of being woken: {woken:?}"
         );
         let live: Vec<u16> = cluster.master_ports();
         super::assert_quiescent(&live, &ns, Duration::from_secs(10)).await;
