@@ -146,14 +146,14 @@ impl Claim {
             .is_some_and(|limit| self.since.elapsed() >= limit)
     }
 
-    /// How long until the acquire is overdue and may claim; `None` when it is already, or
+    /// How long until the acquire is overdue and may claim: zero once it is, `None` when it
     /// never will (no limit). The wait loop wakes the waiter then, so it joins the queue on
-    /// time whatever else wakes it.
+    /// time whatever else wakes it. Zero is not "never": an attempt sent just before the
+    /// limit whose reply comes back just after it did not queue the waiter, which must
+    /// attempt again at once rather than sleep until a wakeup that may go to another waiter.
     pub(crate) fn until_due(&self) -> Option<Duration> {
         let limit = self.limit?;
-        limit
-            .checked_sub(self.since.elapsed())
-            .filter(|d| !d.is_zero())
+        Some(limit.saturating_sub(self.since.elapsed()))
     }
 
     /// Whether an attempt may have staked a claim (it was passed a non-zero [`ms`](Self::ms)).
@@ -206,5 +206,25 @@ impl Drop for Withdraw<'_> {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overdue_claim_is_due_now_not_never() {
+        let member: Arc<str> = "c:1".into();
+        let never = Claim::new(None, member.clone());
+        assert_eq!(never.until_due(), None);
+        assert!(!never.due());
+        let later = Claim::new(Some(Duration::from_secs(60)), member.clone());
+        assert!(later.until_due().unwrap() > Duration::from_secs(59));
+        // The limit passed while an attempt was on its way: the waiter must attempt again
+        // at once (zero), not sleep as one that never claims (`None`).
+        let overdue = Claim::new(Some(Duration::ZERO), member);
+        assert_eq!(overdue.until_due(), Some(Duration::ZERO));
+        assert!(overdue.due());
     }
 }

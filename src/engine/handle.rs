@@ -288,7 +288,8 @@ where
                                 Attempt::Held(pttl)
                             }
                         }
-                        // Not overdue yet: wake when it will be too, to join the claim
+                        // Not queued: wake when the waiter is overdue (at once if it
+                        // became so while the attempt was on its way), to join the claim
                         // queue on time however the releases' wakeups fall.
                         Attempt::Held(pttl) => {
                             claim.let_go();
