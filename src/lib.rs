@@ -4,7 +4,7 @@
 
 // A map of the crate, for readers of the source (users start at the README above). The
 // folders are the layers, from the top down; a layer imports only those below it
-// (tests/layout.rs checks it from the source):
+// (tests/project/layout.rs checks it from the source):
 //
 //   redlock/          RedLock over independent masters (several Clients): options, node,
 //                     round, guard

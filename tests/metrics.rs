@@ -6,20 +6,16 @@
 //! tests run one at a time (a static async mutex) and compare what happened between two
 //! snapshots.
 
-#[path = "support/seen.rs"]
-mod seen;
-mod support;
-
-use crate::support::OrNone;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
+use support::OrNone;
 
 use lockwise::metric_names::*;
 use lockwise::{Client, Error};
 use metrics_util::debugging::{DebuggingRecorder, Snapshotter};
-use seen::Seen;
 use support::kit::{within, WATCHDOG};
+use support::seen::Seen;
 use support::{Conn, RedisServer};
 
 /// One test at a time: a snapshot drains the recorder.
@@ -45,11 +41,9 @@ fn snapshotter() -> &'static Snapshotter {
     })
 }
 
-impl Seen {
-    /// What was recorded since the previous take (of this binary's recorder).
-    fn take() -> Seen {
-        Seen::of(snapshotter())
-    }
+/// What was recorded since the previous take (of this binary's recorder).
+fn take() -> Seen {
+    Seen::of(snapshotter())
 }
 
 /// A client with its own namespace and the lock name as a label (opted in).
@@ -87,10 +81,10 @@ async fn acquire_release_and_timeout_move_their_metrics() {
     let client = named_client(&server, "m_acquire", WATCHDOG).await;
     let other = support::kit::peer(&server, &client).await;
     let lock = client.lock("m-acquire");
-    Seen::take();
+    take();
 
     let guard = within(5, lock.lock()).await.unwrap();
-    let seen = Seen::take();
+    let seen = take();
     let kind = ("kind", "reentrant");
     assert_eq!(seen.counter(ACQUISITIONS_TOTAL, &[kind]), 1);
     assert_eq!(seen.gauge(HOLDS, &[kind]), 1.0, "one hold now");
@@ -108,7 +102,7 @@ async fn acquire_release_and_timeout_move_their_metrics() {
         .or_none()
         .unwrap();
     assert!(none.is_none());
-    let seen = Seen::take();
+    let seen = take();
     assert_eq!(seen.counter(TIMEOUTS_TOTAL, &[kind]), 1);
     assert_eq!(seen.counter(ERRORS_TOTAL, &[]), 0, "contention is no error");
     let waits = seen.histogram(ACQUIRE_WAIT_SECONDS, &[kind, ("outcome", "timeout")]);
@@ -120,7 +114,7 @@ async fn acquire_release_and_timeout_move_their_metrics() {
     }
 
     within(5, guard.unlock()).await.unwrap();
-    let seen = Seen::take();
+    let seen = take();
     assert_eq!(seen.counter(RELEASES_TOTAL, &[kind]), 1);
     assert_eq!(seen.gauge(HOLDS, &[kind]), -1.0, "the hold ended");
 
@@ -130,7 +124,7 @@ async fn acquire_release_and_timeout_move_their_metrics() {
     drop(guard);
     let (mut releases, mut holds) = (0, 0.0);
     for _ in 0..150 {
-        let seen = Seen::take();
+        let seen = take();
         releases += seen.counter(RELEASES_TOTAL, &[kind]);
         holds += seen.gauge(HOLDS, &[kind]);
         if releases >= 1 {
@@ -152,12 +146,12 @@ async fn a_cancelled_wait_is_recorded_as_cancelled() {
     let client = named_client(&server, "m_cancel", WATCHDOG).await;
     let other = support::kit::peer(&server, &client).await;
     let guard = within(5, other.lock("m-cancel").lock()).await.unwrap();
-    Seen::take();
+    take();
 
     let lock = client.lock("m-cancel");
     let waiting = tokio::time::timeout(Duration::from_millis(300), lock.lock()).await;
     assert!(waiting.is_err(), "still waiting when dropped");
-    let seen = Seen::take();
+    let seen = take();
     let waits = seen.histogram(
         ACQUIRE_WAIT_SECONDS,
         &[("kind", "reentrant"), ("outcome", "cancelled")],
@@ -175,7 +169,7 @@ async fn errors_are_counted_by_kind_operation_and_class() {
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     let client = named_client(&server, "m_errors", WATCHDOG).await;
-    Seen::take();
+    take();
 
     // A string where the lock hash should be: the script fails with WRONGTYPE.
     let lock = client.lock("m-errors");
@@ -189,7 +183,7 @@ async fn errors_are_counted_by_kind_operation_and_class() {
         .unwrap();
     let err = within(5, lock.lock()).await.unwrap_err();
     assert!(matches!(err, Error::Redis(_)), "{err:?}");
-    let seen = Seen::take();
+    let seen = take();
     let labels = [("kind", "reentrant"), ("op", "acquire"), ("error", "redis")];
     assert_eq!(seen.counter(ERRORS_TOTAL, &labels), 1, "{:?}", seen.0);
     assert_eq!(
@@ -216,7 +210,7 @@ async fn errors_are_counted_by_kind_operation_and_class() {
     assert!(within(5, lock.force_unlock()).await.unwrap());
     let err = within(5, guard.unlock()).await.unwrap_err();
     assert!(err.is_not_held(), "{err:?}");
-    let seen = Seen::take();
+    let seen = take();
     assert_eq!(
         seen.counter(
             ERRORS_TOTAL,
@@ -246,9 +240,9 @@ async fn watchdog_renewals_and_renew_calls_are_counted() {
     let client = named_client(&server, "m_renew", Duration::from_millis(600)).await;
     let a = within(5, client.lock("m-renew-a").lock()).await.unwrap();
     let b = within(5, client.lock("m-renew-b").lock()).await.unwrap();
-    Seen::take();
+    take();
     tokio::time::sleep(Duration::from_millis(1_100)).await;
-    let seen = Seen::take();
+    let seen = take();
     let renewals = seen.counter(WATCHDOG_RENEWALS_TOTAL, &[]);
     let calls = seen.counter(WATCHDOG_RENEW_CALLS_TOTAL, &[("result", "ok")]);
     // ~5 periods; at least two renewals of each lock even on a loaded machine.
@@ -271,7 +265,7 @@ async fn a_lost_lock_is_counted() {
     let client = named_client(&server, "m_lost", Duration::from_millis(600)).await;
     let lock = client.lock("m-lost");
     let guard = within(5, lock.lock()).await.unwrap();
-    Seen::take();
+    take();
     // The key disappears behind the holder's back: the next renewal finds it gone.
     let _: () = redis::cmd("DEL")
         .arg(lock.key())
@@ -279,7 +273,7 @@ async fn a_lost_lock_is_counted() {
         .await
         .unwrap();
     within(5, guard.lost().cancelled()).await;
-    let seen = Seen::take();
+    let seen = take();
     assert_eq!(
         seen.counter(LOCKS_LOST_TOTAL, &[("kind", "reentrant")]),
         1,
@@ -288,7 +282,7 @@ async fn a_lost_lock_is_counted() {
     );
     let err = within(5, guard.unlock()).await.unwrap_err();
     assert!(err.is_not_held());
-    let seen = Seen::take();
+    let seen = take();
     assert_eq!(seen.gauge(HOLDS, &[("kind", "reentrant")]), -1.0);
     assert_clean(&mut c, &client).await;
 }
@@ -313,10 +307,10 @@ async fn a_killed_subscription_connection_counts_a_reconnect() {
         .await,
         "the waiter subscribed"
     );
-    Seen::take();
+    take();
     assert!(support::kill_pubsub(&mut c).await >= 1);
     let counted = support::eventually(Duration::from_secs(5), || async {
-        Seen::take().counter(SUBSCRIPTION_RECONNECTS_TOTAL, &[]) >= 1
+        take().counter(SUBSCRIPTION_RECONNECTS_TOTAL, &[]) >= 1
     })
     .await;
     assert!(counted, "the reconnect was counted");
@@ -345,12 +339,12 @@ async fn fair_queue_length_is_recorded_at_acquire() {
         }));
         support::queue_reaches(&fair, n).await;
     }
-    Seen::take();
+    take();
     within(5, first.unlock()).await.unwrap();
     for w in waiters {
         within(10, w).await.unwrap();
     }
-    let seen = Seen::take();
+    let seen = take();
     let mut lengths = seen.histogram(FAIR_QUEUE_LENGTH, &[("kind", "fair")]);
     lengths.sort_by(f64::total_cmp);
     assert_eq!(lengths, vec![0.0, 1.0, 2.0], "waiters left behind each");
@@ -366,7 +360,7 @@ async fn semaphores_and_latches_record_their_waits() {
     let client = named_client(&server, "m_sem", WATCHDOG).await;
     let sem = client.semaphore("m-sem");
     assert!(within(5, sem.try_set_permits(1)).await.unwrap());
-    Seen::take();
+    take();
     let permits = within(5, sem.acquire_many(1)).await.unwrap();
     let none = within(5, sem.try_acquire_many(1, Duration::from_millis(100)))
         .await
@@ -381,7 +375,7 @@ async fn semaphores_and_latches_record_their_waits() {
     assert!(!within(5, latch.wait_timeout(Duration::from_millis(50)))
         .await
         .unwrap());
-    let seen = Seen::take();
+    let seen = take();
     let sem_kind = ("kind", "semaphore");
     assert_eq!(seen.counter(ACQUISITIONS_TOTAL, &[sem_kind]), 1);
     assert_eq!(seen.counter(TIMEOUTS_TOTAL, &[sem_kind]), 1);
@@ -404,7 +398,7 @@ async fn redlock_acquires_and_timeouts_are_recorded() {
     let other = support::kit::peer(&server, &client).await;
     let mine = lockwise::RedLockSet::new(std::slice::from_ref(&client)).lock("m-redlock");
     let theirs = lockwise::RedLockSet::new(std::slice::from_ref(&other)).lock("m-redlock");
-    Seen::take();
+    take();
     let guard = within(5, mine.lock()).await.unwrap();
     // Held by the other set: its rounds run out after 200 ms, a timeout, not an error.
     let none = within(5, theirs.try_lock(Duration::from_millis(200), None))
@@ -413,7 +407,7 @@ async fn redlock_acquires_and_timeouts_are_recorded() {
         .unwrap();
     assert!(none.is_none());
     within(5, guard.unlock()).await.unwrap();
-    let seen = Seen::take();
+    let seen = take();
     let kind = ("kind", "redlock");
     assert_eq!(seen.counter(ACQUISITIONS_TOTAL, &[kind]), 1);
     assert_eq!(seen.counter(TIMEOUTS_TOTAL, &[kind]), 1);

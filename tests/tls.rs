@@ -3,12 +3,11 @@
 //!
 //! Run with `cargo test --features tls-rustls --test tls` (Cargo.toml marks this test
 //! `required-features`; `.ci/run` runs it).
-mod support;
 
-use crate::support::OrNone;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::OrNone;
 
 use lockwise::redis::{self, TlsCertificates};
 use lockwise::Client;

@@ -6,12 +6,10 @@
 //! parented to its acquire span, and contention never logged as an error. Tests run in
 //! parallel; each looks only at records of its own lock names.
 
-mod support;
-
-use crate::support::OrNone;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
+use support::OrNone;
 
 use lockwise::Client;
 use support::kit::{within, WATCHDOG};

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 /// Redlock's drift: 1 % of the TTL + 2 ms), but at least 100 ms (capped at a tenth of the
 /// TTL) for scheduling delays: on a loaded 2-core machine the watchdog task and the holder's
 /// own task ran up to ~40 ms late, and a holder told 4 ms after the lock expired during a
-/// cluster failover overlapped the next owner (tests/deployments.rs).
+/// cluster failover overlapped the next owner (tests/deployments/).
 fn drift(timeout: Duration) -> Duration {
     let clock = timeout / 100 + Duration::from_millis(2);
     clock.max((timeout / 10).min(Duration::from_millis(100)))

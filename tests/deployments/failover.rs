@@ -4,13 +4,13 @@
 //! bound, the checker must find no overlapping holds and rising tokens, and callers must see
 //! few errors (no READONLY storm).
 
-use crate::support::OrNone;
 use std::time::{Duration, Instant};
+use support::OrNone;
 
-use super::child::ChildProc;
 use super::topology::RedisSentinel;
-use super::{assert_quiescent, checker, support};
+use super::{assert_quiescent, checker};
 use checker::History;
+use support::child::ChildProc;
 
 /// Processes, tasks per process and locks.
 const PROCESSES: usize = 5;

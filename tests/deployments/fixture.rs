@@ -1,4 +1,4 @@
-//! Smoke tests of the local Redis Cluster and Sentinel fixtures (tests/support/topology/):
+//! Smoke tests of the local Redis Cluster and Sentinel fixtures (`lockwise_testkit::topology`):
 //! the topologies come up, serve keys, fail over for real and tear down. lockwise itself is not
 //! involved; these prove the ground the Cluster / Sentinel tests stand on.
 

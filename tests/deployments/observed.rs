@@ -5,16 +5,16 @@
 //! lower bounds.
 #![cfg(feature = "metrics")]
 
-use crate::support::OrNone;
 use std::collections::HashSet;
 use std::time::Duration;
+use support::OrNone;
 
 use lockwise::metric_names::{ACQUIRE_WAIT_SECONDS, WATCHDOG_RENEWALS_TOTAL};
 use lockwise::Client;
 use metrics_util::debugging::DebuggingRecorder;
 
-use crate::seen::Seen;
-use crate::{support, topology::RedisCluster};
+use crate::topology::RedisCluster;
+use support::seen::Seen;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_acquires_timeouts_and_renewals_are_recorded() {

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use lockwise::Client;
 
-use crate::scenarios::{taken_after_claimant_leaves, waits_against_busy};
-use crate::{channels_on, keys_on, support, topology::RedisCluster};
+use crate::{channels_on, keys_on, topology::RedisCluster};
+use support::scenarios::{taken_after_claimant_leaves, waits_against_busy};
 
 async fn client(cluster: &RedisCluster, ns: &str, limit: Option<Duration>) -> Client {
     Client::cluster_builder(cluster.seed_urls())

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use crate::{channels_of, channels_on, cluster_client, keys_on, support, topology::RedisCluster};
+use crate::{channels_of, channels_on, cluster_client, keys_on, topology::RedisCluster};
 
 /// How long a woken waiter may take at most: far below the watchdog timeout and the leases,
 /// so only the release's message can have woken it.

@@ -1,4 +1,4 @@
-//! The history checker itself (tests/support/checker/): it finds a synthetic overlap, a token
+//! The history checker itself (`lockwise_testkit::checker`): it finds a synthetic overlap, a token
 //! regression, a stale write, a hold count and a TTL rise, round-trips its text form, and its
 //! clock is the host's monotonic clock shared by every process.
 

@@ -2,7 +2,6 @@
 //! server) must learn that its lock is lost before another client can take it, including when
 //! a short-lease re-entry or a late reply came just before the cut: the loss deadline runs
 //! from the *send* time of the last call that set the key's TTL to a known value.
-use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,10 +1,9 @@
 //! Fault injection with real processes: holders and waiters run in child processes
-//! (the `test-child` example, tests/support/test_child.rs, driven through
-//! tests/support/child.rs), the parent SIGSTOPs, SIGKILLs and restarts for real, and every
-//! scenario is judged by the history checker (`tests/support/checker/`), not by eye.
+//! (the `test-child` binary of `suite/`, driven through
+//! `support::child`), the parent SIGSTOPs, SIGKILLs and restarts for real, and every
+//! scenario is judged by the history checker (`lockwise_testkit::checker`), not by eye.
 
-use crate::support;
-use crate::support::OrNone;
+use support::OrNone;
 
 use support::Conn;
 
@@ -12,9 +11,9 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::checker::{self, History, Op};
-use crate::child::ChildProc;
 use lockwise::Client;
 use redis::AsyncCommands;
+use support::child::ChildProc;
 use support::{queue_reaches, RedisServer};
 
 /// Watchdog timeout and lease of every scenario: short, so faults play out in seconds.

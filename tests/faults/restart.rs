@@ -2,8 +2,6 @@
 //! waiters: held locks are reported lost, waiters do not sleep out the TTL, old guards are
 //! `NotHeld` without touching new holds, tokens keep rising, clients reconnect.
 
-use crate::support;
-
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! releases they must never outlive.
 
 use super::*;
-use crate::support::OrNone;
+use support::OrNone;
 
 use futures::future::join_all;
 use support::{exists, in_task, numsub_until, Interval};

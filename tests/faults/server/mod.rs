@@ -1,4 +1,4 @@
-//! Fault injection on the server side (scenarios 3, 4, 5, 6, 8 and 11 of the fault matrix in tests/faults.rs): the
+//! Fault injection on the server side (scenarios 3, 4, 5, 6, 8 and 11 of the fault matrix in tests/faults/): the
 //! redis-server is stalled (SIGSTOP), paused (CLIENT PAUSE), put to sleep (DEBUG SLEEP), its
 //! subscription connections are killed, its script cache is flushed and it runs out of memory,
 //! while many tasks contend.
@@ -17,8 +17,7 @@
 mod loss;
 mod stall;
 
-use crate::support;
-use crate::support::OrNone;
+use support::OrNone;
 
 use support::Conn;
 
@@ -155,7 +154,7 @@ async fn keys_in(conn: &mut Conn, ns: &str) -> Vec<(String, i64)> {
     let mut out = Vec::new();
     for k in keys
         .into_iter()
-        .filter(|k| !is_fence(k) && !crate::support::is_presence(k))
+        .filter(|k| !is_fence(k) && !support::is_presence(k))
     {
         let pttl: i64 = redis::cmd("PTTL").arg(&k).query_async(conn).await.unwrap();
         if pttl != -2 {

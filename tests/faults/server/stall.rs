@@ -2,7 +2,7 @@
 //! while clients contend; a reply that comes after the response timeout.
 
 use super::*;
-use crate::support::OrNone;
+use support::OrNone;
 
 use support::{exists, in_task};
 

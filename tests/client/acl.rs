@@ -1,0 +1,379 @@
+//! Redis ACL users on a real server: the README's minimal rule works for every lock kind, a
+//! missing permission fails the connect with `Error::Permission` naming it, an unlock whose
+//! publish is refused still reports the release it did, and a refused `SCRIPT LOAD` costs
+//! nothing but the preload.
+
+use std::time::{Duration, Instant};
+use support::OrNone;
+
+use lockwise::{Client, Error, RedLockSet};
+use support::{in_task, Conn, RedisServer};
+
+/// Runs `ACL SETUSER <user> <rules>` as the default user.
+async fn set_user(admin: &mut Conn, user: &str, rules: &[&str]) {
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER").arg(user);
+    for r in rules {
+        cmd.arg(*r);
+    }
+    let _: () = cmd.query_async(admin).await.expect("ACL SETUSER");
+}
+
+/// A client of `server` logged in as `user` (password `pw`) with namespace `ns`.
+async fn connect_as(server: &RedisServer, user: &str, ns: &str) -> lockwise::Result<Client> {
+    Client::builder(format!("redis://{user}:pw@127.0.0.1:{}/", server.port()))
+        .namespace(ns)
+        .watchdog_timeout(Duration::from_secs(5))
+        .build()
+        .await
+}
+
+/// The `ACL SETUSER` line the README documents, for namespace `ns` and password `pw`.
+fn readme_rule(ns: &str) -> Vec<String> {
+    let readme = include_str!("../../README.md");
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("ACL SETUSER locker "))
+        .expect("README documents `ACL SETUSER locker ...`");
+    line.split_whitespace()
+        .skip(3) // ACL SETUSER locker
+        .map(|w| {
+            w.replace("lockwise:*", &format!("{ns}:*"))
+                .replace(">change-me", ">pw")
+        })
+        .collect()
+}
+
+fn permission_what(e: Error) -> String {
+    match e {
+        Error::Permission { what, .. } => what,
+        other => panic!("expected Error::Permission, got {other:?}"),
+    }
+}
+
+/// (1) The documented minimal user: every kind locks, waits (woken by pub/sub, well before
+/// the holder's lease), unlocks and force-unlocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readme_minimal_user_runs_every_kind() {
+    support::init_tracing();
+    let server = RedisServer::start();
+    let ns = support::unique_ns("acl-min");
+    let mut admin = server.conn().await;
+    let rule = readme_rule(&ns);
+    let rule: Vec<&str> = rule.iter().map(String::as_str).collect();
+    set_user(&mut admin, "locker", &rule).await;
+    let a = connect_as(&server, "locker", &ns).await.expect("client a");
+    let b = connect_as(&server, "locker", &ns).await.expect("client b");
+    // The script cache is empty: every first call goes EVALSHA -> NOSCRIPT -> EVAL.
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+
+    in_task(async move {
+        let lease = Duration::from_secs(20);
+        // RLock, contended: the waiter is woken by the unlock message, not the lease.
+        let held = a.lock("r").lock().await.expect("rlock");
+        let waiter = {
+            let lock = b.lock("r");
+            tokio::spawn(async move {
+                let g = lock
+                    .try_lock(lease, None)
+                    .await
+                    .or_none()
+                    .expect("rlock wait");
+                let at = Instant::now();
+                g.expect("acquired").unlock().await.expect("rlock unlock b");
+                at
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let released = Instant::now();
+        held.unlock().await.expect("rlock unlock a");
+        let got = waiter.await.unwrap();
+        assert!(
+            got - released < Duration::from_secs(3),
+            "woken by the unlock"
+        );
+
+        // FairLock, contended.
+        let held = a.fair_lock("f").lock().await.expect("fair");
+        let waiter = {
+            let lock = b.fair_lock("f");
+            tokio::spawn(async move {
+                let g = lock
+                    .try_lock(lease, None)
+                    .await
+                    .or_none()
+                    .expect("fair wait");
+                g.expect("acquired").unlock().await.expect("fair unlock b");
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        held.unlock().await.expect("fair unlock a");
+        tokio::time::timeout(Duration::from_secs(3), waiter)
+            .await
+            .expect("fair waiter woken")
+            .unwrap();
+
+        // FencedLock and a fenced value under the namespace.
+        let g = a.fenced_lock("x").lock().await.expect("fenced");
+        let value = a.fenced_value(format!("{}:value", a.namespace()));
+        value.write(g.token(), "v").await.expect("fenced write");
+        g.unlock().await.expect("fenced unlock");
+
+        // MultiLock, lease mode.
+        let g = a
+            .multi_lock(["m1", "m2"])
+            .lock_with_lease(lease)
+            .await
+            .expect("multi");
+        g.unlock().await.expect("multi unlock");
+
+        // RedLock on one node.
+        let g = RedLockSet::new(std::slice::from_ref(&a))
+            .lock("rl")
+            .lock()
+            .await
+            .expect("redlock");
+        g.unlock().await.expect("redlock unlock");
+
+        // A guard detached from its task (lua/rekey.lua).
+        let mut g = a.lock("detached").lock().await.expect("lock to detach");
+        g.detach().await.expect("detach");
+        g.unlock().await.expect("detached unlock");
+
+        // A countdown latch: a waiter in the other client is woken by the broadcast.
+        let latch = a.count_down_latch("latch");
+        assert!(latch
+            .try_set_count(2, Duration::from_secs(30))
+            .await
+            .expect("set"));
+        let waiting = {
+            let latch = b.count_down_latch("latch");
+            tokio::spawn(async move { latch.wait().await })
+        };
+        assert_eq!(latch.count_down().await.expect("count down"), 1);
+        assert_eq!(latch.count_down().await.expect("count down"), 0);
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken by pub/sub")
+            .unwrap()
+            .expect("wait");
+
+        // A semaphore: a waiter in the other client is woken by the release's message.
+        let sem = a.semaphore("sem");
+        assert!(sem.try_set_permits(1).await.expect("set permits"));
+        let held = sem.acquire_many(1).await.expect("acquire");
+        let waiting = {
+            let sem = b.semaphore("sem");
+            tokio::spawn(async move { sem.acquire_many(1).await.map(|p| p.forget()) })
+        };
+        held.release().await.expect("release");
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken by pub/sub")
+            .unwrap()
+            .expect("acquire in b");
+        assert_eq!(sem.add_permits(-1).await.expect("add"), -1);
+        assert_eq!(sem.drain_permits().await.expect("drain"), 0);
+
+        // A read-write lock: readers of two clients share it; a writer waiting in `b` is
+        // woken by the last read unlock's message, long before the readers' 30 s deadline.
+        let r1 = a.rw_lock("rw").read().lock().await.expect("read in a");
+        let r2 = b.rw_lock("rw").read().lock().await.expect("read in b");
+        let writing = {
+            let rw = b.rw_lock("rw");
+            tokio::spawn(async move {
+                let w = rw.write().lock().await?;
+                let r = rw.read().lock().await?; // downgrade: read under the write hold
+                w.unlock().await?;
+                r.unlock().await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        r1.unlock().await.expect("read unlock");
+        r2.unlock().await.expect("read unlock in b");
+        tokio::time::timeout(Duration::from_secs(5), writing)
+            .await
+            .expect("woken by pub/sub")
+            .unwrap()
+            .expect("write, downgrade, unlock");
+        assert!(a.rw_lock("rw").force_unlock().await.is_ok());
+
+        // A permit-expirable semaphore: lease update, and a waiter in `b` woken by the
+        // release's message.
+        let ls = a.lease_semaphore("lsem");
+        assert!(ls.try_set_permits(1).await.expect("set permits"));
+        let p = ls.acquire(Duration::from_secs(30)).await.expect("lease");
+        p.update_lease(Duration::from_secs(30))
+            .await
+            .expect("update lease");
+        let waiting = {
+            let ls = b.lease_semaphore("lsem");
+            tokio::spawn(async move {
+                ls.acquire(Duration::from_secs(30))
+                    .await
+                    .map(|p| p.into_id())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        p.release().await.expect("lease release");
+        let id = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken by pub/sub")
+            .unwrap()
+            .expect("lease in b");
+        assert_eq!(ls.leased_permits().await.expect("leased"), 1);
+        assert!(ls.release(&id).await.expect("release by id"));
+        assert_eq!(ls.add_permits(1).await.expect("add"), 2);
+        assert_eq!(ls.available_permits().await.expect("available"), 2);
+
+        // force_unlock publishes too.
+        let _g = b.lock("gone").lock().await.expect("lock to force");
+        assert!(a.lock("gone").force_unlock().await.expect("force_unlock"));
+    })
+    .await;
+}
+
+/// (2) Redis 7 users start without channel rights (`resetchannels`): the connect says so.
+#[tokio::test]
+async fn user_without_channel_permission_fails_at_connect() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("acl-chan");
+    let mut admin = server.conn().await;
+    // No ACL commands: the probe PUBLISH finds it.
+    set_user(
+        &mut admin,
+        "nochan",
+        &["on", ">pw", "~*", "resetchannels", "+@all", "-acl"],
+    )
+    .await;
+    let e = connect_as(&server, "nochan", &ns).await.unwrap_err();
+    assert!(e.is_permission(), "{e}");
+    let what = permission_what(e);
+    assert!(what.contains(&format!("channels `{ns}:*`")), "{what}");
+
+    // A user that may run ACL DRYRUN is told the same by the dry run.
+    set_user(
+        &mut admin,
+        "nochan2",
+        &["on", ">pw", "~*", "&other:*", "+@all"],
+    )
+    .await;
+    let what = permission_what(connect_as(&server, "nochan2", &ns).await.unwrap_err());
+    assert!(what.contains(&format!("channels `{ns}:*`")), "{what}");
+
+    // Keys outside the pattern: the key pattern is named.
+    for (user, acl) in [("nokeys", "+acl"), ("nokeys2", "-acl")] {
+        set_user(
+            &mut admin,
+            user,
+            &["on", ">pw", "~other:*", "&*", "+@all", acl],
+        )
+        .await;
+        let what = permission_what(connect_as(&server, user, &ns).await.unwrap_err());
+        assert!(what.contains(&format!("keys `{ns}:*`")), "{user}: {what}");
+    }
+}
+
+/// (3) A command lockwise needs is missing: the connect names it, whether the user may run
+/// ACL DRYRUN (any script command is found) or not (the probe calls find EVALSHA).
+#[tokio::test]
+async fn user_without_a_needed_command_fails_at_connect() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("acl-cmd");
+    let mut admin = server.conn().await;
+    set_user(
+        &mut admin,
+        "noevalsha",
+        &["on", ">pw", "~*", "&*", "+@all", "-evalsha", "-acl"],
+    )
+    .await;
+    let e = connect_as(&server, "noevalsha", &ns).await.unwrap_err();
+    assert_eq!(permission_what(e), "command `evalsha`");
+
+    set_user(
+        &mut admin,
+        "nohincrby",
+        &["on", ">pw", "~*", "&*", "+@all", "-hincrby"],
+    )
+    .await;
+    let e = connect_as(&server, "nohincrby", &ns).await.unwrap_err();
+    assert!(e.to_string().contains("hincrby"), "{e}");
+    assert_eq!(permission_what(e), "command `hincrby`");
+
+    // Without any way to check (no ACL commands) and nothing missing: connects.
+    set_user(
+        &mut admin,
+        "fine",
+        &["on", ">pw", "~*", "&*", "+@all", "-acl"],
+    )
+    .await;
+    connect_as(&server, "fine", &ns).await.expect("connects");
+}
+
+/// (4) The channel right is revoked while the client holds locks: the unlock script's
+/// PUBLISH is refused after its DEL ran, and the unlock still reports the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_after_channel_permission_revoked_still_reports_ok() {
+    support::init_tracing();
+    let server = RedisServer::start();
+    let ns = support::unique_ns("acl-revoke");
+    let mut admin = server.conn().await;
+    set_user(&mut admin, "locker", &["on", ">pw", "~*", "&*", "+@all"]).await;
+    let client = connect_as(&server, "locker", &ns).await.expect("client");
+    in_task(async move {
+        let rlock = client.lock("r");
+        let fair = client.fair_lock("f");
+        let forced = client.lock("forced");
+        let g = rlock.lock().await.expect("rlock");
+        let gf = fair.lock().await.expect("fair");
+        let _held = forced.lock().await.expect("forced");
+        set_user(&mut admin, "locker", &["resetchannels"]).await;
+
+        g.unlock().await.expect("unlock reports the release");
+        assert!(!support::exists(&mut admin, rlock.key()).await);
+        gf.unlock().await.expect("fair unlock reports the release");
+        assert!(!support::exists(&mut admin, fair.key()).await);
+        assert!(forced.force_unlock().await.expect("force_unlock"));
+        assert!(!support::exists(&mut admin, forced.key()).await);
+    })
+    .await;
+}
+
+/// (b) SCRIPT LOAD refused by the ACL: preloading is skipped, scripts run through EVAL.
+#[tokio::test]
+async fn script_load_refused_by_acl_is_not_fatal() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("acl-load");
+    let mut admin = server.conn().await;
+    set_user(
+        &mut admin,
+        "noload",
+        &["on", ">pw", "~*", "&*", "+@all", "-script|load"],
+    )
+    .await;
+    let client = connect_as(&server, "noload", &ns).await.expect("connects");
+    in_task(async move {
+        let g = client.lock("s").lock().await.expect("lock");
+        g.unlock().await.expect("unlock");
+    })
+    .await;
+}
+
+/// (b) SCRIPT renamed away: the same.
+#[tokio::test]
+async fn script_command_renamed_away_is_not_fatal() {
+    let server = RedisServer::start_with(&["--rename-command", "SCRIPT", ""]);
+    let ns = support::unique_ns("acl-rename");
+    let client = support::client(&server, &ns, Duration::from_secs(5)).await;
+    in_task(async move {
+        let g = client.fair_lock("s").lock().await.expect("lock");
+        g.unlock().await.expect("unlock");
+        let g = client.lock("s").lock().await.expect("lock");
+        g.unlock().await.expect("unlock");
+    })
+    .await;
+}

@@ -1,0 +1,30 @@
+//! The lock kinds against real servers: each module takes one kind, or one property that
+//! every kind shares, through its paces. What Redis holds is checked after every test.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`rlock`], [`rlock_leases`] | `RLock`: key layout, re-entry, hold counts; leases and timing |
+//! | [`fair`], [`fenced`], [`multi`], [`rwlock`], [`spin`] | the other kinds |
+//! | [`contract`] | the contract every kind offers (`Lock`, `LockGuard`, `run`), for every kind |
+//! | [`same_name`] | one name, one lock: every mutex kind of a name excludes the others |
+//! | [`mutual_exclusion`], [`overtake`], [`wakeup`] | contention: exclusion, the overtake bound, wakeups |
+//! | [`ownership`], [`stale_guard`], [`hold_accounting`] | who holds, guards that no longer do, hold counts |
+//! | [`watchdog`], [`cancellation`] | renewal and loss; dropping a future at any point |
+
+mod cancellation;
+mod contract;
+mod fair;
+mod fenced;
+mod hold_accounting;
+mod multi;
+mod mutual_exclusion;
+mod overtake;
+mod ownership;
+mod rlock;
+mod rlock_leases;
+mod rwlock;
+mod same_name;
+mod spin;
+mod stale_guard;
+mod wakeup;
+mod watchdog;

@@ -1,0 +1,10 @@
+//! The project kept true from its source text and its artefacts: the floor plan, the key
+//! layout and method tables against the README, `Send + Sync` of the public types, the
+//! compile errors a forgotten guard gives, and the operator CLI built and run end to end.
+
+mod cli;
+mod compile_fail;
+mod key_layout;
+mod layout;
+mod method_table;
+mod send_sync;
