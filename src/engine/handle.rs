@@ -261,7 +261,8 @@ where
             || {
                 // An overdue waiter is marked before the attempt that queues it, so a
                 // release right after the script wakes it (once subscribed).
-                if let Some(channel) = channel.filter(|_| claim.due()) {
+                let was_due = claim.due();
+                if let Some(channel) = channel.filter(|_| was_due) {
                     claim.hold(listener, channel, None);
                 }
                 let attempt = attempt(&hold_key, lease_ms, &claim);
@@ -288,14 +289,16 @@ where
                                 Attempt::Held(pttl)
                             }
                         }
-                        // Not queued: wake when the waiter is overdue (at once if it
-                        // became so while the attempt was on its way), to join the claim
-                        // queue on time however the releases' wakeups fall.
+                        // Not queued. Sent before the limit: wake when the waiter is
+                        // overdue (at once if it became so while the attempt was on its
+                        // way), to join the claim queue on time however the releases'
+                        // wakeups fall. Sent overdue: this kind's script does not queue
+                        // claims (a fair lock keeps its own queue), so wait as any waiter.
                         Attempt::Held(pttl) => {
                             claim.let_go();
                             Attempt::Held(match claim.until_due() {
-                                Some(due) => Some(pttl.map_or(due, |p| p.min(due))),
-                                None => pttl,
+                                Some(due) if !was_due => Some(pttl.map_or(due, |p| p.min(due))),
+                                _ => pttl,
                             })
                         }
                         acquired => acquired,
