@@ -90,6 +90,14 @@ pub enum Error {
         /// The lock's name.
         name: String,
     },
+    /// The client was built [`read_only`](crate::ClientBuilder::read_only) and the call
+    /// needed a command that is not a read (a lock script, a release, a renewal, a force
+    /// unlock, a count down...): it was refused before it left the process, so nothing was
+    /// written. Not retryable; use a client built without `read_only`.
+    ReadOnlyClient {
+        /// The refused command, lowercase (`evalsha`, `set`, ...).
+        command: String,
+    },
 }
 
 impl Error {
@@ -153,6 +161,11 @@ impl Error {
     /// needs. Not retryable until the ACL is changed.
     pub fn is_permission(&self) -> bool {
         matches!(self, Error::Permission { .. })
+    }
+
+    /// Whether this is [`Error::ReadOnlyClient`]: a read-only client refused a write.
+    pub fn is_read_only_client(&self) -> bool {
+        matches!(self, Error::ReadOnlyClient { .. })
     }
 
     /// Whether this is [`Error::ClientClosed`].
@@ -238,6 +251,10 @@ impl fmt::Display for Error {
                 "read-write lock {name:?}: the owner holds a read lock; upgrading it to a write \
                  lock is refused"
             ),
+            Error::ReadOnlyClient { command } => write!(
+                f,
+                "this lockwise client is read-only: `{command}` was not sent (nothing written)"
+            ),
             Error::ClientClosed => write!(
                 f,
                 "the lockwise client was closed (its last Client clone was dropped): no new \
@@ -258,8 +275,34 @@ impl std::error::Error for Error {
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
-        Error::Redis(e)
+        match refused_read_only(&e) {
+            Some(command) => Error::ReadOnlyClient {
+                command: command.to_string(),
+            },
+            None => Error::Redis(e),
+        }
     }
+}
+
+/// Marks a command a read-only client refused (the detail of its [`redis::RedisError`]).
+const READ_ONLY_REFUSAL: &str = "refused by a read-only lockwise client: ";
+
+/// The error a read-only client's command connection answers `command` with, instead of
+/// sending it; it becomes [`Error::ReadOnlyClient`]. The command never left the process.
+pub(crate) fn read_only_refusal(command: &str) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Client,
+        "read-only client",
+        format!("{READ_ONLY_REFUSAL}{command}"),
+    ))
+}
+
+/// The command of a [`read_only_refusal`], if `e` is one.
+pub(crate) fn refused_read_only(e: &redis::RedisError) -> Option<&str> {
+    if e.kind() != redis::ErrorKind::Client {
+        return None;
+    }
+    e.detail()?.strip_prefix(READ_ONLY_REFUSAL)
 }
 
 /// Whether the server refused the command without running it because the deployment is

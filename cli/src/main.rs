@@ -154,7 +154,14 @@ async fn connect(cli: &Cli) -> lockwise::Result<Client> {
     } else {
         Client::builder(t.url.clone())
     };
-    builder.namespace(cli.namespace.clone()).build().await
+    // Only `force-unlock` writes: every other command runs on a read-only client, which
+    // sends reads alone and so works under a Redis user that may only read.
+    let read_only = !matches!(cli.command, Command::ForceUnlock { .. });
+    builder
+        .namespace(cli.namespace.clone())
+        .read_only(read_only)
+        .build()
+        .await
 }
 
 /// Any failure: lockwise's errors, or writing the output.

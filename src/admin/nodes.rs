@@ -8,7 +8,7 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 use redis::{Cmd, FromRedisValue, Value};
 
 use super::unexpected;
-use crate::deploy::CommandConn;
+use crate::deploy::{self, CommandConn};
 use crate::engine::Core;
 use crate::error::{Error, Result};
 
@@ -43,7 +43,7 @@ impl Node {
 
 /// The masters of `core`'s deployment.
 async fn masters(core: &Core) -> Result<Vec<Node>> {
-    let CommandConn::Cluster(conn) = &core.conn else {
+    let deploy::Route::Cluster(conn) = &core.conn.route else {
         return Ok(vec![Node::Direct(core.conn.clone())]);
     };
     let slots: Vec<Value> = redis::cmd("CLUSTER")
@@ -140,8 +140,8 @@ pub(super) async fn subscribers(core: &Core, channels: &[String]) -> Result<u64>
     let mut cmd = redis::cmd("PUBSUB");
     cmd.arg(if sharded { "SHARDNUMSUB" } else { "NUMSUB" })
         .arg(channels);
-    let replies: Vec<Vec<(String, u64)>> = match (&core.conn, sharded) {
-        (CommandConn::Cluster(conn), true) => {
+    let replies: Vec<Vec<(String, u64)>> = match (&core.conn.route, sharded) {
+        (deploy::Route::Cluster(conn), true) => {
             let route = Route::with_key(channels[0].as_bytes(), SlotAddr::Master);
             let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
             let value = conn.clone().route_command(cmd, routing).await?;

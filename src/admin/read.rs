@@ -34,11 +34,8 @@ pub(super) async fn lock_infos(core: &Core, name: &str) -> Result<Vec<LockInfo>>
     for role in KEY_ROLES {
         pipe.cmd("PTTL").arg(keys.key(role));
     }
-    pipe.cmd("TIME");
-    let mut replies: Vec<redis::Value> = pipe.query_async(&mut core.conn.clone()).await?;
-    let time: (u64, u64) = redis::from_redis_value(replies.pop().unwrap_or(redis::Value::Nil))
-        .map_err(|e| unexpected("TIME", e))?;
-    let now_ms = (time.0 * 1000 + time.1 / 1000) as i64;
+    let replies: Vec<redis::Value> = pipe.query_async(&mut core.conn.clone()).await?;
+    let now_ms = server_now_ms(core).await?;
     let mut present: HashMap<Role, KeyInfo> = HashMap::new();
     for (role, reply) in KEY_ROLES.into_iter().zip(replies) {
         let pttl: i64 = redis::from_redis_value(reply).map_err(|e| unexpected("PTTL", e))?;
@@ -78,6 +75,23 @@ pub(super) async fn lock_infos(core: &Core, name: &str) -> Result<Vec<LockInfo>>
         out.push(info);
     }
     Ok(out)
+}
+
+/// The server's clock in ms (the fair queue's deadlines are on it), or this host's when the
+/// user may not run `TIME` (a read-only user with `+@read` only, which leaves out `TIME`).
+async fn server_now_ms(core: &Core) -> Result<i64> {
+    let reply: redis::RedisResult<(u64, u64)> =
+        redis::cmd("TIME").query_async(&mut core.conn.clone()).await;
+    match reply {
+        Ok((secs, micros)) => Ok((secs * 1000 + micros / 1000) as i64),
+        Err(e) if e.code() == Some("NOPERM") => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            Ok(now.as_millis() as i64)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 struct Reader<'a> {

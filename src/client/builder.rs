@@ -39,6 +39,7 @@ pub struct ClientBuilder {
     sentinel_check_interval: Option<Duration>,
     failover_retry: Duration,
     ownership: Ownership,
+    read_only: bool,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -65,6 +66,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("sentinel_check_interval", &self.sentinel_check_interval)
             .field("failover_retry", &self.failover_retry)
             .field("ownership", &self.ownership)
+            .field("read_only", &self.read_only)
             .finish_non_exhaustive()
     }
 }
@@ -85,6 +87,7 @@ impl ClientBuilder {
             sentinel_check_interval: None,
             failover_retry: DEFAULT_FAILOVER_RETRY,
             ownership: Ownership::Task,
+            read_only: false,
         }
     }
 
@@ -165,6 +168,34 @@ impl ClientBuilder {
     /// tracing" in the crate docs.
     pub fn metrics_lock_names(mut self, on: bool) -> Self {
         self.metrics_lock_names = on;
+        self
+    }
+
+    /// Build a client that only reads: for dashboards, audits and an operator's look at a
+    /// production server (`Admin`'s `list`, `inspect`, `leaks`; the handles' plain reads),
+    /// under a Redis user that may only read (`+@read` on `<namespace>:*`).
+    ///
+    /// Its command connection sends nothing but reads; any call that would write (an
+    /// acquire, a release, a force unlock, a permit, a count down) fails with
+    /// [`Error::ReadOnlyClient`](crate::Error::ReadOnlyClient) before a command leaves the
+    /// process. It loads no scripts, announces no presence key, and the connect-time
+    /// permission check asks only for its reads.
+    ///
+    /// ```no_run
+    /// # async fn f() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::builder("redis://reader:secret@127.0.0.1/")
+    ///     .read_only(true)
+    ///     .build()
+    ///     .await?;
+    /// for lock in client.admin().list().await?.locks {
+    ///     println!("{} {:?}", lock.name, lock.holders);
+    /// }
+    /// let refused = client.lock("orders").try_lock(std::time::Duration::ZERO, None).await;
+    /// assert!(refused.unwrap_err().is_read_only_client());
+    /// # Ok(()) }
+    /// ```
+    pub fn read_only(mut self, on: bool) -> Self {
+        self.read_only = on;
         self
     }
 
@@ -298,6 +329,7 @@ impl ClientBuilder {
             namespace: self.namespace.clone(),
             protocol: self.protocol,
             sentinel_check_interval,
+            read_only: self.read_only,
         })
         .await?;
 
@@ -305,7 +337,8 @@ impl ClientBuilder {
         let presence = crate::engine::presence::Presence::start(
             conn.clone(),
             &self.namespace,
-            &id_str,
+            // A read-only client holds nothing, so it has nothing to announce.
+            (!self.read_only).then_some(id_str.as_str()),
             self.watchdog_timeout,
             &holds,
         );

@@ -66,9 +66,27 @@ const NEEDED: &[&[&str]] = &[
     &["zcard", "K"],
 ];
 
+/// The reads of a read-only client ([`super::read_only`]): all it needs, on keys under
+/// the namespace.
+const READS_NEEDED: &[&[&str]] = &[
+    &["ping"],
+    &["time"],
+    &["scan", "0"],
+    &["exists", "K"],
+    &["pttl", "K"],
+    &["get", "K"],
+    &["hget", "K", "f"],
+    &["hgetall", "K"],
+    &["llen", "K"],
+    &["lrange", "K", "0", "1"],
+    &["zrange", "K", "0", "1"],
+    &["zcard", "K"],
+];
+
 /// Checks that the connected user may run what lockwise runs on `namespace`'s keys and
 /// channels; `publish` is the deployment's publish command (`"publish"` or `"spublish"`),
-/// whose subscribe pair is checked with it.
+/// whose subscribe pair is checked with it. A `read_only` client needs only its reads
+/// (step 1 alone, on [`READS_NEEDED`]): a read-only Redis user passes.
 ///
 /// # Errors
 /// [`Error::Permission`] naming the refused command, or the key or channel pattern;
@@ -76,10 +94,23 @@ const NEEDED: &[&[&str]] = &[
 ///
 /// # Cancel safety
 /// Dropping the future abandons the check; it wrote nothing.
-pub(super) async fn check(conn: &mut CommandConn, namespace: &str, publish: &str) -> Result<()> {
+pub(super) async fn check(
+    conn: &mut CommandConn,
+    namespace: &str,
+    publish: &str,
+    read_only: bool,
+) -> Result<()> {
     // No lock name maps to this key or channel (theirs are `<ns>:<role>:{<name>}`).
     let probe = format!("{namespace}:acl-probe");
-    dry_run(conn, namespace, publish, &probe).await?;
+    if read_only {
+        return dry_run(conn, namespace, READS_NEEDED, &[], &probe).await;
+    }
+    let (subscribe, unsubscribe) = match publish {
+        "spublish" => ("ssubscribe", "sunsubscribe"),
+        _ => ("subscribe", "unsubscribe"),
+    };
+    let pubsub: [&[&str]; 3] = [&[publish, "C", "m"], &[subscribe, "C"], &[unsubscribe, "C"]];
+    dry_run(conn, namespace, NEEDED, &pubsub, &probe).await?;
 
     let reply: redis::RedisResult<Vec<i64>> =
         MULTI_CHECK.run(conn, &[&probe], &[&"acl-probe"]).await;
@@ -93,11 +124,13 @@ pub(super) async fn check(conn: &mut CommandConn, namespace: &str, publish: &str
     Ok(())
 }
 
-/// Step 1 of the module docs: `ACL DRYRUN` for every needed command, if the user may.
+/// Step 1 of the module docs: `ACL DRYRUN` for every command of `needed` and `pubsub`, if
+/// the user may.
 async fn dry_run(
     conn: &mut CommandConn,
     namespace: &str,
-    publish: &str,
+    needed: &[&[&str]],
+    pubsub: &[&[&str]],
     probe: &str,
 ) -> Result<()> {
     let user: String = match redis::cmd("ACL").arg("WHOAMI").query_async(conn).await {
@@ -107,12 +140,7 @@ async fn dry_run(
             return Ok(());
         }
     };
-    let (subscribe, unsubscribe) = match publish {
-        "spublish" => ("ssubscribe", "sunsubscribe"),
-        _ => ("subscribe", "unsubscribe"),
-    };
-    let pubsub: [&[&str]; 3] = [&[publish, "C", "m"], &[subscribe, "C"], &[unsubscribe, "C"]];
-    for args in NEEDED.iter().copied().chain(pubsub) {
+    for &args in needed.iter().chain(pubsub) {
         let mut cmd = redis::cmd("ACL");
         cmd.arg("DRYRUN").arg(&user);
         for a in args {

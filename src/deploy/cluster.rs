@@ -10,7 +10,7 @@ use redis::{ConnectionInfo, ProtocolVersion};
 
 use super::probe::{probe, resp3, within};
 use super::protocol::{self, Protocol};
-use super::{CommandConn, Options, Subscriber};
+use super::{CommandConn, Options, Route, Subscriber};
 use crate::error::{Error, Result};
 
 /// A redis-rs cluster client for `seeds`, RESP3, with lockwise's timeouts. `push` receives the
@@ -56,7 +56,7 @@ pub(super) async fn connect<L: Subscriber>(
     let mut last_error = None;
     for seed in &seeds {
         match redis::Client::open(seed.clone()) {
-            Ok(client) => match probe(&client, &options.probe).await {
+            Ok(client) => match probe(&client, &options.probe, false).await {
                 Ok(v) => {
                     version = Some(v);
                     break;
@@ -98,5 +98,5 @@ pub(super) async fn connect<L: Subscriber>(
     )
     .await?;
     let publish = if sharded { "spublish" } else { "publish" };
-    Ok((CommandConn::Cluster(conn), listener, publish))
+    Ok((CommandConn::new(Route::Cluster(conn)), listener, publish))
 }

@@ -39,6 +39,7 @@ mod acl;
 mod cluster;
 mod probe;
 mod protocol;
+mod read_only;
 mod sentinel;
 mod standalone;
 
@@ -62,7 +63,15 @@ use sentinel::{Retry, Verdict};
 
 /// The command connection of a client, for any deployment. Cheap to clone.
 #[derive(Clone)]
-pub(crate) enum CommandConn {
+pub(crate) struct CommandConn {
+    pub(crate) route: Route,
+    /// A read-only client's: only reads are sent ([`read_only`]).
+    read_only: bool,
+}
+
+/// Where a [`CommandConn`]'s commands go.
+#[derive(Clone)]
+pub(crate) enum Route {
     /// A standalone server.
     Single(ConnectionManager),
     /// A Redis Cluster.
@@ -72,19 +81,31 @@ pub(crate) enum CommandConn {
 }
 
 impl CommandConn {
+    fn new(route: Route) -> CommandConn {
+        CommandConn {
+            route,
+            read_only: false,
+        }
+    }
+
     /// Whether commands go to a Redis Cluster (scripts must then keep each call's keys in
     /// one slot).
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, CommandConn::Cluster(_))
+        matches!(self.route, Route::Cluster(_))
     }
 }
 
 impl ConnectionLike for CommandConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            CommandConn::Single(c) => c.req_packed_command(cmd),
-            CommandConn::Cluster(c) => c.req_packed_command(cmd),
-            CommandConn::Sentinel(m) => {
+        if self.read_only {
+            if let Err(e) = read_only::gate(cmd) {
+                return async move { Err(e) }.boxed();
+            }
+        }
+        match &mut self.route {
+            Route::Single(c) => c.req_packed_command(cmd),
+            Route::Cluster(c) => c.req_packed_command(cmd),
+            Route::Sentinel(m) => {
                 let m = m.clone();
                 async move {
                     let (sent_to, reply) = m
@@ -112,10 +133,15 @@ impl ConnectionLike for CommandConn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            CommandConn::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            CommandConn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-            CommandConn::Sentinel(m) => {
+        if self.read_only {
+            if let Err(e) = pipeline.cmd_iter().try_for_each(read_only::gate) {
+                return async move { Err(e) }.boxed();
+            }
+        }
+        match &mut self.route {
+            Route::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Route::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Route::Sentinel(m) => {
                 let m = m.clone();
                 async move {
                     let run = |mut c: ConnectionManager| async move {
@@ -136,10 +162,10 @@ impl ConnectionLike for CommandConn {
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            CommandConn::Single(c) => c.get_db(),
-            CommandConn::Cluster(c) => c.get_db(),
-            CommandConn::Sentinel(m) => m.conn().get_db(),
+        match &self.route {
+            Route::Single(c) => c.get_db(),
+            Route::Cluster(c) => c.get_db(),
+            Route::Sentinel(m) => m.conn().get_db(),
         }
     }
 }
@@ -184,6 +210,9 @@ pub(crate) struct Settings {
     pub(crate) protocol: Protocol,
     /// How often a Sentinel client asks the sentinels for the master unprompted.
     pub(crate) sentinel_check_interval: Duration,
+    /// A read-only client: reads only ([`read_only`]), no script preload, and the
+    /// permission check asks for the reads alone.
+    pub(crate) read_only: bool,
 }
 
 /// What a connected client is made of.
@@ -235,6 +264,7 @@ struct Options {
     self_id: String,
     protocol: Protocol,
     sentinel_check_interval: Duration,
+    read_only: bool,
 }
 
 /// Connects the command connection and the subscription listener `L` of the deployment in
@@ -266,6 +296,7 @@ pub(crate) async fn connect<L: Subscriber>(settings: Settings) -> Result<Connect
         self_id: settings.self_id,
         protocol: settings.protocol,
         sentinel_check_interval: settings.sentinel_check_interval,
+        read_only: settings.read_only,
     };
     let (mut commands, listener, publish) = match &settings.deployment {
         Deployment::Standalone { target } => standalone::connect(target, &options).await?,
@@ -275,7 +306,8 @@ pub(crate) async fn connect<L: Subscriber>(settings: Settings) -> Result<Connect
             master_name,
         } => sentinel::connect(sentinels, master_name, &settings.master, &options).await?,
     };
-    if commands.is_cluster() {
+    commands.read_only = settings.read_only;
+    if commands.is_cluster() && !settings.read_only {
         // Standalone and Sentinel preload on the probe connection; a cluster loads the
         // scripts on every node (best effort: calls fall back to EVAL anyway).
         if let Err(e) = crate::wire::scripts::preload(&mut commands).await {
@@ -283,7 +315,13 @@ pub(crate) async fn connect<L: Subscriber>(settings: Settings) -> Result<Connect
         }
     }
     // Refuse now what the ACL would refuse at the first contended wait or unlock.
-    acl::check(&mut commands, &settings.namespace, publish).await?;
+    acl::check(
+        &mut commands,
+        &settings.namespace,
+        publish,
+        settings.read_only,
+    )
+    .await?;
     let replica_sync = match settings.replica_sync {
         Some(sync) => probe::check_wait_support(&mut commands, sync).await,
         None => None,

@@ -52,9 +52,14 @@ pub(super) async fn within<T>(
 }
 
 /// One plain connection first: fails fast (no reconnect backoff) on a wrong address or
-/// password, within the connect timeout. Preloads the scripts (when the server lets it),
-/// warns about eviction and returns the server's major version.
-pub(super) async fn probe(client: &redis::Client, config: &AsyncConnectionConfig) -> Result<u32> {
+/// password, within the connect timeout. Preloads the scripts if `preload` (and the server
+/// lets it; a read-only client does not), warns about eviction and returns the server's
+/// major version.
+pub(super) async fn probe(
+    client: &redis::Client,
+    config: &AsyncConnectionConfig,
+    preload: bool,
+) -> Result<u32> {
     let mut probe = client
         .get_multiplexed_async_connection_with_config(config)
         .await?;
@@ -63,7 +68,7 @@ pub(super) async fn probe(client: &redis::Client, config: &AsyncConnectionConfig
         .query_async(&mut probe)
         .await
         .unwrap_or_default(); // INFO may be renamed or forbidden (managed Redis)
-    if !is_cluster_node(&info) {
+    if preload && !is_cluster_node(&info) {
         // Only an optimisation: a server that refuses SCRIPT LOAD (an ACL without
         // `script|load`, a renamed SCRIPT command) still runs the scripts with EVAL.
         if let Err(e) = crate::wire::scripts::preload(&mut probe).await {

@@ -77,14 +77,15 @@ pub(super) async fn probe_in_protocol(
     info: ConnectionInfo,
     protocol: Protocol,
     config: &AsyncConnectionConfig,
+    preload: bool,
 ) -> Result<redis::Client> {
     let client = redis::Client::open(with_protocol(info.clone(), protocol.first()))?;
-    match probe(&client, config).await {
+    match probe(&client, config, preload).await {
         Ok(_) => Ok(client),
         Err(e) if protocol == Protocol::Auto && refuses_resp3(&e) => {
             tracing::info!("the server does not speak RESP3 (no HELLO): using RESP2");
             let client = redis::Client::open(with_protocol(info, ProtocolVersion::RESP2))?;
-            probe(&client, config).await?;
+            probe(&client, config, preload).await?;
             Ok(client)
         }
         Err(e) => Err(e),

@@ -4,7 +4,7 @@
 use redis::aio::ConnectionManager;
 
 use super::probe::resp3;
-use super::{protocol, CommandConn, Options, Subscriber, Target};
+use super::{protocol, CommandConn, Options, Route, Subscriber, Target};
 use crate::error::Result;
 
 /// Probes the server at `target` (RESP3, or RESP2 if it has no `HELLO` or the builder
@@ -20,7 +20,9 @@ pub(super) async fn connect<L: Subscriber>(
     };
     let settings = protocol::named(info.redis_settings().clone(), &options.self_id);
     let info = info.set_redis_settings(settings);
-    let client = protocol::probe_in_protocol(info, options.protocol, &options.probe).await?;
+    let client =
+        protocol::probe_in_protocol(info, options.protocol, &options.probe, !options.read_only)
+            .await?;
     let conn = ConnectionManager::new_with_config(client.clone(), options.manager.clone()).await?;
     let listener = L::connect(
         client,
@@ -30,5 +32,5 @@ pub(super) async fn connect<L: Subscriber>(
         options.self_id.clone(),
     )
     .await?;
-    Ok((CommandConn::Single(conn), listener, "publish"))
+    Ok((CommandConn::new(Route::Single(conn)), listener, "publish"))
 }

@@ -32,11 +32,12 @@ pub(crate) struct Presence {
 }
 
 impl Presence {
-    /// Starts announcing `own_id` (the client's id), until the watchdog shuts down.
+    /// Starts announcing `own_id` (the client's id; `None`: none yet), until the watchdog
+    /// shuts down.
     pub(crate) fn start(
         conn: CommandConn,
         namespace: &str,
-        own_id: &str,
+        own_id: Option<&str>,
         timeout: Duration,
         holds: &HoldRegistry,
     ) -> Presence {
@@ -46,7 +47,9 @@ impl Presence {
             namespace: namespace.to_string(),
             done: CancellationToken::new(),
         };
-        presence.add(own_id);
+        if let Some(id) = own_id {
+            presence.add(id);
+        }
         let task = Task {
             conn,
             keys: presence.keys.clone(),

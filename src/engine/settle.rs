@@ -22,7 +22,8 @@ pub(super) fn finish(kind: &Kind, key: &HoldKey, outcome: Outcome) {
 
 /// Whether a failed call may still have run on the server: no error reply came from it.
 pub(super) fn outcome_unknown(e: &redis::RedisError) -> bool {
-    e.code().is_none()
+    // A read-only client's refusal has no code either, but nothing was sent.
+    e.code().is_none() && crate::error::refused_read_only(e).is_none()
 }
 
 pub(super) fn spawn_settle(kind: &Kind, key: &HoldKey) {

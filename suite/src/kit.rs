@@ -1,6 +1,6 @@
 //! Small helpers the single-server test files share: a client with a short watchdog, a peer
-//! client in the same namespace, bounded awaits, a spawned task as a lock owner, and checks
-//! of what Redis holds.
+//! client in the same namespace, bounded awaits, a spawned task as a lock owner, checks of
+//! what Redis holds, what `MONITOR` sees, and the README's ACL rules.
 
 use std::future::Future;
 use std::time::Duration;
@@ -104,4 +104,56 @@ pub async fn assert_ns_clean(conn: &mut Conn, ns: &str) {
     for (key, pttl) in keys_in(conn, ns).await {
         assert_ne!(pttl, -1, "key {key:?} left without a TTL");
     }
+}
+
+/// The commands a read-only client may be seen sending (the connection handshake's too).
+pub const READ_COMMANDS: &[&str] = &[
+    "hello", "auth", "client", "select", "ping", "info", "time", "scan", "exists", "pttl", "get",
+    "hget", "hgetall", "llen", "lrange", "zrange", "zcard", "pubsub",
+];
+
+/// Every command `MONITOR` saw from now until the returned closure is called (lowercase
+/// names, in order).
+pub async fn monitor(server: &RedisServer) -> impl FnOnce() -> Vec<String> {
+    use futures::StreamExt;
+    let client = redis::Client::open(server.url()).unwrap();
+    // Sends MONITOR and waits for its OK.
+    let monitor = client
+        .get_async_monitor()
+        .await
+        .expect("MONITOR connection");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut lines = monitor.into_on_message::<String>();
+        while let Some(line) = lines.next().await {
+            // `<time> [<db> <addr>] "<COMMAND>" ...`
+            if let Some(name) = line.split('"').nth(1) {
+                into.lock().unwrap().push(name.to_ascii_lowercase());
+            }
+        }
+    });
+    move || {
+        task.abort();
+        std::mem::take(&mut *seen.lock().unwrap())
+    }
+}
+
+/// The README's `ACL SETUSER <user> ...` rule (its "ACL" section) as arguments after the
+/// user name, for namespace `ns` and password `pw`: the tests create the very users the
+/// README documents.
+pub fn readme_acl_rule(user: &str, ns: &str) -> Vec<String> {
+    let readme = include_str!("../../README.md");
+    let prefix = format!("ACL SETUSER {user} ");
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("README documents `{prefix}...`"));
+    line.split_whitespace()
+        .skip(3) // ACL SETUSER <user>
+        .map(|w| {
+            w.replace("lockwise:*", &format!("{ns}:*"))
+                .replace(">change-me", ">pw")
+        })
+        .collect()
 }

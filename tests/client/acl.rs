@@ -28,22 +28,6 @@ async fn connect_as(server: &RedisServer, user: &str, ns: &str) -> lockwise::Res
         .await
 }
 
-/// The `ACL SETUSER` line the README documents, for namespace `ns` and password `pw`.
-fn readme_rule(ns: &str) -> Vec<String> {
-    let readme = include_str!("../../README.md");
-    let line = readme
-        .lines()
-        .find(|l| l.starts_with("ACL SETUSER locker "))
-        .expect("README documents `ACL SETUSER locker ...`");
-    line.split_whitespace()
-        .skip(3) // ACL SETUSER locker
-        .map(|w| {
-            w.replace("lockwise:*", &format!("{ns}:*"))
-                .replace(">change-me", ">pw")
-        })
-        .collect()
-}
-
 fn permission_what(e: Error) -> String {
     match e {
         Error::Permission { what, .. } => what,
@@ -59,7 +43,7 @@ async fn readme_minimal_user_runs_every_kind() {
     let server = RedisServer::start();
     let ns = support::unique_ns("acl-min");
     let mut admin = server.conn().await;
-    let rule = readme_rule(&ns);
+    let rule = support::kit::readme_acl_rule("locker", &ns);
     let rule: Vec<&str> = rule.iter().map(String::as_str).collect();
     set_user(&mut admin, "locker", &rule).await;
     let a = connect_as(&server, "locker", &ns).await.expect("client a");
@@ -376,4 +360,126 @@ async fn script_command_renamed_away_is_not_fatal() {
         g.unlock().await.expect("unlock");
     })
     .await;
+}
+
+/// (5) A read-only client under the README's read-only user: it connects, `Admin` lists,
+/// inspects and checks for leaks of every kind a writer holds, every write is refused with
+/// `Error::ReadOnlyClient`, and `MONITOR` sees nothing but reads from it: no script, no
+/// presence key, the writer's keys and TTLs as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_client_under_a_read_only_user_writes_nothing() {
+    support::init_tracing();
+    let server = RedisServer::start();
+    let ns = support::unique_ns("acl-ro");
+    let mut admin = server.conn().await;
+    let rule = support::kit::readme_acl_rule("reader", &ns);
+    let rule: Vec<&str> = rule.iter().map(String::as_str).collect();
+    set_user(&mut admin, "reader", &rule).await;
+
+    // A writer (full rights) holds a lock, a fair lock and a semaphore permit on leases, so
+    // nothing of its own runs while the reader looks.
+    let writer = Client::builder(server.url())
+        .namespace(&ns)
+        .watchdog_timeout(Duration::from_secs(60))
+        .build()
+        .await
+        .unwrap();
+    let lease = Some(Duration::from_secs(60));
+    let held = writer
+        .lock("a")
+        .try_lock(Duration::ZERO, lease)
+        .await
+        .unwrap();
+    let fair = writer
+        .fair_lock("f")
+        .try_lock(Duration::ZERO, lease)
+        .await
+        .unwrap();
+    let sem = writer.semaphore("s");
+    assert!(sem.try_set_permits(2).await.unwrap());
+    let permit = sem.acquire().await.unwrap();
+    let key_names = |keys: Vec<(String, i64)>| {
+        let mut names: Vec<String> = keys.into_iter().map(|(k, _)| k).collect();
+        names.sort();
+        names
+    };
+    let keys_before = key_names(support::kit::keys_in(&mut admin, &ns).await);
+
+    let stop = support::kit::monitor(&server).await;
+    let reader = Client::builder(format!("redis://reader:pw@127.0.0.1:{}/", server.port()))
+        .namespace(&ns)
+        .read_only(true)
+        .build()
+        .await
+        .expect("a read-only client connects under the read-only user");
+    let listing = reader.admin().list().await.unwrap();
+    let names: Vec<&str> = listing.locks.iter().map(|l| l.name.as_str()).collect();
+    for name in ["a", "f", "s"] {
+        assert!(names.contains(&name), "{name} not listed: {names:?}");
+    }
+    let a = reader.admin().inspect("a").await.unwrap();
+    assert_eq!(a[0].holders[0].owner, held.owner());
+    reader.admin().leaks().await.unwrap();
+    assert_eq!(reader.semaphore("s").available_permits().await.unwrap(), 1);
+    assert!(reader.lock("a").is_locked().await.unwrap());
+
+    let refusals: Vec<lockwise::Result<()>> = vec![
+        reader
+            .lock("a")
+            .try_lock(Duration::ZERO, None)
+            .await
+            .map(drop),
+        reader
+            .lock("b")
+            .lock_with_lease(Duration::from_secs(1))
+            .await
+            .map(drop),
+        reader
+            .fenced_lock("c")
+            .try_lock(Duration::ZERO, None)
+            .await
+            .map(drop),
+        reader
+            .fair_lock("f")
+            .try_lock(Duration::ZERO, None)
+            .await
+            .map(drop),
+        reader
+            .semaphore("s")
+            .try_acquire(Duration::ZERO)
+            .await
+            .map(drop),
+        reader.admin().force_unlock("a").await.map(drop),
+        reader.count_down_latch("l").count_down().await.map(drop),
+    ];
+    for r in refusals {
+        let e = r.expect_err("a write through a read-only client");
+        assert!(e.is_read_only_client(), "{e:?}");
+        assert!(!e.is_retryable());
+    }
+    let closed = reader.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(closed.holds_released, 0);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let seen = stop();
+    let writes: Vec<&String> = seen
+        .iter()
+        .filter(|c| !support::kit::READ_COMMANDS.contains(&c.as_str()))
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "not reads: {writes:?} (of {} commands)",
+        seen.len()
+    );
+    assert!(
+        seen.iter().any(|c| c == "hgetall"),
+        "MONITOR saw the reads: {seen:?}"
+    );
+    assert_eq!(
+        key_names(support::kit::keys_in(&mut admin, &ns).await),
+        keys_before
+    );
+    assert!(writer.lock("a").is_locked().await.unwrap());
+    held.unlock().await.unwrap();
+    fair.unlock().await.unwrap();
+    permit.release().await.unwrap();
 }

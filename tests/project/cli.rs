@@ -814,3 +814,82 @@ async fn force_unlock_asks_on_a_terminal() {
     assert!(held.unlock().await.unwrap_err().is_not_held());
     clean_after(&conn, &ns).await;
 }
+
+/// An operator with a read-only Redis user (the README's `ACL SETUSER reader` rule): `list`,
+/// `inspect`, `leaks` and `watch` work and report the held lock, `MONITOR` sees nothing but
+/// reads from them (no script, no presence key), and `force-unlock` fails with exit code 2,
+/// changing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_user_reads_everything_and_writes_nothing() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    // A long watchdog timeout: its presence refresh stays out of the monitored window.
+    let a = support::kit::client_with(&server, "cli_reader", Duration::from_secs(60)).await;
+    let ns = a.namespace().to_string();
+    let rule = support::kit::readme_acl_rule("reader", &ns);
+    let mut setuser = redis::cmd("ACL");
+    setuser.arg("SETUSER").arg("reader").arg(&rule);
+    let () = setuser.query_async(&mut conn).await.unwrap();
+    let held = a
+        .lock("orders")
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let url = format!("redis://reader:pw@127.0.0.1:{}/", server.port());
+    let keys_before = support::kit::keys_in(&mut conn, &ns).await.len();
+
+    let stop = support::kit::monitor(&server).await;
+    let list = json(
+        &run_async(url.clone(), ns.clone(), vec!["--json", "list"]).await,
+        0,
+    );
+    assert_eq!(
+        owners(lock_named(&list, "orders", "lock")),
+        vec![held.owner().to_string()]
+    );
+    let inspect = json(
+        &run_async(url.clone(), ns.clone(), vec!["--json", "inspect", "orders"]).await,
+        0,
+    );
+    assert_eq!(inspect["name"], "orders");
+    let leaks = run_async(url.clone(), ns.clone(), vec!["leaks"]).await;
+    assert_eq!(
+        code(&leaks),
+        0,
+        "{}",
+        String::from_utf8_lossy(&leaks.stderr)
+    );
+    let watch = run_async(
+        url.clone(),
+        ns.clone(),
+        vec!["watch", "--iterations", "1", "--interval", "0.1"],
+    )
+    .await;
+    assert!(stdout(&watch).contains("orders"), "{}", stdout(&watch));
+    let forced = run_async(url, ns.clone(), vec!["force-unlock", "orders", "--yes"]).await;
+    assert_eq!(code(&forced), 2, "force-unlock under a read-only user");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let seen = stop();
+    let writes: Vec<&String> = seen
+        .iter()
+        .filter(|c| !support::kit::READ_COMMANDS.contains(&c.as_str()))
+        .collect();
+    // force-unlock's own client asks for its permissions with a probe script, which the
+    // server refuses before running it; refused commands do not reach MONITOR.
+    assert!(
+        writes.is_empty(),
+        "not reads: {writes:?} (of {})",
+        seen.len()
+    );
+    assert!(
+        seen.iter().any(|c| c == "scan"),
+        "MONITOR saw the reads: {seen:?}"
+    );
+    assert_eq!(
+        support::kit::keys_in(&mut conn, &ns).await.len(),
+        keys_before
+    );
+    assert!(a.lock("orders").is_locked().await.unwrap());
+    held.unlock().await.unwrap();
+    assert_ns_clean(&mut conn, &ns).await;
+}

@@ -18,6 +18,7 @@
 //! Without `REDIS_URL` it starts its own redis-server; with it, it uses a fresh namespace there
 //! (and still injects the faults: do not point it at a server others use).
 
+use lockwise_testkit::checker::{self, Acquisition, History, Op};
 use lockwise_testkit::server;
 
 use std::collections::BTreeMap;
@@ -320,31 +321,36 @@ async fn run(args: Args, url: String) -> Result<usize, BoxError> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
 
-    // The checker: overlapping holds per lock.
-    let mut violations = Vec::new();
+    // The checker: overlapping holds per lock, by the history checker the tests use
+    // (lockwise-testkit). A task's holds of one lock are never an overlap with each other.
+    let history = History::new();
     let mut recorded = 0;
     for (ix, h) in holds.iter().enumerate() {
         let mut h = h.lock().unwrap();
         recorded += h.len();
         h.sort_by_key(|x| x.0);
-        let mut furthest: Option<Hold> = None;
-        for &x in h.iter() {
-            if let Some(f) = furthest {
-                if x.0 < f.1 && x.2 != f.2 {
-                    violations.push(format!(
-                        "soak-{ix}: task {} held until +{:?}, task {} acquired at +{:?}",
-                        f.2,
-                        f.1 - t0,
-                        x.2,
-                        x.0 - t0
-                    ));
-                }
-            }
-            if furthest.is_none_or(|f| x.1 > f.1) {
-                furthest = Some(x);
-            }
+        for (n, &(start, end, task)) in h.iter().enumerate() {
+            let acquired = checker::ns_of(start);
+            history.record(Acquisition {
+                id: format!("{ix}-{n}"),
+                client: format!("task {task}"),
+                lock: format!("soak-{ix}"),
+                owner: format!("task {task}"),
+                op: Op::Ok,
+                invoke: acquired,
+                acquired: Some(acquired),
+                released: Some(checker::ns_of(end)),
+                validity: None,
+                token: None,
+                note: String::new(),
+            });
         }
     }
+    let violations: Vec<String> = history
+        .check_overlaps()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
 
     // The quiet phase: every lock has waiters all the time (tasks / locks of them), so the
     // time from one hold's end to the next hold's start is how long a released lock stayed

@@ -47,7 +47,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use super::probe::{probe, resp3};
-use super::{protocol, CommandConn, Options, Subscriber};
+use super::{protocol, CommandConn, Options, Route, Subscriber};
 use crate::error::{Error, Result};
 
 /// Credentials and database of a Sentinel master (set only for Sentinel deployments).
@@ -117,7 +117,7 @@ async fn connect_with<L: Subscriber>(
     };
     let sentinel = SentinelMaster::connect(settings, options.manager.clone()).await?;
     let client = sentinel.switches().borrow().clone();
-    probe(&client, &options.probe).await?;
+    probe(&client, &options.probe, !options.read_only).await?;
     let listener = L::connect(
         client,
         options.manager.clone(),
@@ -127,7 +127,11 @@ async fn connect_with<L: Subscriber>(
     )
     .await?;
     listener.follow(sentinel.switches(), options.manager.clone());
-    Ok((CommandConn::Sentinel(sentinel), listener, "publish"))
+    Ok((
+        CommandConn::new(Route::Sentinel(sentinel)),
+        listener,
+        "publish",
+    ))
 }
 
 /// Whether a call may be sent again after what the master answered.

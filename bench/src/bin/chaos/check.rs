@@ -1,6 +1,7 @@
 //! The checks: the barrier, the belief check, quiescence and the analysis of every hold.
 
 use super::*;
+use lockwise_testkit::checker::{Acquisition, History, Op};
 
 /// The barrier, the belief check, the release and the quiescence check.
 pub(super) async fn check_phase(
@@ -196,9 +197,11 @@ pub(super) fn analyse(c: &Coordinator, tl: Timeline) -> Vec<String> {
 
     // Intervals that count for mutual exclusion: [acquired, last confirmed valid], a killed
     // worker's open hold ending at its kill, a lease hold at invoke + lease at the latest.
+    // They go into the history checker the tests use (lockwise-testkit), which finds
+    // overlapping holds and fencing tokens that do not rise.
+    let history = History::new();
     let mut open = 0;
-    let mut by_lock: Vec<Vec<(u64, u64, &Hold)>> = vec![Vec::new(); c.args.locks];
-    for h in s.holds.values() {
+    for (&(worker, seq), h) in &s.holds {
         let end = match (h.end, s.workers[h.worker].killed_at) {
             (Some(e), _) => e,
             // Killed after sending its unlock but before its `E` line: the unlock may have
@@ -210,82 +213,36 @@ pub(super) fn analyse(c: &Coordinator, tl: Timeline) -> Vec<String> {
             }
         };
         let end = h.lease_end.map_or(end, |l| end.min(l));
-        if end > h.acq && h.lock < by_lock.len() {
-            by_lock[h.lock].push((h.acq, end, h));
-        }
+        history.record(Acquisition {
+            id: format!("{worker}-{seq}"),
+            client: format!(
+                "{} ({} {}, {}){}",
+                who(h),
+                h.mode,
+                h.how,
+                h.owner,
+                stopped_note(&s, h, end)
+            ),
+            lock: h.lock.to_string(),
+            owner: h.owner.clone(),
+            op: Op::Ok,
+            invoke: h.invoke,
+            acquired: Some(h.acq),
+            released: Some(end),
+            validity: None,
+            token: h.token,
+            note: String::new(),
+        });
     }
     if open > 0 {
         failures.push(format!(
             "{open} hold(s) of live workers never ended (no E line)"
         ));
     }
-
-    // 1. No overlap.
-    let mut overlaps = Vec::new();
-    for (lock, iv) in by_lock.iter_mut().enumerate() {
-        iv.sort_by_key(|x| x.0);
-        let mut furthest: Option<(u64, &Hold)> = None;
-        for &(start, end, h) in iv.iter() {
-            if let Some((fend, f)) = furthest {
-                if start < fend {
-                    overlaps.push(format!(
-                        "lock {lock}: {} ({} {}, {}, token {:?}) held [{:.3}, {:.3}] s{} and {} ({} {}, {}, token {:?}) from {:.3} s{}: {:.1} ms overlap",
-                        who(f),
-                        f.owner,
-                        f.mode,
-                        f.how,
-                        f.token,
-                        rel(f.acq),
-                        rel(fend),
-                        stopped_note(&s, f, fend),
-                        who(h),
-                        h.owner,
-                        h.mode,
-                        h.how,
-                        h.token,
-                        rel(start),
-                        stopped_note(&s, h, end),
-                        ms(fend.min(end) - start)
-                    ));
-                }
-            }
-            if furthest.is_none_or(|(fend, _)| end > fend) {
-                furthest = Some((end, h));
-            }
-        }
-    }
-
-    // 2. Fencing tokens increase in hold order.
-    let mut token_errors = Vec::new();
-    for (lock, iv) in by_lock.iter().enumerate() {
-        let mut last: Option<&Hold> = None;
-        for &(_, _, h) in iv.iter().filter(|x| x.2.token.is_some()) {
-            if let Some(p) = last {
-                if h.token <= p.token {
-                    // The same owner with the same token: the "new" hold re-entered the earlier
-                    // one, which its unlock had left in Redis.
-                    let why = if h.token == p.token && h.owner == p.owner {
-                        format!(
-                            " (same owner: it re-entered its earlier hold, which that hold's unlock ({}) left behind)",
-                            p.how
-                        )
-                    } else {
-                        String::new()
-                    };
-                    token_errors.push(format!(
-                        "lock {lock}: {} got token {:?} at {:.3} s after {} had token {:?} at {:.3} s{why}",
-                        who(h),
-                        h.token,
-                        rel(h.acq),
-                        who(p),
-                        p.token,
-                        rel(p.acq)
-                    ));
-                }
-            }
-            last = Some(h);
-        }
-    }
+    // 1. No overlap. 2. Fencing tokens rise: an acquire invoked after another returned gets
+    // a larger token.
+    let overlaps = history.check_overlaps();
+    let token_errors = history.check_tokens();
 
     // 3. Quiet phase: how long a released lock stayed free while somebody waited for it.
     let (w0, w1) = tl.handoff_window();
@@ -471,13 +428,13 @@ pub(super) fn analyse(c: &Coordinator, tl: Timeline) -> Vec<String> {
 
     // Failures, each naming its check.
     for o in overlaps.iter().take(10) {
-        failures.push(format!("overlap: {o}"));
+        failures.push(o.to_string());
     }
     if overlaps.len() > 10 {
         failures.push(format!("overlap: ... and {} more", overlaps.len() - 10));
     }
     for t in token_errors.iter().take(10) {
-        failures.push(format!("token order: {t}"));
+        failures.push(t.to_string());
     }
     if token_errors.len() > 10 {
         failures.push(format!(
