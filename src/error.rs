@@ -69,7 +69,8 @@ pub enum Error {
     },
     /// The Redis user lacks a permission lockwise needs (an ACL rule), found at connect:
     /// a command lockwise runs, its keys `<namespace>:*` or its channels `<namespace>:*`.
-    /// Nothing was written. The README's "ACL" section has the minimal `ACL SETUSER` rule.
+    /// Nothing was written. The "ACL" section of [`guide::deployments`](crate::guide::deployments) has the minimal
+    /// `ACL SETUSER` rule.
     Permission {
         /// What is missing: ``command `hincrby` ``, ``channels `lockwise:*` `` or
         /// ``keys `lockwise:*` ``.
@@ -244,7 +245,7 @@ impl fmt::Display for Error {
             Error::Permission { what, reason } => write!(
                 f,
                 "the redis user may not use {what}, which lockwise needs ({reason}); see the \
-                 README's ACL section for the minimal rule"
+                 ACL section of the deployments guide for the minimal rule"
             ),
             Error::UpgradeRefused { name } => write!(
                 f,

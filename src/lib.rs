@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-// A map of the crate, for readers of the source (users start at the README above). The
+// A map of the crate, for readers of the source (users start at the README above and the guide). The
 // folders are the layers, from the top down; a layer imports only those below it
 // (tests/project/layout.rs checks it from the source):
 //
@@ -51,15 +51,17 @@
 //     keys.rs         every key and channel name (`Role`), argument checks
 //     scripts.rs      every Lua script (lua/*.lua), the runner, the header test
 //   error.rs          the one error enum
+//   guide.rs          the guide: docs/guide/*.md as documentation-only modules
 //
 // Cargo features: `tls-rustls`, `tls-rustls-webpki-roots`, `tls-native-tls` only switch on
-// redis-rs's TLS support (README, "TLS"); no lockwise code depends on them.
+// redis-rs's TLS support (guide, "Deployments": "TLS"); no lockwise code depends on them.
 
 mod admin;
 mod client;
 mod deploy;
 mod engine;
 mod error;
+pub mod guide;
 mod lock;
 mod redlock;
 mod sync;

@@ -133,7 +133,7 @@ pub struct QueueEntry {
 pub struct KeyInfo {
     /// The key.
     pub key: String,
-    /// Its role in the layout (`lock`, `fence`, `fairqueue`, ...: README, "How it works").
+    /// Its role in the layout (`lock`, `fence`, `fairqueue`, ...: see [`guide::internals`](crate::guide::internals)).
     pub role: &'static str,
     /// Its time to live; `None` when it has none.
     pub ttl: Option<Duration>,

@@ -144,7 +144,7 @@ impl ClientBuilder {
     /// started more than two intervals and a response timeout ago, for instance after the
     /// process was paused. So after a failover, every client is on the new master within
     /// about one interval of the sentinels' switch, even one that missed the announcement
-    /// (README, "Deployments").
+    /// ([`guide::deployments`](crate::guide::deployments)).
     pub fn sentinel_check_interval(mut self, interval: Duration) -> Self {
         self.sentinel_check_interval = Some(interval);
         self
@@ -155,7 +155,7 @@ impl ClientBuilder {
     /// releasing client's own tasks would get there first; `None` turns claims off. Default
     /// [`DEFAULT_OVERTAKE_LIMIT`] (200 ms). A claim is a key `<namespace>:claim:{name}` with a
     /// 1 s TTL that the claimant renews while it waits and withdraws when it stops waiting;
-    /// it only ever refuses a free lock to others, never a re-entry (README, "Guarantees").
+    /// it only ever refuses a free lock to others, never a re-entry ([`guide::guarantees`](crate::guide::guarantees)).
     pub fn overtake_limit(mut self, limit: Option<Duration>) -> Self {
         self.overtake_limit = limit;
         self
@@ -226,7 +226,7 @@ impl ClientBuilder {
     /// fails closed instead of living only on a master whose failover would lose it.
     ///
     /// This narrows, but does not close, the failover race of asynchronous replication
-    /// (README, "Deployments"). WAIT blocks the client's shared command connection for up
+    /// ([`guide::deployments`](crate::guide::deployments)). WAIT blocks the client's shared command connection for up
     /// to `timeout` when replicas lag, so keep it short; it must be below the response
     /// timeout. If the server does not support WAIT, the client says so once at connect
     /// (a warning) and runs without replica sync. Off by default.
@@ -296,7 +296,7 @@ impl ClientBuilder {
     /// connect timeout or one refuses the connection; [`Error::UnexpectedReply`](crate::Error::UnexpectedReply) when the
     /// sentinels do not know the master name or name a server that is not a master;
     /// [`Error::Permission`](crate::Error::Permission) when the Redis user's ACL refuses a command lockwise runs, or
-    /// the keys or channels `<namespace>:*` (README, "ACL").
+    /// the keys or channels `<namespace>:*` ([`guide::deployments`](crate::guide::deployments), "ACL").
     ///
     /// # Cancel safety
     /// Dropping the future abandons the attempt; connections made so far are closed.

@@ -119,7 +119,7 @@ impl Client {
 
     /// Starts a [`ClientBuilder`] for the standalone Redis server at `url`
     /// (`redis://[user:password@]host[:port][/db]`; `rediss://` for TLS, which needs the
-    /// `tls-rustls` or `tls-native-tls` feature, see the README's "TLS").
+    /// `tls-rustls` or `tls-native-tls` feature, see [`guide::deployments`](crate::guide::deployments), "TLS").
     pub fn builder(url: impl Into<String>) -> ClientBuilder {
         ClientBuilder::new(Deployment::Standalone {
             target: Target::Url(url.into()),
@@ -146,7 +146,7 @@ impl Client {
 
     /// Starts a [`ClientBuilder`] for a Redis Cluster reached through any of the `seeds`
     /// (`redis://[user:password@]host:port` URLs of some of its nodes; the rest of the
-    /// topology is discovered). See the README's "Deployments" for what a failover does to
+    /// topology is discovered). See [`guide::deployments`](crate::guide::deployments) for what a failover does to
     /// held locks.
     pub fn cluster_builder<I, S>(seeds: I) -> ClientBuilder
     where

@@ -30,7 +30,7 @@ use crate::wire::scripts::LOCK;
 /// At most one owner holds the lock while its key lives in Redis. It cannot stop a holder
 /// that was paused (GC, SIGSTOP, a long syscall) past its TTL from acting as if it still
 /// held the lock: when the protected resource must reject such late writers, use fencing
-/// tokens (see the README).
+/// tokens (see [`guide::locks`](crate::guide::locks)).
 #[derive(Clone)]
 pub struct RLock {
     pub(super) base: Arc<Base>,

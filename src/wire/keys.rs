@@ -384,7 +384,7 @@ mod tests {
 
     #[test]
     fn every_role_has_its_key() {
-        // Every role's spelling is checked against the README by tests/project/key_layout.rs.
+        // Every role's spelling is checked against the guide's key table by tests/project/key_layout.rs.
         let expected = Role::ALL.map(|r| (r, r.as_str()));
         let (plain, tagged, odd) = (
             Keys::new("lockwise", "order:1001"),

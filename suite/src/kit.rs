@@ -139,16 +139,16 @@ pub async fn monitor(server: &RedisServer) -> impl FnOnce() -> Vec<String> {
     }
 }
 
-/// The README's `ACL SETUSER <user> ...` rule (its "ACL" section) as arguments after the
+/// The guide's `ACL SETUSER <user> ...` rule (the "ACL" section of `docs/guide/deployments.md`) as arguments after the
 /// user name, for namespace `ns` and password `pw`: the tests create the very users the
 /// README documents.
 pub fn readme_acl_rule(user: &str, ns: &str) -> Vec<String> {
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../docs/guide/deployments.md");
     let prefix = format!("ACL SETUSER {user} ");
     let line = readme
         .lines()
         .find(|l| l.starts_with(&prefix))
-        .unwrap_or_else(|| panic!("README documents `{prefix}...`"));
+        .unwrap_or_else(|| panic!("the guide documents `{prefix}...`"));
     line.split_whitespace()
         .skip(3) // ACL SETUSER <user>
         .map(|w| {

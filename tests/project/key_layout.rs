@@ -1,7 +1,7 @@
 //! The key layout is written down in three places that must agree, checked from the source
 //! text (no Redis needed): the `Role` enum in `src/wire/keys.rs` (its variants, the `Role::ALL`
 //! list the admin scan reads keys back with, and the spelling `as_str` gives each), and the
-//! key table of the README. A new role forgotten in any of them fails here.
+//! key table of the guide (`docs/guide/internals.md`). A new role forgotten in any of them fails here.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -58,9 +58,9 @@ fn roles_their_list_their_spelling_and_the_readme_agree() {
     let names: BTreeSet<&str> = spelled.iter().map(|(_, s)| s.as_str()).collect();
     assert_eq!(names.len(), spelled.len(), "two roles spelled alike");
 
-    // The README's key table: one row per key, `<ns>:<role>:{<name>}` in its first cell
+    // The guide's key table: one row per key, `<ns>:<role>:{<name>}` in its first cell
     // (a row may name two keys).
-    let readme = read("README.md");
+    let readme = read("docs/guide/internals.md");
     let mut in_table = BTreeSet::new();
     for row in readme
         .lines()
@@ -76,6 +76,6 @@ fn roles_their_list_their_spelling_and_the_readme_agree() {
     let names: BTreeSet<String> = names.into_iter().map(str::to_string).collect();
     assert_eq!(
         in_table, names,
-        "the README key table (left) and Role::as_str (right) differ"
+        "the guide's key table (docs/guide/internals.md, left) and Role::as_str (right) differ"
     );
 }

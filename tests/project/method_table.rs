@@ -1,4 +1,4 @@
-//! The method tables of the README ("One contract for every kind") kept true, both ways:
+//! The method tables of the guide (`docs/guide/concepts.md`, "One contract for every kind") kept true, both ways:
 //! every method a table gives a kind exists on it (the compiler checks the list below), and
 //! every public method the kinds define in `src/` (inherent, from the shared macros of
 //! `src/lock/api.rs`, or from the `Lock` trait) is in the table. No server needed.
@@ -111,7 +111,7 @@ fn ticked(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The README table whose header starts with `first`: kind (from its column header) ->
+/// The guide table whose header starts with `first`: kind (from its column header) ->
 /// methods. A ✓ cell gives the kind the row's methods (the names in backticks in its first
 /// cell); any other cell the names in backticks in it.
 fn table(readme: &str, first: &str) -> Methods {
@@ -245,21 +245,23 @@ fn in_source() -> (Methods, BTreeSet<String>) {
 
 #[test]
 fn the_method_tables_match_the_code() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/guide/concepts.md"),
+    )
+    .unwrap();
     let mut documented = table(&readme, "Handle method");
     documented.extend(table(&readme, "Guard method"));
     let code = in_code();
     assert_eq!(
         documented, code,
-        "README method tables (left) differ from the methods named in this test (right)"
+        "the guide's method tables (left) differ from the methods named in this test (right)"
     );
     let (source, contract) = in_source();
     // A kind added to src/ (it implements the contract) must be in the tables.
     for kind in &contract {
         assert!(
             code.contains_key(kind),
-            "{kind} implements Lock / LockGuard but is in no README method table"
+            "{kind} implements Lock / LockGuard but is in no method table of the guide"
         );
     }
     for (kind, listed) in &code {

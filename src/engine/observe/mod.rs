@@ -33,7 +33,7 @@ mod cache;
 pub(crate) use cache::Cache;
 
 /// The metric names, as the engine records them (Prometheus conventions: `_seconds`,
-/// `_total`). The README lists their types, labels and meaning.
+/// `_total`). [`guide::operations`](crate::guide::operations) lists their types, labels and meaning.
 pub mod names {
     /// Histogram, seconds: how long each acquire call took from its start until it acquired,
     /// timed out, failed or was cancelled. Labels `kind`, `outcome` (and `name` when opted in).
