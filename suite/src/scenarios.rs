@@ -74,7 +74,7 @@ async fn remote_waits(
 }
 
 /// The starvation case: 8 tasks of `busy` lock `name`, hold it 2 ms and lock again at once;
-/// after 200 ms a task of `remote` takes it `rounds` times (see [`remote_waits`]). Returns
+/// after 200 ms a task of `remote` takes it `rounds` times (see `remote_waits`). Returns
 /// how long each remote take waited, and every hold of both sides.
 pub async fn waits_against_busy(
     busy: &Client,
