@@ -127,6 +127,13 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => ExitCode::from(code),
+        // The reader went away (`lockwise list | head`): nothing left to say to anyone.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("lockwise: {e}");
             ExitCode::from(2)
@@ -213,7 +220,9 @@ async fn run(cli: Cli) -> Result<u8, Failure> {
                 return Err(format!("--interval must be at least 0.05 s, got {interval}").into());
             }
             let every = Duration::from_secs_f64(*interval);
-            watch::run(out, &scanning(*limit), every, *iterations, *top, cli.json).await?;
+            let terminal = std::io::stdout().is_terminal();
+            let admin = scanning(*limit);
+            watch::run(out, terminal, &admin, every, *iterations, *top, cli.json).await?;
             Ok(0)
         }
     }

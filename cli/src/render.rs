@@ -2,6 +2,7 @@
 
 use std::io::{self, Write};
 use std::time::Duration;
+use unicode_width::UnicodeWidthStr;
 
 use lockwise::{Holder, KeyInfo, LeakReport, Listing, LockInfo, LockKind, OwnerCheck, QueueEntry};
 use serde_json::{json, Value};
@@ -49,13 +50,14 @@ fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or("-".to_string(), |v| v.to_string())
 }
 
-/// Rows as columns padded to the widest cell.
+/// Rows as columns padded to the widest cell, by display width (a CJK character or an
+/// emoji takes two columns of a terminal).
 pub(crate) fn table(out: &mut impl Write, rows: &[Vec<String>]) -> io::Result<()> {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
             rows.iter()
-                .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
+                .map(|r| r.get(c).map_or(0, |s| s.width()))
                 .max()
                 .unwrap_or(0)
         })
@@ -67,7 +69,7 @@ pub(crate) fn table(out: &mut impl Write, rows: &[Vec<String>]) -> io::Result<()
                 line.push_str(cell);
             } else {
                 line.push_str(cell);
-                line.push_str(&" ".repeat(widths[c] - cell.chars().count() + 2));
+                line.push_str(&" ".repeat(widths[c] - cell.width() + 2));
             }
         }
         writeln!(out, "{}", line.trim_end())?;

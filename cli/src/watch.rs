@@ -1,4 +1,5 @@
-//! `watch`: clear the terminal and redraw the busiest locks every interval (plain ANSI).
+//! `watch`: clear the terminal and redraw the busiest locks every interval (plain ANSI); into
+//! a pipe or a file, one table after another with no control codes.
 
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -8,9 +9,11 @@ use lockwise::Admin;
 use crate::render;
 
 /// Redraws until `iterations` refreshes were shown (forever when `None`). With `json`, one
-/// JSON line per refresh instead of a screen.
+/// JSON line per refresh instead of a screen; without a `terminal`, each refresh follows the
+/// last after a blank line instead of clearing the screen.
 pub(crate) async fn run(
     out: &mut impl Write,
+    terminal: bool,
     admin: &Admin,
     every: Duration,
     iterations: Option<u64>,
@@ -33,8 +36,12 @@ pub(crate) async fn run(
         if json {
             render::listing(out, &listing, top, true)?;
         } else {
-            // Clear the screen, cursor home.
-            write!(out, "\x1b[2J\x1b[H")?;
+            if terminal {
+                // Clear the screen, cursor home.
+                write!(out, "\x1b[2J\x1b[H")?;
+            } else if shown > 0 {
+                writeln!(out)?;
+            }
             writeln!(
                 out,
                 "lockwise watch  {clock}  {} locks, {} keys scanned, every {:.1}s\n",

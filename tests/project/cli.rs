@@ -501,9 +501,20 @@ async fn watch_redraws_a_bounded_number_of_times() {
     )
     .await;
     assert_eq!(code(&out), 0);
+    // Into a pipe: three tables one after another, no control codes.
     let text = stdout(&out);
-    assert_eq!(text.matches("\x1b[2J\x1b[H").count(), 3, "{text:?}");
+    assert!(!text.contains('\x1b'), "{text:?}");
     assert_eq!(text.matches("\nbusy ").count(), 3, "{text:?}");
+    // On a terminal: the screen is cleared before each of the three.
+    let url = server.url().to_string();
+    let ns2 = ns.clone();
+    let tty = tokio::task::spawn_blocking(move || {
+        run_on_tty(&url, &ns2, "watch --iterations 3 --interval 0.1", "")
+    })
+    .await
+    .unwrap();
+    let text = stdout(&tty);
+    assert_eq!(text.matches("\x1b[2J\x1b[H").count(), 3, "{text:?}");
     let lines = run(
         server.url(),
         &ns,
@@ -892,4 +903,71 @@ async fn read_only_user_reads_everything_and_writes_nothing() {
     assert!(a.lock("orders").is_locked().await.unwrap());
     held.unlock().await.unwrap();
     assert_ns_clean(&mut conn, &ns).await;
+}
+
+/// Lock names in CJK and emoji keep the table's columns aligned (by display width), and a
+/// reader that goes away (`lockwise list | head -n 1`) ends the CLI quietly with success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wide_names_align_and_a_closed_pipe_ends_quietly() {
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+    let a = fresh_client(&server, "cli_wide").await;
+    let ns = a.namespace().to_string();
+    let mut guards = Vec::new();
+    for name in ["訂單-1", "🔒stock", "plain"] {
+        guards.push(a.lock(name).lock().await.unwrap());
+    }
+    let out = run_async(server.url().to_string(), ns.clone(), vec!["list"]).await;
+    assert_eq!(code(&out), 0);
+    let text = stdout(&out);
+    // The KIND column starts at the same display column on every row.
+    let kind_at = |line: &str| {
+        let at = line.find("lock ").or_else(|| line.find("KIND")).unwrap();
+        unicode_width::UnicodeWidthStr::width(&line[..at])
+    };
+    let rows: Vec<&str> = text.lines().take(4).collect();
+    let columns: Vec<usize> = rows.iter().map(|l| kind_at(l)).collect();
+    assert!(
+        columns.windows(2).all(|w| w[0] == w[1]),
+        "{columns:?} in\n{text}"
+    );
+
+    // `| head -n 1`: the pipe closes after the first line; many locks make the rest large.
+    for i in 0..2000 {
+        guards.push(
+            a.lock(format!("bulk-{i:04}"))
+                .lock_with_lease(Duration::from_secs(60))
+                .await
+                .unwrap(),
+        );
+    }
+    let cmd = format!(
+        "{} --url {} --namespace {ns} list | head -n 1; exit ${{PIPESTATUS[0]}}",
+        exe().display(),
+        server.url()
+    );
+    let piped = tokio::task::spawn_blocking(move || {
+        Command::new("bash")
+            .args(["-c", &cmd])
+            .env_remove("REDIS_URL")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        code(&piped),
+        0,
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert!(
+        piped.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+    clean_after(&conn, &ns).await;
 }
