@@ -31,6 +31,20 @@ server_version() {
     "$@" sh -c '"${REDIS_SERVER_BIN:-redis-server}" --version' | sed -E 's/ v=([^ ]+).*/ \1/'
 }
 
+# The fencing tests write to a real PostgreSQL table (tests/locks/fenced_postgres.rs): the
+# tests start throwaway servers from Debian's `postgresql` package (`PG_BIN` points
+# elsewhere), which is installed here when missing. Its own system service is not used.
+if [[ -z "${PG_BIN:-}" ]] && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    echo "== test.sh: PostgreSQL not found; installing postgresql" >&2
+    sudo=()
+    if [[ "$(id -u)" -ne 0 ]]; then
+        sudo=(sudo)
+    fi
+    ${sudo[@]+"${sudo[@]}"} env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    ${sudo[@]+"${sudo[@]}"} env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+fi
+
 # The Redis run uses the binaries on PATH, whatever *_BIN variables the caller has set.
 unset REDIS_SERVER_BIN REDIS_CLI_BIN REDIS_SENTINEL_BIN
 # tests/project/cli.rs builds the `lockwise-cli` binary itself and runs it end to end; `metrics`

@@ -10,6 +10,7 @@
 //! | [`child`] | the parent side of child processes (`ChildProc`) |
 //! | [`scenarios`] | the overtake scenarios: a busy `Client`, a remote task's waits, a claimant leaving a free lock |
 //! | [`seen`] | what a metrics `DebuggingRecorder` saw, by name and labels (`Seen`) |
+//! | [`stock`] | the PostgreSQL stock table the fencing tests write with tokens |
 //!
 //! The child process itself is this crate's `test-child` binary (`src/bin/test-child/`).
 
@@ -17,6 +18,7 @@ pub mod child;
 pub mod kit;
 pub mod scenarios;
 pub mod seen;
+pub mod stock;
 
 pub use lockwise_testkit::*;
 

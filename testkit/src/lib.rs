@@ -10,6 +10,8 @@
 //! * [`checker`]: records every hold interval (and fencing token) of a run, across
 //!   processes, and checks that no two holds of one lock overlap, that tokens rise, and that
 //!   the server holds nothing no task believes it owns.
+//! * [`PostgresServer`]: a throwaway PostgreSQL (`initdb` in a temp dir, a free port), for
+//!   tests where the resource a lock protects is a real database table.
 //! * The inspection helpers below: keys and their TTLs, subscribed channels, script calls.
 //!
 //! # Why not `redis-test`
@@ -55,6 +57,7 @@
 #![warn(missing_docs)]
 
 pub mod checker;
+pub mod postgres;
 pub mod server;
 pub mod topology;
 
@@ -62,6 +65,7 @@ use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
 
+pub use postgres::PostgresServer;
 pub use server::{url_or_start, RedisServer};
 
 /// The async connection type the helpers inspect Redis with.

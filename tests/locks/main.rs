@@ -5,6 +5,7 @@
 //! |---|---|
 //! | [`rlock`], [`rlock_leases`] | `RLock`: key layout, re-entry, hold counts; leases and timing |
 //! | [`fair`], [`fenced`], [`multi`], [`rwlock`], [`spin`] | the other kinds |
+//! | [`fenced_postgres`] | fencing tokens checked by a real PostgreSQL table |
 //! | [`contract`] | the contract every kind offers (`Lock`, `LockGuard`, `run`), for every kind |
 //! | [`same_name`] | one name, one lock: every mutex kind of a name excludes the others |
 //! | [`mutual_exclusion`], [`overtake`], [`wakeup`] | contention: exclusion, the overtake bound, wakeups |
@@ -15,6 +16,7 @@ mod cancellation;
 mod contract;
 mod fair;
 mod fenced;
+mod fenced_postgres;
 mod hold_accounting;
 mod multi;
 mod mutual_exclusion;

@@ -16,9 +16,11 @@
 //! | `lease-holder` | takes a `LeaseSemaphore` permit with a lease, holds it until killed | `killed_holder_permit_comes_back_after_its_lease` |
 //! | `shutdown-holder` | holds every kind (and waits in a fair queue), then on `SIGTERM` calls `Client::shutdown` and exits | `process::sigterm_shutdown_leaves_nothing` |
 //! | `permit-user` | holds one permit of a `Semaphore` and one of a `LeaseSemaphore` until `SIGTERM`, then shuts down and exits | `process::rolling_restarts_lose_no_permit` |
+//! | `pg-buyer` | concurrent purchases from a PostgreSQL stock table, each under a fenced lock, written with its token | `fenced_postgres::purchases_from_two_processes_lose_no_update` |
 //! | `failover-worker` | a Sentinel client (`LOCKWISE_FP_URL`: the sentinels, comma-separated) whose tasks take fenced locks (re-entering some) until `stop` | `deployments::failover::sentinel_failovers_followed_by_every_process` |
 
 mod failover;
+mod pg;
 
 use std::future::Future;
 use std::io::Write;
@@ -63,6 +65,7 @@ fn main() {
             "failover-worker" => failover::worker(url, ns, label).await,
             "shutdown-holder" => shutdown_holder(url, ns).await,
             "permit-user" => permit_user(url, ns).await,
+            "pg-buyer" => pg::buyer(url, ns, label).await,
             other => panic!("unknown role {other}"),
         }
     });
