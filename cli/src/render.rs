@@ -4,7 +4,7 @@ use std::io::{self, Write};
 use std::time::Duration;
 use unicode_width::UnicodeWidthStr;
 
-use lockwise::{Holder, KeyInfo, LeakReport, Listing, LockInfo, LockKind, OwnerCheck, QueueEntry};
+use lockwise::{Holder, LeakReport, Listing, LockInfo, LockKind, OwnerCheck};
 use serde_json::{json, Value};
 
 /// `d` as `12.3s`, `9m57s` or `23h59m`; `-` for none.
@@ -19,8 +19,9 @@ pub(crate) fn ttl(d: Option<Duration>) -> String {
     }
 }
 
-fn ms(d: Option<Duration>) -> Value {
-    d.map_or(Value::Null, |d| json!(d.as_millis() as u64))
+/// The JSON form of a result (the library's `Serialize`, its `serde` feature).
+fn to_json(value: &impl serde::Serialize) -> io::Result<Value> {
+    serde_json::to_value(value).map_err(io::Error::other)
 }
 
 /// `<first 8 of the uuid>…:<task>`, short enough for a table.
@@ -99,33 +100,6 @@ pub(crate) fn lock_rows(locks: &[LockInfo], top: usize) -> Vec<Vec<String>> {
     rows
 }
 
-fn holder_json(h: &Holder) -> Value {
-    json!({"owner": h.owner, "count": h.count, "mode": h.mode.as_str(), "expires_in_ms": ms(h.expires_in)})
-}
-
-fn queue_json(q: &QueueEntry) -> Value {
-    json!({"id": q.id, "deadline_in_ms": q.deadline_in_ms})
-}
-
-fn key_json(k: &KeyInfo) -> Value {
-    json!({"key": k.key, "role": k.role, "ttl_ms": ms(k.ttl)})
-}
-
-pub(crate) fn lock_json(l: &LockInfo) -> Value {
-    json!({
-        "name": l.name,
-        "kind": l.kind.as_str(),
-        "holders": l.holders.iter().map(holder_json).collect::<Vec<_>>(),
-        "ttl_ms": ms(l.ttl),
-        "queue_len": l.queue_len,
-        "queue": l.queue.iter().map(queue_json).collect::<Vec<_>>(),
-        "waiters": l.waiters,
-        "token": l.token,
-        "permits": l.permits,
-        "keys": l.keys.iter().map(key_json).collect::<Vec<_>>(),
-    })
-}
-
 pub(crate) fn listing(
     out: &mut impl Write,
     l: &Listing,
@@ -133,13 +107,9 @@ pub(crate) fn listing(
     as_json: bool,
 ) -> io::Result<()> {
     if as_json {
-        let doc = json!({
-            "locks": l.locks.iter().take(top).map(lock_json).collect::<Vec<_>>(),
-            "scanned": l.scanned,
-            "complete": l.complete,
-            "unreadable": l.unreadable.iter().map(|(name, why)| json!({"name": name, "error": why})).collect::<Vec<_>>(),
-        });
-        return writeln!(out, "{doc}");
+        let mut shown = l.clone();
+        shown.locks.truncate(top);
+        return writeln!(out, "{}", to_json(&shown)?);
     }
     table(out, &lock_rows(&l.locks, top))?;
     for (name, why) in &l.unreadable {
@@ -165,7 +135,7 @@ pub(crate) fn inspection(
     as_json: bool,
 ) -> io::Result<()> {
     if as_json {
-        let doc = json!({"name": name, "locks": infos.iter().map(lock_json).collect::<Vec<_>>()});
+        let doc = json!({"name": name, "locks": to_json(&infos)?});
         return writeln!(out, "{doc}");
     }
     if infos.is_empty() {
@@ -242,18 +212,7 @@ pub(crate) fn leaks(out: &mut impl Write, r: &LeakReport, as_json: bool) -> io::
         other => format!("{other:?}"),
     };
     if as_json {
-        let leaks: Vec<Value> = r
-            .leaks
-            .iter()
-            .map(|l| json!({"key": l.key, "name": l.name, "reason": l.reason.describe()}))
-            .collect();
-        let doc = json!({
-            "leaks": leaks,
-            "scanned": r.scanned,
-            "complete": r.complete,
-            "owner_check": owner_check,
-        });
-        return writeln!(out, "{doc}");
+        return writeln!(out, "{}", to_json(r)?);
     }
     let mut rows = vec![vec!["KEY".to_string(), "PROBLEM".to_string()]];
     for l in &r.leaks {
@@ -284,10 +243,11 @@ pub(crate) fn unlocked(
     released: &[LockKind],
     as_json: bool,
 ) -> io::Result<()> {
-    let kinds: Vec<&str> = released.iter().map(|k| k.as_str()).collect();
     if as_json {
-        return writeln!(out, "{}", json!({"name": name, "released": kinds}));
+        let doc = json!({"name": name, "released": to_json(&released)?});
+        return writeln!(out, "{doc}");
     }
+    let kinds: Vec<&str> = released.iter().map(|k| k.as_str()).collect();
     if kinds.is_empty() {
         writeln!(out, "{name}: was not held; nothing changed")
     } else {

@@ -15,6 +15,7 @@ const IN_FLIGHT: usize = 32;
 
 /// What [`Admin::leaks`](super::Admin::leaks) found.
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 pub struct LeakReport {
     /// The leaks, in key order.
@@ -30,7 +31,9 @@ pub struct LeakReport {
 
 /// Whether the gone-owner check ran.
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", serde(tag = "check", rename_all = "snake_case"))]
 pub enum OwnerCheck {
     /// It ran: of the owner ids holding locks, `live_clients` have a live client.
     Done {
@@ -59,7 +62,9 @@ pub struct Leak {
 
 /// What is wrong with a [`Leak`]'s key.
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "snake_case"))]
 pub enum LeakReason {
     /// The key has no TTL and is not a fencing counter: nothing will ever remove it (a lock
     /// hash without a TTL is a deadlock waiting to happen).

@@ -14,6 +14,8 @@
 mod leaks;
 mod nodes;
 mod read;
+#[cfg(feature = "serde")]
+mod ser;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -30,7 +32,9 @@ pub const DEFAULT_SCAN_LIMIT: usize = 10_000;
 /// Operator views of the locks of one [`Client`]'s namespace; from [`Client::admin`].
 ///
 /// Every call is bounded: the scans stop after [`scan_limit`](Self::scan_limit) keys (and
-/// say so), and each lock name costs a few commands. Cheap to clone.
+/// say so), and each lock name costs a few commands. Cheap to clone. With the `serde`
+/// feature its results ([`Listing`], [`LockInfo`], [`LeakReport`], ...) implement
+/// `serde::Serialize`, in the shape `lockwise --json` prints (durations as `*_ms`).
 #[derive(Clone, Debug)]
 pub struct Admin {
     client: Client,
@@ -77,7 +81,9 @@ impl LockKind {
 
 /// How a [`Holder`] holds.
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum HoldMode {
     /// A mutex hold (`RLock`, `FairLock`, `FencedLock`, `MultiLock`, `RedLock`).
     Exclusive,
@@ -103,6 +109,7 @@ impl HoldMode {
 
 /// One owner of a lock.
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
     /// The owner field, `<client uuid>:<task id>` (a permit id for a lease).
@@ -113,11 +120,16 @@ pub struct Holder {
     pub mode: HoldMode,
     /// Time until the hold ends by itself, where the hold has its own deadline (a reader, a
     /// leased permit); `None` when it lives as long as the key ([`LockInfo::ttl`]).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "expires_in_ms", serialize_with = "ser::ms")
+    )]
     pub expires_in: Option<Duration>,
 }
 
 /// A queued waiter: a `FairLock` queue entry or a `RwLock` waiting writer.
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueEntry {
     /// The waiter id (`<owner>:<n>` for a fair waiter, the owner for a writer).
@@ -129,6 +141,7 @@ pub struct QueueEntry {
 
 /// One Redis key of a lock.
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyInfo {
     /// The key.
@@ -136,11 +149,16 @@ pub struct KeyInfo {
     /// Its role in the layout (`lock`, `fence`, `fairqueue`, ...: see [`guide::internals`](crate::guide::internals)).
     pub role: &'static str,
     /// Its time to live; `None` when it has none.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "ttl_ms", serialize_with = "ser::ms")
+    )]
     pub ttl: Option<Duration>,
 }
 
 /// Everything the keys say about one lock of one kind.
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockInfo {
     /// The lock name.
@@ -151,6 +169,10 @@ pub struct LockInfo {
     pub holders: Vec<Holder>,
     /// The time to live of the kind's main key (lock hash, writer or readers hash, latch,
     /// permits); `None` when that key is absent or has no TTL.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "ttl_ms", serialize_with = "ser::ms")
+    )]
     pub ttl: Option<Duration>,
     /// Length of the fair queue, or number of waiting writers of a `RwLock`.
     pub queue_len: u64,
@@ -179,6 +201,7 @@ impl LockInfo {
 
 /// What [`Admin::list`] found.
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 pub struct Listing {
     /// The locks, most contended first (then most holders, then by name).
@@ -190,6 +213,7 @@ pub struct Listing {
     /// Names that could not be read as a lockwise kind (a key of another type, or another
     /// program's value, under a lockwise key name), with the reason; they are left out of
     /// [`locks`](Self::locks) instead of failing the whole listing.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "ser::unreadable"))]
     pub unreadable: Vec<(String, String)>,
 }
 
