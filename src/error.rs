@@ -9,6 +9,25 @@ use std::fmt;
 /// forget to use, and the compiler says so (`#[must_use]`). Tell it apart with
 /// [`is_timeout`](Error::is_timeout); real failures answer
 /// [`is_retryable`](Error::is_retryable) instead.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// match client.lock("report").try_lock(Duration::from_secs(1), None).await {
+///     Ok(guard) => match guard.unlock().await {
+///         // The lease ran out, or the lock was force-unlocked, while it was held.
+///         Err(lockwise::Error::NotHeld { .. }) => eprintln!("lock expired before unlock"),
+///         other => other?,
+///     },
+///     Err(e) if e.is_timeout() => eprintln!("busy: someone else holds it"),
+///     Err(e) if e.is_retryable() => eprintln!("transient failure, try again: {e}"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 #[non_exhaustive]
 #[derive(Debug)]
 pub enum Error {

@@ -14,6 +14,21 @@ use crate::Client;
 const IN_FLIGHT: usize = 32;
 
 /// What [`Admin::leaks`](super::Admin::leaks) found.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let report = client.admin().leaks().await?;
+/// println!("{} leaks in {} keys scanned", report.leaks.len(), report.scanned);
+/// if !report.complete {
+///     eprintln!("the scan stopped at its limit: there may be more");
+/// }
+/// for leak in &report.leaks {
+///     println!("{}: {}", leak.key, leak.reason.describe());
+/// }
+/// # Ok(()) }
+/// ```
 #[non_exhaustive]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
@@ -30,6 +45,22 @@ pub struct LeakReport {
 }
 
 /// Whether the gone-owner check ran.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use lockwise::OwnerCheck;
+///
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// // Turn the owner check off where RedLock is used.
+/// let report = client.admin().owner_check(true).leaks().await?;
+/// match &report.owner_check {
+///     OwnerCheck::Done { live_clients } => println!("{live_clients} owners are alive"),
+///     OwnerCheck::Skipped { reason } => println!("owner check skipped: {reason}"),
+///     _ => {}
+/// }
+/// # Ok(()) }
+/// ```
 #[non_exhaustive]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +80,20 @@ pub enum OwnerCheck {
 }
 
 /// One leak.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// for leak in client.admin().leaks().await?.leaks {
+///     // `name` is `None` for a key outside lockwise's layout.
+///     match &leak.name {
+///         Some(name) => println!("lock {name}, key {}: {}", leak.key, leak.reason.describe()),
+///         None => println!("key {}: {}", leak.key, leak.reason.describe()),
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leak {
@@ -61,6 +106,22 @@ pub struct Leak {
 }
 
 /// What is wrong with a [`Leak`]'s key.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use lockwise::LeakReason;
+///
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// for leak in client.admin().leaks().await?.leaks {
+///     match &leak.reason {
+///         LeakReason::NoTtl => eprintln!("{} never expires", leak.key),
+///         LeakReason::GoneOwner { owner } => eprintln!("{} held by dead {owner}", leak.key),
+///         other => eprintln!("{}: {}", leak.key, other.describe()),
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 #[non_exhaustive]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -35,6 +35,23 @@ pub const DEFAULT_SCAN_LIMIT: usize = 10_000;
 /// say so), and each lock name costs a few commands. Cheap to clone. With the `serde`
 /// feature its results ([`Listing`], [`LockInfo`], [`LeakReport`], ...) implement
 /// `serde::Serialize`, in the shape `lockwise --json` prints (durations as `*_ms`).
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let admin = client.admin().scan_limit(1_000);
+/// for lock in admin.list().await?.locks {
+///     println!("{} ({}): contention {}", lock.name, lock.kind.as_str(), lock.contention());
+/// }
+/// for info in admin.inspect("orders:42").await? {
+///     println!("{}: {} holders", info.kind.as_str(), info.holders.len());
+/// }
+/// for leak in admin.leaks().await?.leaks {
+///     println!("{}: {}", leak.key, leak.reason.describe());
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Admin {
     client: Client,
@@ -43,6 +60,23 @@ pub struct Admin {
 }
 
 /// Which lock kind a [`LockInfo`] describes, as far as the keys tell it.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use lockwise::LockKind;
+///
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// for info in client.admin().inspect("jobs").await? {
+///     match info.kind {
+///         LockKind::Semaphore | LockKind::LeaseSemaphore => {
+///             println!("{}: {:?} permits free", info.kind.as_str(), info.permits)
+///         }
+///         kind => println!("{}: {} holders", kind.as_str(), info.holders.len()),
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LockKind {
@@ -80,6 +114,20 @@ impl LockKind {
 }
 
 /// How a [`Holder`] holds.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use lockwise::HoldMode;
+///
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// for info in client.admin().inspect("catalog").await? {
+///     let readers = info.holders.iter().filter(|h| h.mode == HoldMode::Read).count();
+///     let writer = info.holders.iter().any(|h| h.mode == HoldMode::Write);
+///     println!("{}: {readers} readers, writer: {writer}", info.kind.as_str());
+/// }
+/// # Ok(()) }
+/// ```
 #[non_exhaustive]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +156,21 @@ impl HoldMode {
 }
 
 /// One owner of a lock.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// for info in client.admin().inspect("orders:42").await? {
+///     for holder in &info.holders {
+///         // No deadline of its own: the hold lives as long as the key.
+///         let ends_in = holder.expires_in.or(info.ttl);
+///         let mode = holder.mode.as_str();
+///         println!("{} holds it {}x ({mode}), ends in {ends_in:?}", holder.owner, holder.count);
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 #[non_exhaustive]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,6 +191,23 @@ pub struct Holder {
 }
 
 /// A queued waiter: a `FairLock` queue entry or a `RwLock` waiting writer.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// for info in client.admin().inspect("payments").await? {
+///     println!("{}: {} queued", info.kind.as_str(), info.queue_len);
+///     for entry in &info.queue {
+///         match entry.deadline_in_ms {
+///             Some(ms) if ms < 0 => println!("{} is stale ({} ms overdue)", entry.id, -ms),
+///             Some(ms) => println!("{} waits, deadline in {ms} ms", entry.id),
+///             None => println!("{} has no deadline", entry.id),
+///         }
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 #[non_exhaustive]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,6 +220,21 @@ pub struct QueueEntry {
 }
 
 /// One Redis key of a lock.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// for info in client.admin().inspect("orders:42").await? {
+///     for key in &info.keys {
+///         match key.ttl {
+///             Some(ttl) => println!("{} ({}) expires in {ttl:?}", key.key, key.role),
+///             None => println!("{} ({}) has no TTL", key.key, key.role),
+///         }
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 #[non_exhaustive]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,6 +252,21 @@ pub struct KeyInfo {
 }
 
 /// Everything the keys say about one lock of one kind.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// for info in client.admin().inspect("orders:42").await? {
+///     let (kind, holders) = (info.kind.as_str(), info.holders.len());
+///     println!("{} [{kind}]: {holders} holders, ttl {:?}", info.name, info.ttl);
+///     println!("{} waiters, {} queued", info.waiters, info.queue_len);
+///     if let Some(token) = info.token {
+///         println!("fencing token {token}");
+///     }
+/// }
+/// # Ok(()) }
+/// ```
 #[non_exhaustive]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,6 +310,24 @@ impl LockInfo {
 }
 
 /// What [`Admin::list`] found.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let listing = client.admin().list().await?;
+/// if !listing.complete {
+///     eprintln!("partial listing: stopped after {} keys", listing.scanned);
+/// }
+/// // Most contended first.
+/// for lock in listing.locks.iter().take(10) {
+///     println!("{} ({}): contention {}", lock.name, lock.kind.as_str(), lock.contention());
+/// }
+/// for (name, why) in &listing.unreadable {
+///     eprintln!("cannot read {name}: {why}");
+/// }
+/// # Ok(()) }
+/// ```
 #[non_exhaustive]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]

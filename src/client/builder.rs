@@ -23,6 +23,23 @@ use crate::wire::scripts::ReplicaSync;
 
 /// Settings for a [`Client`]; from [`Client::builder`], [`Client::cluster_builder`] or
 /// [`Client::sentinel_builder`].
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// # async fn demo() -> lockwise::Result<()> {
+/// let client = lockwise::Client::builder("redis://127.0.0.1:6379/0")
+///     .namespace("billing")
+///     .watchdog_timeout(Duration::from_secs(10))
+///     .response_timeout(Duration::from_millis(500))
+///     .build()
+///     .await?;
+/// // ... use the client ...
+/// client.shutdown(Duration::from_secs(5)).await;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 #[must_use = "a builder does nothing until .build().await"]
 pub struct ClientBuilder {

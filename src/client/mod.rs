@@ -32,6 +32,22 @@ pub const DEFAULT_SENTINEL_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// Default failover retry: see [`ClientBuilder::failover_retry`].
 pub const DEFAULT_FAILOVER_RETRY: Duration = Duration::from_secs(15);
 /// What [`Client::shutdown`] released, and what it could not.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let report = client.shutdown(Duration::from_secs(5)).await;
+/// if report.closed_now {
+///     println!("released {} holds, {} permits", report.holds_released, report.permits_returned);
+/// }
+/// for (name, why) in &report.failed {
+///     eprintln!("{name} left to expire: {why}");
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ShutdownReport {
@@ -58,6 +74,23 @@ impl ShutdownReport {
 /// Whose holds the acquires of a client's new lock handles take, by default: see
 /// [`ClientBuilder::ownership`]. A handle can still change it
 /// (`non_reentrant()`, `reentrant()`, `with_owner(id)`).
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use lockwise::{Client, Ownership};
+///
+/// # async fn demo() -> lockwise::Result<()> {
+/// // A web service: every acquire is its own owner, never re-entered by another request.
+/// let client = Client::builder("redis://127.0.0.1/")
+///     .ownership(Ownership::PerHold)
+///     .build()
+///     .await?;
+/// let guard = client.lock("cart:7").lock().await?;
+/// // The guard may move to another task.
+/// tokio::spawn(async move { guard.unlock().await });
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Ownership {
@@ -87,6 +120,25 @@ pub const DEFAULT_NAMESPACE: &str = "lockwise";
 /// and guards do not keep the watchdog alive; they keep only the connections. A handle's
 /// acquire methods then fail with [`Error::ClientClosed`](crate::Error::ClientClosed) (a waiting call too), instead of
 /// handing out a guard that would be lost at once.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// # async fn demo() -> lockwise::Result<()> {
+/// let client = lockwise::Client::connect("redis://127.0.0.1/").await?;
+/// let guard = client.lock("orders:42").lock().await?;
+/// // ... work under the lock ...
+/// guard.unlock().await?;
+///
+/// // When the service stops: release whatever is still held.
+/// let report = client.shutdown(Duration::from_secs(5)).await;
+/// if !report.is_complete() {
+///     eprintln!("{} left to expire", report.failed.len());
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<ClientHandle>,

@@ -147,6 +147,24 @@ pub trait Lock: Clone + Send + Sync + 'static {
 
 /// One granted hold of a [`Lock`], as every guard offers it. Each method means what the
 /// guard's inherent method of the same name documents.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use lockwise::LockGuard;
+///
+/// /// Works under any kind's guard.
+/// async fn finish(guard: impl LockGuard) -> lockwise::Result<()> {
+///     if guard.is_lost() {
+///         eprintln!("{} was lost", guard.name());
+///     }
+///     guard.unlock().await
+/// }
+/// # async fn demo2(client: lockwise::Client) -> lockwise::Result<()> {
+/// finish(client.lock("a").lock().await?).await?;
+/// finish(client.fenced_lock("b").lock().await?).await?;
+/// # Ok(()) }
+/// ```
 pub trait LockGuard: Send + 'static {
     /// The lock's name.
     fn name(&self) -> &str;
@@ -180,6 +198,22 @@ pub trait LockGuard: Send + 'static {
 }
 
 /// What the body of [`Lock::run`] knows about the hold it runs under.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// use lockwise::Lock;
+/// let total = client
+///     .fenced_lock("nightly")
+///     .run(|held| async move {
+///         println!("running as {} with token {:?}", held.owner, held.token);
+///         42
+///     })
+///     .await?; // released after the body, also when it panics or the lock is lost
+/// assert_eq!(total, 42);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Held {

@@ -90,6 +90,17 @@ static NEXT_WAITER: AtomicU64 = AtomicU64::new(1);
 /// purge stale waiters, one channel subscription per waiting task (instead of one per lock
 /// and client), and one refresh script call per waiter every third of the waiter lease. An
 /// unlock wakes only the next waiter, so a handoff costs one unlock and one lock script call.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let lock = client.fair_lock("payouts");
+/// let guard = lock.lock().await?; // served in the order the waiters asked
+/// println!("{} waiters queued behind us", lock.queue_len().await?);
+/// guard.unlock().await?; // hands the lock to the queue's head
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct FairLock {
     inner: Arc<Inner>,
@@ -471,6 +482,16 @@ impl Drop for Queued {
 /// the runtime without waiting (never `block_on`). If that unlock cannot reach Redis, the lock
 /// expires with its TTL (the lease, or the watchdog timeout), and the head of the queue takes
 /// it then.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let guard = client.fair_lock("payouts").lock().await?;
+/// assert!(!guard.is_lost());
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
 pub struct FairLockGuard {
     hold: Hold,

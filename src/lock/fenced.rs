@@ -69,6 +69,19 @@ use crate::wire::scripts::FENCED_LOCK;
 /// clocks; otherwise new tokens may repeat or fall below lost ones by up to that sum minus the
 /// time that passed. `lua/fenced_lock.lua` gives the argument. Tokens are below
 /// 2<sup>53</sup> (about the year 2255 at one per microsecond).
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let lock = client.fenced_lock("stock:sku-1");
+/// let guard = lock.lock().await?;
+/// let token = guard.token(); // larger than every token handed out before
+/// // Storage that checks tokens refuses a write from an older holder:
+/// client.fenced_value("stock:sku-1:qty").write(token, 9).await?;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct FencedLock {
     inner: Arc<Inner>,
@@ -271,6 +284,16 @@ impl std::fmt::Debug for FencedLock {
 /// One hold of a [`FencedLock`], with its fencing token. Release it with
 /// [`unlock`](FencedLockGuard::unlock); dropping it releases in the background, as an
 /// [`RLockGuard`](crate::RLockGuard) does.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let guard = client.fenced_lock("ledger").lock().await?;
+/// println!("writing with token {}", guard.token());
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
 pub struct FencedLockGuard {
     hold: Hold,

@@ -24,6 +24,19 @@ const MAX_TOKEN: u64 = (1 << 53) - 1;
 /// check-and-write is one atomic script on one Cluster slot. The key is used as given (no
 /// namespace): it is your data, and lockwise writes it **without a TTL**, as the highest token
 /// must live as long as the value it protects.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let value = client.fenced_value("config:limits");
+/// let guard = client.fenced_lock("config").lock().await?;
+/// value.write(guard.token(), "v2").await?; // Err(StaleToken) if a newer holder wrote
+/// let current: Option<String> = value.read().await?;
+/// assert_eq!(current.as_deref(), Some("v2"));
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct FencedValue {
     core: Arc<Core>,

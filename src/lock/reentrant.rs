@@ -31,6 +31,24 @@ use crate::wire::scripts::LOCK;
 /// that was paused (GC, SIGSTOP, a long syscall) past its TTL from acting as if it still
 /// held the lock: when the protected resource must reject such late writers, use fencing
 /// tokens (see [`guide::locks`](crate::guide::locks)).
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// use std::time::Duration;
+/// let lock = client.lock("invoice:42");
+/// let guard = lock.lock().await?; // waits; the watchdog keeps it alive
+/// // ... the critical section ...
+/// guard.unlock().await?;
+/// // Wait at most 100 ms; if taken, the lock expires after 5 s unless released first.
+/// match lock.try_lock(Duration::from_millis(100), Some(Duration::from_secs(5))).await {
+///     Ok(guard) => guard.unlock().await?,
+///     Err(e) if e.is_timeout() => println!("someone else has it"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct RLock {
     pub(super) base: Arc<Base>,
@@ -207,6 +225,24 @@ impl std::fmt::Debug for RLock {
 /// `Drop` cannot wait, so it stops the watchdog for this hold and hands the unlock script to
 /// the runtime without waiting (never `block_on`). If that unlock cannot reach Redis, the lock
 /// expires with its TTL (the lease, or the watchdog timeout).
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let guard = client.lock("report").lock().await?;
+/// let lost = guard.lost(); // cancelled if the watchdog finds the lock gone
+/// tokio::select! {
+///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {} // the work
+///     _ = lost.cancelled() => eprintln!("lost {}: stop writing", guard.name()),
+/// }
+/// match guard.unlock().await {
+///     Ok(()) => {}
+///     Err(e) if e.is_not_held() => eprintln!("the hold had already ended"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 #[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
 pub struct RLockGuard {
     hold: Hold,

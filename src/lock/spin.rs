@@ -215,6 +215,16 @@ impl std::fmt::Debug for SpinLock {
 /// reports errors; dropping it releases in the background instead.
 ///
 /// The guard may be moved to, and unlocked from, any task: it remembers its owner.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let guard = client.spin_lock("hot-counter").lock().await?;
+/// println!("held by {}", guard.owner());
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
 pub struct SpinLockGuard {
     hold: Hold,

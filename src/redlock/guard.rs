@@ -56,6 +56,25 @@ impl Shared {
 /// `Drop` cannot wait: it stops the extension task and hands the releases to the runtime
 /// without waiting (never `block_on`). Nodes that cannot be reached let the hold expire with
 /// its TTL.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn step(_: u32) {}
+/// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+/// let set = lockwise::RedLockSet::new(&clients);
+/// let guard = set.lock("rebuild-index").lock().await?;
+/// println!("granted by {} of {} nodes", guard.acquired_nodes(), set.nodes());
+/// for batch in 0..10 {
+///     // Extensions failed on a majority: stop working without the lock.
+///     if guard.is_lost() {
+///         break;
+///     }
+///     step(batch).await;
+/// }
+/// guard.unlock().await?; // `Error::NotHeld` once lost
+/// # Ok(()) }
+/// ```
 #[must_use = "the lock is released when the guard is dropped; call .unlock().await"]
 pub struct RedLockGuard {
     hold: QuorumHold,

@@ -122,6 +122,23 @@ use options::SetInner;
 /// algorithm prescribes. There is no pub/sub wakeup.
 ///
 /// [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+/// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
+/// let lease = Some(Duration::from_secs(10));
+/// let guard = lock.try_lock(Duration::from_secs(1), lease).await?;
+/// // Mutual exclusion holds only within the validity: check it before acting.
+/// if guard.validity() > Duration::from_secs(2) {
+///     // ... write ...
+/// }
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct RedLock {
     inner: Arc<LockInner>,

@@ -18,6 +18,23 @@ pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(200);
 
 /// Settings of a [`RedLockSet`]. Start from [`RedLockOptions::default`].
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+/// use lockwise::{RedLockOptions, RedLockSet};
+///
+/// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+/// let options = RedLockOptions::default()
+///     .ttl(Duration::from_secs(10))
+///     .node_timeout(Duration::from_millis(20))
+///     .retry_count(Some(3));
+/// let set = RedLockSet::with_options(&clients, options);
+/// let guard = set.lock("nightly-report").try_lock(Duration::from_secs(2), None).await?;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 #[must_use = "options do nothing until passed to RedLockSet::with_options"]
 pub struct RedLockOptions {
@@ -82,6 +99,25 @@ impl RedLockOptions {
 /// task (re-entry works across handles of one set), two sets are always different owners.
 ///
 /// [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// # async fn demo() -> lockwise::Result<()> {
+/// // One client per independent master.
+/// let mut clients = Vec::new();
+/// for url in ["redis://10.0.0.1/", "redis://10.0.0.2/", "redis://10.0.0.3/"] {
+///     clients.push(lockwise::Client::connect(url).await?);
+/// }
+/// let set = lockwise::RedLockSet::new(&clients);
+/// println!("{} nodes, quorum {}", set.nodes(), set.quorum());
+/// let guard = set.lock("invoice:9").lock().await?;
+/// guard.unlock().await?;
+/// set.shutdown(Duration::from_secs(5)).await;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct RedLockSet {
     inner: Arc<SetInner>,

@@ -39,6 +39,27 @@ const MAX_COUNT: u64 = MAX_MILLIS as u64;
 /// The key always has a TTL: a latch nobody counts down to zero (its counters crashed)
 /// opens by itself when the TTL runs out, so waiters are never stuck for good. Choose the
 /// TTL longer than the work it waits for.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let latch = client.count_down_latch("deploy:v42");
+/// // Three workers; the latch opens by itself after an hour at most.
+/// latch.try_set_count(3, Duration::from_secs(3600)).await?;
+///
+/// // In each worker, once its part is done:
+/// let left = latch.count_down().await?;
+/// println!("{left} workers still running");
+///
+/// // In the coordinator:
+/// if latch.wait_timeout(Duration::from_secs(600)).await? {
+///     println!("all workers done");
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct CountDownLatch {
     inner: Arc<Inner>,

@@ -12,6 +12,16 @@ use crate::lock::reentrant::RLockGuard;
 
 /// Holds every member of a [`MultiLock`](super::MultiLock). Release with [`unlock`](MultiLockGuard::unlock);
 /// dropping it drops each member guard, which releases them in the background.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let guard = client.multi_lock(["a", "b"]).lock().await?;
+/// println!("held {} for {:?} more", guard.name(), guard.validity());
+/// guard.unlock().await?; // releases every member
+/// # Ok(()) }
+/// ```
 #[must_use = "the locks are released when the guard is dropped; call .unlock().await"]
 pub struct MultiLockGuard {
     /// The member names joined by `,`.

@@ -78,6 +78,18 @@ use crate::wire::scripts::{ToRedisArgsDyn, MULTI_CHECK as CHECK};
 /// over, within the caller's wait. A member lost *after* the guard was handed out shows in
 /// [`MultiLockGuard::lost`] and [`MultiLockGuard::is_lost`] (at the next renewal for watchdog
 /// members; lease members are not watched, their TTL tells).
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// // Both accounts or neither; any order of names, never a deadlock.
+/// let accounts = client.multi_lock(["account:7", "account:3"]);
+/// let guard = accounts.lock().await?;
+/// assert_eq!(guard.names(), ["account:3", "account:7"]);
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct MultiLock {
     inner: Arc<Inner>,

@@ -58,6 +58,19 @@ pub use write::{WriteLock, WriteLockGuard};
 ///
 /// The read-write lock's keys are its own: an [`RLock`](crate::RLock) of the same name is a
 /// different lock.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let prices = client.rw_lock("prices");
+/// let read = prices.read().lock().await?; // shared with other readers
+/// println!("{} readers", prices.reader_count().await?);
+/// read.unlock().await?;
+/// let write = prices.write().lock().await?; // alone
+/// write.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct RwLock {
     shared: Arc<Shared>,

@@ -17,6 +17,16 @@ use crate::wire::scripts::RW_READ;
 ///
 /// Each reader has its own deadline on the server (its lease, or the watchdog timeout
 /// renewed by its own client's watchdog), so a crashed reader's hold ends by itself.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let read = client.rw_lock("catalog").read();
+/// let guard = read.lock().await?;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct ReadLock {
     shared: Arc<Shared>,
@@ -170,6 +180,16 @@ impl std::fmt::Debug for ReadLock {
 /// One read hold of a [`RwLock`](super::RwLock). Release it with
 /// [`unlock`](ReadLockGuard::unlock), which reports errors; dropping it releases in the
 /// background instead (the hold's deadline is the backstop).
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let guard = client.rw_lock("catalog").read().lock().await?;
+/// println!("reading as {}", guard.owner());
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "the read lock is released when the guard is dropped; call .unlock().await"]
 pub struct ReadLockGuard {
     hold: Hold,

@@ -19,6 +19,17 @@ use crate::wire::scripts::{RW_LEAVE, RW_WRITE};
 /// A writer that has to wait registers its intent on the server, and new readers wait
 /// behind it (writer preference). It withdraws the intent when it stops waiting (timeout,
 /// error, dropped future); a crashed writer's intent lapses within one watchdog timeout.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// use std::time::Duration;
+/// let write = client.rw_lock("catalog").write();
+/// let guard = write.try_lock(Duration::from_secs(1), None).await?;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct WriteLock {
     shared: Arc<Shared>,
@@ -273,6 +284,18 @@ impl std::fmt::Debug for WriteLock {
 /// The write hold of a [`RwLock`](super::RwLock). Release it with
 /// [`unlock`](WriteLockGuard::unlock), which reports errors; dropping it releases in the
 /// background instead (the TTL is the backstop).
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let guard = client.rw_lock("catalog").write().lock().await?;
+/// // A read hold taken by the writer is a downgrade: it keeps readers out until released.
+/// let read = client.rw_lock("catalog").read().lock().await?;
+/// read.unlock().await?;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "the write lock is released when the guard is dropped; call .unlock().await"]
 pub struct WriteLockGuard {
     hold: Hold,

@@ -80,6 +80,23 @@ const MAX_PERMITS: u64 = MAX_MILLIS as u64;
 ///   ([`with_idle_ttl`](Self::with_idle_ttl), default [`DEFAULT_IDLE_TTL`](Self::DEFAULT_IDLE_TTL)) after the last
 ///   write and never less than the latest lease; a semaphore untouched that long is
 ///   forgotten (unset), and `try_set_permits` creates it again.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let sem = client.lease_semaphore("gpu-slots");
+/// sem.try_set_permits(8).await?; // `false`: it was set already
+/// // If this process dies, the permit comes back when its 5-minute lease runs out.
+/// let permit = sem.acquire(Duration::from_secs(300)).await?;
+/// // Keep the permit past its guard, and release it later by id (from any process).
+/// let id = permit.into_id();
+/// sem.release(&id).await?;
+/// println!("{} free, {} leased", sem.available_permits().await?, sem.leased_permits().await?);
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct LeaseSemaphore {
     inner: Arc<Inner>,

@@ -22,6 +22,24 @@ use crate::error::{Error, Result};
 /// is the backstop). [`into_id`](Self::into_id) keeps the permit past the guard: it is then
 /// released by id ([`LeaseSemaphore::release`]), possibly by another process, or comes back
 /// when its lease runs out.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let sem = client.lease_semaphore("exports");
+/// let permit = sem.acquire(Duration::from_secs(60)).await?;
+/// println!("permit {} valid for {:?}", permit.id(), permit.validity());
+/// // ... a long job: extend the lease before it runs out ...
+/// permit.update_lease(Duration::from_secs(60)).await?;
+/// match permit.release().await {
+///     Err(lockwise::Error::NotHeld { .. }) => eprintln!("the lease had run out"),
+///     other => other?,
+/// }
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping a LeasedPermit releases it at once"]
 pub struct LeasedPermit {
     semaphore: LeaseSemaphore,
@@ -263,6 +281,20 @@ impl std::fmt::Debug for LeasedPermit {
 /// Release them together with [`release`](Self::release) (one script call), or take them
 /// apart with [`into_vec`](Self::into_vec) or by iterating. Dropping it releases every
 /// permit in it in the background, as dropping each [`LeasedPermit`] would.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let sem = client.lease_semaphore("gpu-slots");
+/// let permits = sem.acquire_many(3, Duration::from_secs(120)).await?;
+/// println!("got {} permits: {:?}", permits.len(), permits.ids());
+/// // ... use them ...
+/// permits.release().await?; // one script call for all of them
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping LeasedPermits releases them at once"]
 pub struct LeasedPermits {
     pub(super) permits: Vec<LeasedPermit>,

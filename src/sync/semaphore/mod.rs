@@ -75,6 +75,26 @@ const MAX_PERMITS: u64 = MAX_MILLIS as u64;
 /// (like Redisson and Java's `Semaphore::reducePermits`): shrinking a semaphore whose
 /// permits are out takes effect as they come back. Acquires wait until the count is at
 /// least `k` again.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let sem = client.semaphore("partner-api");
+/// sem.try_set_permits(4).await?; // `false`: it existed already
+/// let permit = sem.acquire().await?;
+/// // ... call the partner API ...
+/// permit.release().await?;
+///
+/// match sem.try_acquire_many(2, Duration::from_millis(500)).await {
+///     Ok(permits) => println!("{} free after release", permits.release().await?),
+///     Err(e) if e.is_timeout() => println!("all permits busy"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Semaphore {
     inner: Arc<Inner>,

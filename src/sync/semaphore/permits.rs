@@ -14,6 +14,18 @@ use crate::error::{Error, Result};
 /// `k` permits taken from a [`Semaphore`]. Give them back with
 /// [`release`](Self::release) (which reports errors); dropping the guard gives them back in
 /// the background (best effort, never blocking); [`forget`](Self::forget) keeps them taken.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+/// let permits = client.semaphore("gpu").acquire_many(2).await?;
+/// println!("holding {} of `{}`", permits.permits(), permits.semaphore().name());
+/// // ... use the GPUs ...
+/// let available = permits.release().await?;
+/// println!("{available} permits free again");
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping the permits gives them back at once"]
 pub struct SemaphorePermits {
     semaphore: Semaphore,
