@@ -23,5 +23,5 @@ echo "check-minimal-versions: resolved"
 for dep in redis tokio tokio-util futures uuid dashmap tracing metrics; do
     printf '  %-10s %s\n' "$dep" "$(cargo +nightly pkgid "$dep" 2>/dev/null | sed 's/.*[@#]//')"
 done
-CARGO_TARGET_DIR="${MINIMAL_VERSIONS_TARGET_DIR:-$scratch/target}" cargo +nightly check --features metrics --lib
+CARGO_TARGET_DIR="${MINIMAL_VERSIONS_TARGET_DIR:-$scratch/target}" cargo +nightly check --features metrics,serde --lib
 echo "check-minimal-versions: the library builds with the minimum versions"

@@ -125,6 +125,22 @@ impl Error {
     /// server-side conditions such as LOADING, BUSY, OOM, READONLY or MASTERDOWN, cluster
     /// redirections left over after redis-rs's own retries (MOVED, ASK, TRYAGAIN,
     /// CLUSTERDOWN: a failover under way), and [`Error::ReplicaSync`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let guard = loop {
+    ///     match client.lock("orders").lock().await {
+    ///         Err(e) if e.is_retryable() => tokio::time::sleep(Duration::from_millis(100)).await,
+    ///         other => break other?,
+    ///     }
+    /// };
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::ReplicaSync { .. } => true,
@@ -147,6 +163,17 @@ impl Error {
 
     /// Whether Redis refused a write because it is out of memory (`OOM`, under
     /// `maxmemory-policy noeviction`). Lock calls then fail closed: nothing was taken.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// match client.lock("orders").lock().await {
+    ///     Err(e) if e.is_oom() => eprintln!("redis is full: nothing was taken"),
+    ///     other => other?.unlock().await?,
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_oom(&self) -> bool {
         matches!(self, Error::Redis(e) if e.code() == Some("OOM"))
     }
@@ -157,38 +184,123 @@ impl Error {
     }
 
     /// Whether this is [`Error::Lost`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use lockwise::Lock;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// match client.lock("report").run(|_held| async { /* long work */ }).await {
+    ///     Err(e) if e.is_lost() => eprintln!("the lock was lost: the work was stopped"),
+    ///     other => other?,
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> bool {
         matches!(self, Error::Lost { .. })
     }
 
     /// Whether this is [`Error::NotHeld`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let guard = client.lock("report").lock_with_lease(Duration::from_secs(5)).await?;
+    /// match guard.unlock().await {
+    ///     Err(e) if e.is_not_held() => eprintln!("the lease ran out first"),
+    ///     other => other?,
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_not_held(&self) -> bool {
         matches!(self, Error::NotHeld { .. })
     }
 
     /// Whether this is [`Error::ReplicaSync`]: the lock was taken but not replicated in time,
     /// and was released again.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// match client.lock("ledger").lock().await {
+    ///     Err(e) if e.is_replica_sync() => eprintln!("not replicated in time, try again: {e}"),
+    ///     other => other?.unlock().await?,
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_replica_sync(&self) -> bool {
         matches!(self, Error::ReplicaSync { .. })
     }
 
     /// Whether this is [`Error::StaleToken`] (never retryable: the token stays stale).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let balance = client.fenced_value("ledger:balance");
+    /// match balance.write(7, 100).await {
+    ///     Err(e) if e.is_stale_token() => eprintln!("a newer holder wrote: stop"),
+    ///     other => other?,
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_stale_token(&self) -> bool {
         matches!(self, Error::StaleToken { .. })
     }
 
     /// Whether this is [`Error::Permission`]: the Redis user's ACL lacks something lockwise
     /// needs. Not retryable until the ACL is changed.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// match lockwise::Client::connect("redis://app:secret@127.0.0.1/").await {
+    ///     Err(e) if e.is_permission() => eprintln!("the ACL lacks something: {e}"),
+    ///     other => drop(other?),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_permission(&self) -> bool {
         matches!(self, Error::Permission { .. })
     }
 
     /// Whether this is [`Error::ReadOnlyClient`]: a read-only client refused a write.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(reader: lockwise::Client) -> lockwise::Result<()> {
+    /// // `reader` was built with `.read_only(true)`: writes are refused before they are sent.
+    /// match reader.lock("orders").lock().await {
+    ///     Err(e) if e.is_read_only_client() => println!("read-only: nothing was sent"),
+    ///     other => other?.unlock().await?,
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_read_only_client(&self) -> bool {
         matches!(self, Error::ReadOnlyClient { .. })
     }
 
     /// Whether this is [`Error::ClientClosed`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// client.shutdown(Duration::from_secs(5)).await;
+    /// let refused = client.lock("orders").lock().await;
+    /// assert!(refused.is_err_and(|e| e.is_client_closed()));
+    /// # Ok(()) }
+    /// ```
     pub fn is_client_closed(&self) -> bool {
         matches!(self, Error::ClientClosed)
     }

@@ -155,6 +155,16 @@ pub enum LeakReason {
 
 impl LeakReason {
     /// A one-line description, as the CLI prints it.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// for leak in client.admin().leaks().await?.leaks {
+    ///     eprintln!("{}: {}", leak.key, leak.reason.describe());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn describe(&self) -> String {
         match self {
             LeakReason::NoTtl => "no TTL".to_string(),

@@ -100,6 +100,16 @@ pub enum LockKind {
 impl LockKind {
     /// The kind as the CLI prints it: `lock`, `fair`, `fenced`, `latch`, `rwlock`,
     /// `semaphore`, `leasesem`.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// for lock in client.admin().list().await?.locks {
+    ///     println!("{} [{}]", lock.name, lock.kind.as_str());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             LockKind::Lock => "lock",
@@ -145,6 +155,18 @@ pub enum HoldMode {
 
 impl HoldMode {
     /// `exclusive`, `write`, `read` or `lease`.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// for info in client.admin().inspect("catalog").await? {
+    ///     for holder in &info.holders {
+    ///         println!("{} holds it ({})", holder.owner, holder.mode.as_str());
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             HoldMode::Exclusive => "exclusive",
@@ -304,6 +326,17 @@ pub struct LockInfo {
 impl LockInfo {
     /// How contended the lock is: waiters subscribed plus queued entries. [`Admin::list`]
     /// sorts by it, largest first.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let locks = client.admin().list().await?.locks;
+    /// if let Some(busiest) = locks.iter().max_by_key(|l| l.contention()) {
+    ///     println!("{}: {} waiting", busiest.name, busiest.contention());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn contention(&self) -> u64 {
         self.waiters + self.queue_len
     }
@@ -348,6 +381,17 @@ pub struct Listing {
 impl Client {
     /// Operator views of this client's namespace: list, inspect, leaks, force unlock (see
     /// [`Admin`]). Cheap; nothing is sent to Redis.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let admin = client.admin();
+    /// for lock in admin.list().await?.locks {
+    ///     println!("{}: {} holders", lock.name, lock.holders.len());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn admin(&self) -> Admin {
         Admin {
             client: self.clone(),
@@ -361,6 +405,17 @@ impl Admin {
     /// How many keys [`list`](Self::list) and [`leaks`](Self::leaks) look at, at most
     /// (default [`DEFAULT_SCAN_LIMIT`]); past it they stop and report the scan as partial.
     /// 0 is refused by those calls with [`Error::InvalidArgument`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let listing = client.admin().scan_limit(1_000).list().await?;
+    /// if !listing.complete {
+    ///     eprintln!("partial: stopped after {} keys", listing.scanned);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn scan_limit(mut self, keys: usize) -> Admin {
         self.limit = keys;
         self
@@ -368,6 +423,16 @@ impl Admin {
 
     /// Whether [`leaks`](Self::leaks) matches holds to live clients (default on; see
     /// there). Turn it off where `RedLock` is used.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// // Where RedLock is used, do not match holds to live clients.
+    /// let report = client.admin().owner_check(false).leaks().await?;
+    /// println!("{} leaks", report.leaks.len());
+    /// # Ok(()) }
+    /// ```
     pub fn owner_check(mut self, on: bool) -> Admin {
         self.check_owners = on;
         self
@@ -385,6 +450,17 @@ impl Admin {
     ///
     /// # Cancel safety
     /// Read-only: dropping the future changes nothing.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let listing = client.admin().list().await?;
+    /// for lock in listing.locks.iter().take(5) {
+    ///     println!("{}: contention {}", lock.name, lock.contention());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn list(&self) -> Result<Listing> {
         let scan = nodes::scan(self.client.core(), self.limit).await?;
         let names: BTreeSet<String> = scan
@@ -427,6 +503,16 @@ impl Admin {
     ///
     /// # Cancel safety
     /// Read-only: dropping the future changes nothing.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// for info in client.admin().inspect("orders:42").await? {
+    ///     println!("{}: {} holders, ttl {:?}", info.kind.as_str(), info.holders.len(), info.ttl);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn inspect(&self, name: &str) -> Result<Vec<LockInfo>> {
         check_name(name)?;
         read::lock_infos(self.client.core(), name).await
@@ -451,6 +537,17 @@ impl Admin {
     ///
     /// # Cancel safety
     /// Read-only: dropping the future changes nothing.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let report = client.admin().leaks().await?;
+    /// for leak in &report.leaks {
+    ///     eprintln!("{}: {}", leak.key, leak.reason.describe());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn leaks(&self) -> Result<LeakReport> {
         leaks::find(&self.client, self.limit, self.check_owners).await
     }
@@ -467,6 +564,17 @@ impl Admin {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have released the locks.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let released = client.admin().force_unlock("orders:42").await?;
+    /// for kind in released {
+    ///     println!("released the {} lock", kind.as_str());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock(&self, name: &str) -> Result<Vec<LockKind>> {
         check_name(name)?;
         let mut released = Vec::new();

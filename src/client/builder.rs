@@ -146,6 +146,19 @@ impl ClientBuilder {
     /// Redis is down is not held up. Set it above the time your deployment takes to fail
     /// over (Sentinel: `down-after-milliseconds` plus a few seconds; Cluster:
     /// `cluster-node-timeout` plus a few seconds) for callers never to see one.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::builder("redis://127.0.0.1/")
+    ///     .failover_retry(Duration::from_secs(30))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn failover_retry(mut self, limit: Duration) -> Self {
         self.failover_retry = limit;
         self
@@ -162,6 +175,19 @@ impl ClientBuilder {
     /// process was paused. So after a failover, every client is on the new master within
     /// about one interval of the sentinels' switch, even one that missed the announcement
     /// ([`guide::deployments`](crate::guide::deployments)).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::sentinel_builder(["redis://10.0.0.1:26379"], "mymaster")
+    ///     .sentinel_check_interval(Duration::from_millis(500))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn sentinel_check_interval(mut self, interval: Duration) -> Self {
         self.sentinel_check_interval = Some(interval);
         self
@@ -173,6 +199,19 @@ impl ClientBuilder {
     /// [`DEFAULT_OVERTAKE_LIMIT`] (200 ms). A claim is a key `<namespace>:claim:{name}` with a
     /// 1 s TTL that the claimant renews while it waits and withdraws when it stops waiting;
     /// it only ever refuses a free lock to others, never a re-entry ([`guide::guarantees`](crate::guide::guarantees)).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::builder("redis://127.0.0.1/")
+    ///     .overtake_limit(Some(Duration::from_millis(500)))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn overtake_limit(mut self, limit: Option<Duration>) -> Self {
         self.overtake_limit = limit;
         self
@@ -183,6 +222,17 @@ impl ClientBuilder {
     /// time series of the metrics backend, so turn it on only when the names are few and
     /// fixed (not `order:<id>`). Takes effect with the `metrics` feature; see "Metrics and
     /// tracing" in the crate docs.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::builder("redis://127.0.0.1/")
+    ///     .metrics_lock_names(true)
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn metrics_lock_names(mut self, on: bool) -> Self {
         self.metrics_lock_names = on;
         self
@@ -227,6 +277,17 @@ impl ClientBuilder {
     /// Redis Cluster needs RESP3 (redis-rs has no RESP2 subscriptions on cluster
     /// connections), and [`build`](Self::build) refuses `force_resp2(true)` on a cluster
     /// builder, and a cluster that refuses `HELLO`, with [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::builder("redis://127.0.0.1/")
+    ///     .force_resp2(true)
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn force_resp2(mut self, force: bool) -> Self {
         self.protocol = if force {
             Protocol::Resp2
@@ -247,24 +308,71 @@ impl ClientBuilder {
     /// to `timeout` when replicas lag, so keep it short; it must be below the response
     /// timeout. If the server does not support WAIT, the client says so once at connect
     /// (a warning) and runs without replica sync. Off by default.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::builder("redis://127.0.0.1/")
+    ///     .replica_sync(1, Duration::from_millis(100))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn replica_sync(mut self, replicas: u32, timeout: Duration) -> Self {
         self.replica_sync = Some((replicas, timeout));
         self
     }
 
     /// Password of the Sentinel master (and its replicas). Sentinel deployments only.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::sentinel_builder(["redis://10.0.0.1:26379"], "mymaster")
+    ///     .master_password("secret")
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn master_password(mut self, password: impl Into<String>) -> Self {
         self.master.password = Some(password.into());
         self
     }
 
     /// ACL user name for the Sentinel master. Sentinel deployments only.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::sentinel_builder(["redis://10.0.0.1:26379"], "mymaster")
+    ///     .master_username("locks")
+    ///     .master_password("secret")
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn master_username(mut self, username: impl Into<String>) -> Self {
         self.master.username = Some(username.into());
         self
     }
 
     /// Database number on the Sentinel master (default 0). Sentinel deployments only.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::sentinel_builder(["redis://10.0.0.1:26379"], "mymaster")
+    ///     .master_db(2)
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn master_db(mut self, db: i64) -> Self {
         self.master.db = Some(db);
         self
@@ -273,6 +381,19 @@ impl ClientBuilder {
     /// TTL of locks taken without a lease; the watchdog renews them every `timeout / 3`.
     /// A crashed process's locks are free again at most this long after the crash.
     /// Default 30 s; at least 1 ms.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::builder("redis://127.0.0.1/")
+    ///     .watchdog_timeout(Duration::from_secs(10))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
         self.watchdog_timeout = timeout;
         self
@@ -281,12 +402,38 @@ impl ClientBuilder {
     /// How long to wait for any one reply. A lock attempt whose reply is late has an unknown
     /// outcome: lockwise reports [`Error::Redis`](crate::Error::Redis) and releases whatever the attempt may have
     /// taken. Default 1 s.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::builder("redis://127.0.0.1/")
+    ///     .response_timeout(Duration::from_millis(500))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
     }
 
     /// How long to wait for a connection (initial and reconnects). Default 5 s.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::builder("redis://127.0.0.1/")
+    ///     .connect_timeout(Duration::from_secs(2))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -294,6 +441,17 @@ impl ClientBuilder {
 
     /// Prefix of every key and channel (default `"lockwise"`); must not be empty or contain
     /// `{` or `}`. Clients that must see the same locks need the same namespace.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::builder("redis://127.0.0.1/")
+    ///     .namespace("billing")
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = namespace.into();
         self
@@ -317,6 +475,18 @@ impl ClientBuilder {
     ///
     /// # Cancel safety
     /// Dropping the future abandons the attempt; connections made so far are closed.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// match lockwise::Client::builder("redis://127.0.0.1/").build().await {
+    ///     Ok(client) => println!("connected as {}", client.id()),
+    ///     Err(e) if e.is_permission() => eprintln!("the ACL refuses what lockwise needs: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn build(self) -> Result<Client> {
         check_namespace(&self.namespace)?;
         let watchdog_ms = check_millis("watchdog_timeout", self.watchdog_timeout)?;

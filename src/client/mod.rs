@@ -66,6 +66,19 @@ pub struct ShutdownReport {
 
 impl ShutdownReport {
     /// Whether everything was released (nothing [`failed`](Self::failed)).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let report = client.shutdown(Duration::from_secs(5)).await;
+    /// if !report.is_complete() {
+    ///     eprintln!("{} left to expire with their TTL", report.failed.len());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_complete(&self) -> bool {
         self.failed.is_empty()
     }
@@ -165,6 +178,16 @@ impl Client {
     ///
     /// # Cancel safety
     /// Dropping the future abandons the connection attempt; nothing is left behind.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::connect("redis://127.0.0.1/").await?;
+    /// let guard = client.lock("orders:42").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(url: &str) -> Result<Client> {
         Client::builder(url).build().await
     }
@@ -172,6 +195,19 @@ impl Client {
     /// Starts a [`ClientBuilder`] for the standalone Redis server at `url`
     /// (`redis://[user:password@]host[:port][/db]`; `rediss://` for TLS, which needs the
     /// `tls-rustls` or `tls-native-tls` feature, see [`guide::deployments`](crate::guide::deployments), "TLS").
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::builder("redis://:secret@127.0.0.1:6379/2")
+    ///     .response_timeout(Duration::from_millis(500))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn builder(url: impl Into<String>) -> ClientBuilder {
         ClientBuilder::new(Deployment::Standalone {
             target: Target::Url(url.into()),
@@ -183,6 +219,15 @@ impl Client {
     /// `redis::Client::build_with_tls`, with a TLS feature) are used as they are. Only the
     /// protocol is lockwise's choice (RESP3, or RESP2 if the server has no `HELLO`; see
     /// [`ClientBuilder::force_resp2`]). `client` is not used for connections itself.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let existing = lockwise::redis::Client::open("redis://127.0.0.1/")?;
+    /// let client = lockwise::Client::builder_from(&existing).build().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn builder_from(client: &redis::Client) -> ClientBuilder {
         Client::builder_from_info(client.get_connection_info().clone())
     }
@@ -190,6 +235,19 @@ impl Client {
     /// Starts a [`ClientBuilder`] for the standalone server described by `info`, e.g. built
     /// in code with a password and database instead of written into a URL. As with
     /// [`Client::builder_from`], the protocol in `info` is ignored.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use lockwise::redis::IntoConnectionInfo;
+    ///
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let info = "redis://127.0.0.1:6379".into_connection_info()?;
+    /// let settings = info.redis_settings().clone().set_password("secret").set_db(2);
+    /// let info = info.set_redis_settings(settings);
+    /// let client = lockwise::Client::builder_from_info(info).build().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn builder_from_info(info: ConnectionInfo) -> ClientBuilder {
         ClientBuilder::new(Deployment::Standalone {
             target: Target::Info(Box::new(info)),
@@ -200,6 +258,17 @@ impl Client {
     /// (`redis://[user:password@]host:port` URLs of some of its nodes; the rest of the
     /// topology is discovered). See [`guide::deployments`](crate::guide::deployments) for what a failover does to
     /// held locks.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let seeds = ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"];
+    /// let client = lockwise::Client::cluster_builder(seeds).build().await?;
+    /// let guard = client.lock("orders:42").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn cluster_builder<I, S>(seeds: I) -> ClientBuilder
     where
         I: IntoIterator<Item = S>,
@@ -216,6 +285,18 @@ impl Client {
     /// move to the new master. Credentials and database of the master itself:
     /// [`ClientBuilder::master_password`], [`ClientBuilder::master_username`],
     /// [`ClientBuilder::master_db`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let sentinels = ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"];
+    /// let client = lockwise::Client::sentinel_builder(sentinels, "mymaster")
+    ///     .master_password("secret")
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn sentinel_builder<I, S>(sentinels: I, master_name: impl Into<String>) -> ClientBuilder
     where
         I: IntoIterator<Item = S>,
@@ -230,6 +311,17 @@ impl Client {
     /// A handle to the reentrant lock `name`. Cheap; nothing is sent to Redis. An invalid
     /// name (empty, longer than [`MAX_NAME_LEN`](crate::MAX_NAME_LEN)) is reported by the
     /// handle's methods as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.lock("orders:42");
+    /// let guard = lock.lock().await?;
+    /// // ... work under the lock ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lock(&self, name: impl AsRef<str>) -> RLock {
         RLock::new(self.inner.core.clone(), name.as_ref())
     }
@@ -238,6 +330,16 @@ impl Client {
     /// waiters try again after a growing pause instead of subscribing (see
     /// [`SpinLock`](crate::SpinLock)). Cheap; nothing is sent to Redis. An invalid name is
     /// reported by the handle's methods as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let guard = client.spin_lock("cache-refresh").lock().await?;
+    /// // ... a short critical section ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn spin_lock(&self, name: impl AsRef<str>) -> crate::SpinLock {
         crate::SpinLock::new(self.inner.core.clone(), name.as_ref())
     }
@@ -246,6 +348,16 @@ impl Client {
     /// whose waiters acquire in the order they asked, at the cost of a queue in Redis (see
     /// [`FairLock`](crate::FairLock)). Cheap; nothing is sent to Redis. An invalid name is
     /// reported by the handle's methods as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// // Waiters get the lock in the order they asked for it.
+    /// let guard = client.fair_lock("ticket-desk").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fair_lock(&self, name: impl AsRef<str>) -> crate::FairLock {
         crate::lock::fair::FairLock::new(self.inner.core.clone(), name.as_ref())
     }
@@ -254,6 +366,16 @@ impl Client {
     /// fencing token (see [`FencedLock`](crate::FencedLock)). It is the same lock as
     /// `lock(name)`. Cheap; nothing is sent to Redis; an invalid name is reported by the
     /// handle's methods.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let guard = client.fenced_lock("ledger").lock().await?;
+    /// println!("fencing token {}", guard.token());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fenced_lock(&self, name: impl AsRef<str>) -> crate::FencedLock {
         crate::lock::fenced::FencedLock::new(self.inner.core.clone(), name.as_ref())
     }
@@ -261,24 +383,70 @@ impl Client {
     /// A value kept in Redis at `key` (used as given, no namespace) that rejects writes with
     /// a stale fencing token (see [`FencedValue`](crate::FencedValue)). Cheap; nothing is
     /// sent to Redis.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let balance = client.fenced_value("ledger:balance");
+    /// let guard = client.fenced_lock("ledger").lock().await?;
+    /// balance.write(guard.token(), 100).await?; // refused if a newer holder wrote
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fenced_value(&self, key: impl AsRef<str>) -> crate::FencedValue {
         crate::lock::fenced_value::FencedValue::new(self.inner.core.clone(), key.as_ref())
     }
 
     /// A handle to the countdown latch `name` (see
     /// [`CountDownLatch`](crate::CountDownLatch)). Cheap; nothing is sent to Redis.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let latch = client.count_down_latch("batch:7");
+    /// latch.try_set_count(3, Duration::from_secs(600)).await?;
+    /// latch.wait().await?; // until three workers called `count_down`
+    /// # Ok(()) }
+    /// ```
     pub fn count_down_latch(&self, name: impl AsRef<str>) -> crate::CountDownLatch {
         crate::sync::latch::CountDownLatch::new(self.inner.core.clone(), name.as_ref())
     }
 
     /// A handle to the read-write lock `name` (see [`RwLock`](crate::RwLock)): many
     /// readers or one writer. Cheap; nothing is sent to Redis.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let catalog = client.rw_lock("catalog");
+    /// let read = catalog.read().lock().await?;
+    /// read.unlock().await?;
+    /// let write = catalog.write().lock().await?;
+    /// write.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn rw_lock(&self, name: impl AsRef<str>) -> crate::RwLock {
         crate::lock::rwlock::RwLock::new(self.inner.core.clone(), name.as_ref())
     }
 
     /// A handle to the semaphore `name` (see [`Semaphore`](crate::Semaphore)). Cheap;
     /// nothing is sent to Redis.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.semaphore("crawlers");
+    /// sem.try_set_permits(4).await?;
+    /// let permit = sem.acquire().await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn semaphore(&self, name: impl AsRef<str>) -> crate::Semaphore {
         crate::sync::semaphore::Semaphore::new(self.inner.core.clone(), name.as_ref())
     }
@@ -286,6 +454,19 @@ impl Client {
     /// A handle to the permit-expirable semaphore `name`: each permit has an id and a
     /// lease, and comes back by itself when the lease runs out (see
     /// [`LeaseSemaphore`](crate::LeaseSemaphore)). Cheap; nothing is sent to Redis.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// sem.try_set_permits(8).await?;
+    /// let permit = sem.acquire(Duration::from_secs(60)).await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lease_semaphore(&self, name: impl AsRef<str>) -> crate::LeaseSemaphore {
         crate::sync::lease_semaphore::LeaseSemaphore::new(self.inner.core.clone(), name.as_ref())
     }
@@ -294,6 +475,16 @@ impl Client {
     /// (see [`MultiLock`](crate::MultiLock)). Names are sorted and deduplicated; an empty
     /// list or an invalid name is reported by the handle's methods as
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument). Cheap; nothing is sent to Redis.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let guard = client.multi_lock(["account:1", "account:2"]).lock().await?;
+    /// // ... move money between both accounts ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn multi_lock<I, S>(&self, names: I) -> crate::MultiLock
     where
         I: IntoIterator<Item = S>,
@@ -303,16 +494,45 @@ impl Client {
     }
 
     /// This client's id, the first part of every owner field it writes.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// println!("client {} (owner fields start with it)", client.id());
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> Uuid {
         self.inner.core.id
     }
 
     /// The TTL of watchdog locks; they are renewed every third of it.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let ttl = client.watchdog_timeout();
+    /// println!("watchdog locks live {ttl:?}, renewed every {:?}", ttl / 3);
+    /// # Ok(()) }
+    /// ```
     pub fn watchdog_timeout(&self) -> Duration {
         self.inner.core.watchdog_timeout
     }
 
     /// The prefix of every key and channel this client uses.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// let client = lockwise::Client::builder("redis://127.0.0.1/")
+    ///     .namespace("billing")
+    ///     .build()
+    ///     .await?;
+    /// assert_eq!(client.namespace(), "billing");
+    /// # Ok(()) }
+    /// ```
     pub fn namespace(&self) -> &str {
         &self.inner.core.namespace
     }
@@ -377,6 +597,17 @@ impl Client {
     }
 
     /// Whether [`shutdown`](Self::shutdown) closed this client.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// client.shutdown(Duration::from_secs(5)).await;
+    /// assert!(client.is_closed());
+    /// # Ok(()) }
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.inner.core.closed.is_cancelled()
     }

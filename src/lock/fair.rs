@@ -139,29 +139,81 @@ impl FairLock {
     }
 
     /// The lock's name.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fair_lock("payouts");
+    /// let guard = lock.lock().await?;
+    /// println!("holding {}", lock.name());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.base.name
     }
 
     /// The Redis key of the lock hash (`<namespace>:lock:{<name>}`, shared with every kind
     /// of the name).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fair_lock("payouts");
+    /// // The same hash as `client.lock("payouts")`: the two kinds exclude each other.
+    /// assert_eq!(lock.key(), client.lock("payouts").key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.inner.base.key
     }
 
     /// The Redis key of the waiters' queue, a list (`<namespace>:fairqueue:{<name>}`).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fair_lock("payouts");
+    /// println!("waiters queue in the list {}", lock.queue_key());
+    /// println!("{} of them now", lock.queue_len().await?);
+    /// # Ok(()) }
+    /// ```
     pub fn queue_key(&self) -> &str {
         &self.inner.base.keys.queue
     }
 
     /// The Redis key of the waiters' deadlines, a sorted set scored by server time in ms
     /// (`<namespace>:fairtimeouts:{<name>}`).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fair_lock("payouts");
+    /// // A sorted set: waiter id -> deadline (server time, ms).
+    /// println!("waiter deadlines in {}", lock.timeouts_key());
+    /// # Ok(()) }
+    /// ```
     pub fn timeouts_key(&self) -> &str {
         &self.inner.base.keys.deadlines
     }
 
     /// How long a waiter's queue entry lives without a refresh: `min(watchdog_timeout, 5 s)`,
     /// at least 300 ms. A crashed waiter delays the queue at most this long.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.fair_lock("payouts");
+    /// // 5 s with the default 30 s watchdog timeout.
+    /// assert!(lock.waiter_lease() <= Duration::from_secs(5));
+    /// # Ok(()) }
+    /// ```
     pub fn waiter_lease(&self) -> Duration {
         self.inner.waiter_lease
     }
@@ -189,6 +241,17 @@ impl FairLock {
     /// the head of a free lock), a hold granted by a reply nobody awaited any more is released
     /// within a moment, and the waiter's channel subscription is dropped. The place in the
     /// queue is lost.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fair_lock("payouts");
+    /// let guard = lock.lock().await?; // after every waiter that asked before
+    /// // ... pay out ...
+    /// guard.unlock().await?; // hands the lock to the head of the queue
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self) -> Result<FairLockGuard> {
         engine::never_timed_out(self.acquire(None, None).await?)
     }
@@ -204,6 +267,18 @@ impl FairLock {
     ///
     /// # Cancel safety
     /// As for [`FairLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.fair_lock("payouts");
+    /// let guard = lock.lock_with_lease(Duration::from_secs(10)).await?;
+    /// // ... done within 10 s, or the lock expires by itself ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<FairLockGuard> {
         engine::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
@@ -222,6 +297,20 @@ impl FairLock {
     ///
     /// # Cancel safety
     /// As for [`FairLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.fair_lock("payouts");
+    /// match lock.try_lock(Duration::from_secs(2), None).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(e) if e.is_timeout() => println!("not our turn within 2 s; left the queue"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<FairLockGuard> {
         engine::or_timeout(
             self.acquire(Some(engine::deadline_after(wait)), lease)
@@ -384,6 +473,17 @@ impl FairLock {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fair_lock("payouts");
+    /// if lock.force_unlock().await? {
+    ///     println!("deleted; {} waiters still queued", lock.queue_len().await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.inner.base.force_unlock().await
     }
@@ -396,6 +496,18 @@ impl FairLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fair_lock("payouts");
+    /// let queued = lock.queue_len().await?;
+    /// if queued > 10 {
+    ///     eprintln!("{queued} waiters queued for {}", lock.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn queue_len(&self) -> Result<usize> {
         self.inner.base.check()?;
         Ok(redis::cmd("LLEN")
@@ -509,6 +621,16 @@ impl FairLockGuard {
     ///
     /// # Cancel safety
     /// Once called, the release happens: dropping the future lets it finish in the background.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let guard = client.fair_lock("payouts").lock().await?;
+    /// // ... the critical section ...
+    /// guard.unlock().await?; // wakes only the next waiter in line
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(mut self) -> Result<()> {
         self.hold.unlock().await
     }

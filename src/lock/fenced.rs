@@ -128,17 +128,48 @@ impl FencedLock {
     }
 
     /// The lock's name.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fenced_lock("ledger");
+    /// let guard = lock.lock().await?;
+    /// println!("holding {} with token {}", lock.name(), guard.token());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         self.inner.rlock.name()
     }
 
     /// The Redis key of the lock hash (`<namespace>:lock:{<name>}`, shared with the
     /// [`RLock`] of the same name).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fenced_lock("ledger");
+    /// // The same hash as `client.lock("ledger")`: they are one lock.
+    /// assert_eq!(lock.key(), client.lock("ledger").key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.inner.key
     }
 
     /// The Redis key of the fencing counter (`<namespace>:fence:{<name>}`); it has no TTL.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fenced_lock("ledger");
+    /// // No TTL: delete the counter only together with the data it protects.
+    /// println!("fencing counter at {}", lock.fence_key());
+    /// # Ok(()) }
+    /// ```
     pub fn fence_key(&self) -> &str {
         &self.inner.fence
     }
@@ -156,6 +187,17 @@ impl FencedLock {
     /// # Cancel safety
     /// Cancel safe, as [`RLock::lock`]: dropping the future leaves no hold behind. A token
     /// drawn by an abandoned attempt is simply never used; tokens need not be consecutive.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fenced_lock("ledger");
+    /// let guard = lock.lock().await?;
+    /// client.fenced_value("ledger:balance").write(guard.token(), 100).await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self) -> Result<FencedLockGuard> {
         engine::never_timed_out(self.acquire(None, None).await?)
     }
@@ -172,6 +214,19 @@ impl FencedLock {
     ///
     /// # Cancel safety
     /// As for [`FencedLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.fenced_lock("ledger");
+    /// let guard = lock.lock_with_lease(Duration::from_secs(10)).await?;
+    /// // After the lease, a newer holder's token makes this write fail as stale.
+    /// client.fenced_value("ledger:balance").write(guard.token(), 100).await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<FencedLockGuard> {
         engine::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
@@ -187,6 +242,20 @@ impl FencedLock {
     ///
     /// # Cancel safety
     /// As for [`FencedLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.fenced_lock("ledger");
+    /// match lock.try_lock(Duration::from_secs(1), None).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(e) if e.is_timeout() => println!("another owner holds {}", lock.name()),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(
         &self,
         wait: Duration,
@@ -250,6 +319,18 @@ impl FencedLock {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fenced_lock("ledger");
+    /// if lock.force_unlock().await? {
+    ///     // The counter is kept: the next holder still gets a larger token.
+    ///     println!("{} was held", lock.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.inner.rlock.force_unlock().await
     }
@@ -304,6 +385,17 @@ impl FencedLockGuard {
     /// The fencing token of this hold: larger than every token the lock issued to earlier
     /// owners (under the assumptions in [`FencedLock`]'s docs). Present it with every write to
     /// the protected resource.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let guard = client.fenced_lock("ledger").lock().await?;
+    /// let token = guard.token();
+    /// client.fenced_value("ledger:balance").write(token, 100).await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn token(&self) -> u64 {
         self.token
     }
@@ -317,6 +409,16 @@ impl FencedLockGuard {
     ///
     /// # Cancel safety
     /// Once called, the release happens: dropping the future lets it finish in the background.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let guard = client.fenced_lock("ledger").lock().await?;
+    /// client.fenced_value("ledger:balance").write(guard.token(), 100).await?;
+    /// guard.unlock().await?; // the next owner gets a larger token
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(mut self) -> Result<()> {
         self.hold.unlock().await
     }

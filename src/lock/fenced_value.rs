@@ -52,6 +52,16 @@ impl FencedValue {
     }
 
     /// The Redis key of the value's hash.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let balance = client.fenced_value("ledger:balance");
+    /// // Used as given, without the client's namespace.
+    /// assert_eq!(balance.key(), "ledger:balance");
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.key
     }
@@ -77,6 +87,20 @@ impl FencedValue {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have written the value.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let guard = client.fenced_lock("ledger").lock().await?;
+    /// let balance = client.fenced_value("ledger:balance");
+    /// match balance.write(guard.token(), 100).await {
+    ///     Ok(()) => guard.unlock().await?,
+    ///     Err(e) if e.is_stale_token() => eprintln!("lost the lock; a newer holder wrote"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn write<V: ToRedisArgs + Send + Sync>(&self, token: u64, value: V) -> Result<()> {
         self.check()?;
         if token == 0 || token > MAX_TOKEN {
@@ -114,6 +138,16 @@ impl FencedValue {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let balance = client.fenced_value("ledger:balance");
+    /// let current: Option<i64> = balance.read().await?;
+    /// println!("balance: {}", current.unwrap_or(0));
+    /// # Ok(()) }
+    /// ```
     pub async fn read<V: FromRedisValue>(&self) -> Result<Option<V>> {
         self.check()?;
         Ok(redis::cmd("HGET")
@@ -130,6 +164,17 @@ impl FencedValue {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let balance = client.fenced_value("ledger:balance");
+    /// if let Some(token) = balance.highest_token().await? {
+    ///     println!("last written with token {token}");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn highest_token(&self) -> Result<Option<u64>> {
         self.check()?;
         Ok(redis::cmd("HGET")

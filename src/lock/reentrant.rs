@@ -72,16 +72,48 @@ impl RLock {
     }
 
     /// The lock's name.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.lock("invoice:42");
+    /// let guard = lock.lock().await?;
+    /// println!("holding {}", lock.name());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.base.name
     }
 
     /// The Redis key of the lock hash (`<namespace>:lock:{<name>}`).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.lock("invoice:42");
+    /// // One hash, whichever kind of lock of this name took it:
+    /// assert_eq!(lock.key(), client.fenced_lock("invoice:42").key());
+    /// println!("lock hash at {}", lock.key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.base.key
     }
 
     /// The pub/sub channel unlocks publish to (`<namespace>:channel:{<name>}`).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.lock("invoice:42");
+    /// // Unlocks publish here; waiters are woken through the client's one subscription.
+    /// println!("unlocks of {} publish on {}", lock.name(), lock.channel());
+    /// # Ok(()) }
+    /// ```
     pub fn channel(&self) -> &str {
         &self.base.keys.channel
     }
@@ -102,6 +134,17 @@ impl RLock {
     /// Cancel safe. Dropping the future at any point leaves no hold behind: a hold granted by
     /// a reply nobody awaited any more is released in the background within a moment, and
     /// the waiter's channel subscription is dropped (unsubscribed if it was the last).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.lock("invoice:42");
+    /// let guard = lock.lock().await?; // waits as long as it takes
+    /// // ... the critical section; the watchdog keeps the lock alive ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self) -> Result<RLockGuard> {
         engine::never_timed_out(self.acquire(None, None).await?)
     }
@@ -117,6 +160,18 @@ impl RLock {
     ///
     /// # Cancel safety
     /// As for [`RLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.lock("invoice:42");
+    /// let guard = lock.lock_with_lease(Duration::from_secs(10)).await?;
+    /// // ... done within 10 s, or the lock expires by itself ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<RLockGuard> {
         engine::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
@@ -134,6 +189,20 @@ impl RLock {
     ///
     /// # Cancel safety
     /// As for [`RLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.lock("invoice:42");
+    /// match lock.try_lock(Duration::from_millis(500), None).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(e) if e.is_timeout() => println!("{} is busy, try later", lock.name()),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<RLockGuard> {
         engine::or_timeout(
             self.acquire(Some(engine::deadline_after(wait)), lease)
@@ -199,6 +268,17 @@ impl RLock {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.lock("invoice:42");
+    /// if lock.force_unlock().await? {
+    ///     println!("{} was held; its holders' guards no longer hold it", lock.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.base.force_unlock().await
     }
@@ -261,6 +341,19 @@ impl RLockGuard {
     ///
     /// # Cancel safety
     /// Once called, the release happens: dropping the future lets it finish in the background.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let guard = client.lock("invoice:42").lock().await?;
+    /// match guard.unlock().await {
+    ///     Ok(()) => {}
+    ///     Err(e) if e.is_not_held() => eprintln!("the hold had already ended"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(mut self) -> Result<()> {
         self.hold.unlock().await
     }

@@ -81,6 +81,19 @@ impl SpinLock {
     /// equal jitter: between half of it and all of it). A pause below 1 ms, or a `max` below
     /// `initial`, is reported by the acquire methods as
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client
+    ///     .spin_lock("cache:rebuild")
+    ///     .with_backoff(Duration::from_millis(2), Duration::from_millis(50));
+    /// let guard = lock.lock().await?; // tries again after ~2, 4, 8, ... 50 ms
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_backoff(&self, initial: Duration, max: Duration) -> SpinLock {
         SpinLock {
             rlock: self.rlock.clone(),
@@ -89,17 +102,48 @@ impl SpinLock {
     }
 
     /// The pauses of this handle's waiters: (first, longest).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use lockwise::{DEFAULT_SPIN_INITIAL, DEFAULT_SPIN_MAX};
+    /// let lock = client.spin_lock("cache:rebuild");
+    /// assert_eq!(lock.backoff(), (DEFAULT_SPIN_INITIAL, DEFAULT_SPIN_MAX));
+    /// # Ok(()) }
+    /// ```
     pub fn backoff(&self) -> (Duration, Duration) {
         (self.backoff.initial, self.backoff.max)
     }
 
     /// The lock's name.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.spin_lock("cache:rebuild");
+    /// let guard = lock.lock().await?;
+    /// println!("holding {}", lock.name());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         self.rlock.name()
     }
 
     /// The Redis key of the lock hash (`<namespace>:lock:{<name>}`), the one an
     /// [`RLock`](crate::RLock) of the same name uses.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.spin_lock("cache:rebuild");
+    /// // The `RLock` of the same name: one hash, one lock.
+    /// assert_eq!(lock.key(), client.lock("cache:rebuild").key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         self.rlock.key()
     }
@@ -116,6 +160,17 @@ impl SpinLock {
     /// # Cancel safety
     /// Cancel safe. Dropping the future at any point leaves no hold behind: a hold granted by
     /// a reply nobody awaited any more is released in the background within a moment.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.spin_lock("cache:rebuild");
+    /// let guard = lock.lock().await?; // polls with backoff, never subscribes
+    /// // ... rebuild the cache ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self) -> Result<SpinLockGuard> {
         engine::never_timed_out(self.acquire(None, None).await?)
     }
@@ -129,6 +184,18 @@ impl SpinLock {
     ///
     /// # Cancel safety
     /// As for [`SpinLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.spin_lock("cache:rebuild");
+    /// let guard = lock.lock_with_lease(Duration::from_secs(30)).await?;
+    /// // ... done within 30 s, or the lock expires by itself ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<SpinLockGuard> {
         engine::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
@@ -143,6 +210,20 @@ impl SpinLock {
     ///
     /// # Cancel safety
     /// As for [`SpinLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.spin_lock("cache:rebuild");
+    /// match lock.try_lock(Duration::from_millis(200), None).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(e) if e.is_timeout() => println!("someone else is rebuilding"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<SpinLockGuard> {
         engine::or_timeout(
             self.acquire(Some(engine::deadline_after(wait)), lease)
@@ -193,6 +274,17 @@ impl SpinLock {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.spin_lock("cache:rebuild");
+    /// if lock.force_unlock().await? {
+    ///     println!("{} was held; deleted", lock.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.rlock.force_unlock().await
     }
@@ -244,6 +336,16 @@ impl SpinLockGuard {
     ///
     /// # Cancel safety
     /// Once called, the release happens: dropping the future lets it finish in the background.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let guard = client.spin_lock("cache:rebuild").lock().await?;
+    /// // ... the critical section ...
+    /// guard.unlock().await?; // spin waiters find it free at their next try
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(mut self) -> Result<()> {
         self.hold.unlock().await
     }

@@ -154,6 +154,17 @@ impl RedLockGuard {
     /// Dropping the future leaves each node's move to a settlement, as for
     /// [`RLockGuard::detach`](crate::RLockGuard::detach); the extension task stays stopped
     /// until the guard is released, so the lock then expires with its TTL unless released.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// let mut guard = set.lock("rebuild-index").lock().await?;
+    /// guard.detach().await?; // this task no longer re-enters it
+    /// tokio::spawn(async move { guard.unlock().await });
+    /// # Ok(()) }
+    /// ```
     pub async fn detach(&mut self) -> Result<()> {
         let to = Owner::PerHold.field(&self.hold.lock.inner.set.id_str);
         // The extension task follows the node holds it was given: stop it, move, restart.
@@ -186,6 +197,17 @@ impl RedLockGuard {
     }
 
     /// How many nodes granted this hold when it was acquired (at least the quorum).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// let guard = set.lock("rebuild-index").lock().await?;
+    /// println!("granted by {} of {} nodes", guard.acquired_nodes(), set.nodes());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn acquired_nodes(&self) -> usize {
         self.hold.holds.iter().flatten().count()
     }
@@ -210,6 +232,18 @@ impl RedLockGuard {
     /// # Cancel safety
     /// Once called, the releases happen: dropping the future lets them finish in the
     /// background.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let guard = lockwise::RedLockSet::new(&clients).lock("rebuild-index").lock().await?;
+    /// match guard.unlock().await {
+    ///     Err(e) if e.is_not_held() => eprintln!("lost before the unlock"),
+    ///     other => other?,
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(mut self) -> Result<()> {
         self.hold.shared.stop.cancel();
         let was_lost = self.hold.is_lost();

@@ -23,6 +23,17 @@ impl RedLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
+    /// if lock.is_locked().await? {
+    ///     println!("held on a majority of the nodes");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn is_locked(&self) -> Result<bool> {
         let locked = self
             .by_quorum(|n| async move { inspect::is_locked(&n.core, &n.key).await })
@@ -38,6 +49,17 @@ impl RedLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
+    /// let guard = lock.lock().await?;
+    /// assert_eq!(lock.hold_count().await?, 1);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn hold_count(&self) -> Result<u32> {
         if *self.owner_mode() == Owner::PerHold {
             self.check()?;
@@ -59,6 +81,17 @@ impl RedLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
+    /// let guard = lock.lock().await?;
+    /// assert!(lock.is_held_by_current_task().await?);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn is_held_by_current_task(&self) -> Result<bool> {
         Ok(self.hold_count().await? > 0)
     }
@@ -71,6 +104,17 @@ impl RedLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
+    /// if let Some(ttl) = lock.remaining_ttl().await? {
+    ///     println!("held on a majority for {ttl:?} more");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
         self.by_quorum(|n| async move { inspect::remaining_ttl(&n.core, &n.key).await })
             .await
@@ -86,6 +130,17 @@ impl RedLock {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock on each node.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
+    /// if lock.force_unlock().await? {
+    ///     println!("deleted: its holder's guard is lost");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.check()?;
         let calls = self.inner.nodes.iter().map(|n| async move {

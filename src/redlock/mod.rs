@@ -158,6 +158,16 @@ impl RedLock {
     /// A Redlock named `name` over `clients` (one per independent master), with a set of its
     /// own: shorthand for `RedLockSet::new(clients).lock(name)`. Take several locks from one
     /// [`RedLockSet`] instead when one task should re-enter through different handles.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let lock = lockwise::RedLock::new(&clients, "invoice:9");
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(clients: &[Client], name: impl AsRef<str>) -> RedLock {
         RedLockSet::new(clients).lock(name)
     }
@@ -248,12 +258,33 @@ impl RedLock {
     }
 
     /// The lock's name.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
+    /// assert_eq!(lock.name(), "invoice:9");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
 
     /// The Redis key of the lock hash on node `i` (`<namespace>:lock:{<name>}`); `None`
     /// for an index out of range or an invalid lock.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// let lock = set.lock("invoice:9");
+    /// for i in 0..set.nodes() {
+    ///     println!("node {i}: {:?}", lock.key(i));
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self, i: usize) -> Option<&str> {
         self.inner.nodes.get(i).map(|n| &*n.key)
     }
@@ -277,6 +308,17 @@ impl RedLock {
     /// # Cancel safety
     /// Cancel safe. Dropping the future at any point leaves no hold behind: each node call
     /// abandoned mid-flight finishes in the background and releases what it took.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
+    /// let guard = lock.lock().await?;
+    /// // ... work while guard.validity() lasts ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self) -> Result<RedLockGuard> {
         engine::never_timed_out(self.acquire(None, None).await?)
     }
@@ -290,6 +332,19 @@ impl RedLock {
     ///
     /// # Cancel safety
     /// As for [`lock`](Self::lock).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
+    /// // Expires 10 s after it was taken, unless unlocked before.
+    /// let guard = lock.lock_with_lease(Duration::from_secs(10)).await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
         engine::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
@@ -304,6 +359,21 @@ impl RedLock {
     ///
     /// # Cancel safety
     /// As for [`lock`](Self::lock).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
+    /// match lock.try_lock(Duration::from_secs(1), None).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(e) if e.is_timeout() => println!("someone else holds it"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<RedLockGuard> {
         engine::or_timeout(
             self.acquire(Some(engine::deadline_after(wait)), lease)

@@ -59,6 +59,20 @@ impl RedLockOptions {
     /// TTL of locks taken without a lease; the extension task renews them every `ttl / 3`.
     /// A crashed owner's lock is free again at most this long after the crash. Default
     /// [`DEFAULT_REDLOCK_TTL`] (30 s).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    /// use lockwise::{RedLockOptions, RedLockSet};
+    ///
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let options = RedLockOptions::default().ttl(Duration::from_secs(10));
+    /// let set = RedLockSet::with_options(&clients, options);
+    /// let guard = set.lock("nightly-report").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
@@ -68,6 +82,20 @@ impl RedLockOptions {
     /// failed. Keep it small next to the TTL (the Redis documentation suggests 5-50 ms for a
     /// 10 s TTL): a slow node then costs the round little validity. Default
     /// [`DEFAULT_NODE_TIMEOUT`] (50 ms); raise it for far-away nodes.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    /// use lockwise::{RedLockOptions, RedLockSet};
+    ///
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let options = RedLockOptions::default().node_timeout(Duration::from_millis(20));
+    /// let set = RedLockSet::with_options(&clients, options);
+    /// let guard = set.lock("nightly-report").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
         self
@@ -75,6 +103,20 @@ impl RedLockOptions {
 
     /// Base delay before retrying a failed round; each delay is drawn at random from
     /// `0.5 × delay .. 1.5 × delay`. Default [`DEFAULT_RETRY_DELAY`] (200 ms).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    /// use lockwise::{RedLockOptions, RedLockSet};
+    ///
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let options = RedLockOptions::default().retry_delay(Duration::from_millis(100));
+    /// let set = RedLockSet::with_options(&clients, options);
+    /// let guard = set.lock("nightly-report").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn retry_delay(mut self, delay: Duration) -> Self {
         self.retry_delay = delay;
         self
@@ -83,6 +125,21 @@ impl RedLockOptions {
     /// At most this many retries after the first round of a
     /// [`try_lock`](RedLock::try_lock), on top of its `wait` bound. `None` (the default):
     /// only `wait` bounds it. [`lock`](RedLock::lock) waits as long as it takes.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    /// use lockwise::{RedLockOptions, RedLockSet};
+    ///
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let options = RedLockOptions::default().retry_count(Some(3));
+    /// let set = RedLockSet::with_options(&clients, options);
+    /// // At most four rounds, and at most two seconds.
+    /// let guard = set.lock("nightly-report").try_lock(Duration::from_secs(2), None).await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn retry_count(mut self, retries: Option<u32>) -> Self {
         self.retry_count = retries;
         self
@@ -142,12 +199,36 @@ impl Drop for SetInner {
 impl RedLockSet {
     /// A set over `clients` with the default [`RedLockOptions`]. An empty slice is reported
     /// by the lock methods as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// let guard = set.lock("invoice:9").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn new(clients: &[Client]) -> RedLockSet {
         RedLockSet::with_options(clients, RedLockOptions::default())
     }
 
     /// A set over `clients` with `options`. Invalid options are reported by the lock methods
     /// as [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    /// use lockwise::{RedLockOptions, RedLockSet};
+    ///
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let options = RedLockOptions::default().ttl(Duration::from_secs(10));
+    /// let set = RedLockSet::with_options(&clients, options);
+    /// let guard = set.lock("invoice:9").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_options(clients: &[Client], options: RedLockOptions) -> RedLockSet {
         let id = Uuid::new_v4();
         // Each node announces the set's id as present while the set lives, so an operator's
@@ -166,16 +247,45 @@ impl RedLockSet {
     }
 
     /// A handle to the Redlock `name` on every node of this set. Cheap; nothing is sent.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// let invoice = set.lock("invoice:9");
+    /// let guard = invoice.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lock(&self, name: impl AsRef<str>) -> RedLock {
         RedLock::in_set(self.inner.clone(), name.as_ref())
     }
 
     /// This set's id, the first part of every owner field it writes.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// println!("set {} (owner fields start with it)", set.id());
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> Uuid {
         self.inner.id
     }
 
     /// Number of nodes (clients).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// assert_eq!(set.nodes(), clients.len());
+    /// # Ok(()) }
+    /// ```
     pub fn nodes(&self) -> usize {
         self.inner.clients.len()
     }
@@ -186,16 +296,50 @@ impl RedLockSet {
     ///
     /// # Cancel safety
     /// As for [`Client::shutdown`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// // ... when the service stops:
+    /// for report in set.shutdown(Duration::from_secs(5)).await {
+    ///     if !report.is_complete() {
+    ///         eprintln!("{} left to expire", report.failed.len());
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn shutdown(&self, timeout: std::time::Duration) -> Vec<crate::ShutdownReport> {
         futures::future::join_all(self.inner.clients.iter().map(|c| c.shutdown(timeout))).await
     }
 
     /// How many nodes must grant a lock: `nodes() / 2 + 1`.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// println!("{} of {} nodes must grant a lock", set.quorum(), set.nodes());
+    /// # Ok(()) }
+    /// ```
     pub fn quorum(&self) -> usize {
         quorum(self.inner.clients.len())
     }
 
     /// The set's options.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// println!("{:?}", set.options());
+    /// # Ok(()) }
+    /// ```
     pub fn options(&self) -> &RedLockOptions {
         &self.inner.options
     }

@@ -100,11 +100,27 @@ impl CountDownLatch {
     }
 
     /// The latch's name.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// assert_eq!(client.count_down_latch("deploy:v42").name(), "deploy:v42");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
 
     /// The Redis key of the count (`<namespace>:latch:{<name>}`).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// println!("the count is in {}", client.count_down_latch("deploy:v42").key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.inner.key
     }
@@ -119,6 +135,19 @@ impl CountDownLatch {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have set the count.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let latch = client.count_down_latch("deploy:v42");
+    /// if !latch.try_set_count(3, Duration::from_secs(3600)).await? {
+    ///     println!("closed already, {} left", latch.count().await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_set_count(&self, count: u64, ttl: Duration) -> Result<bool> {
         self.check()?;
         if count == 0 || count > MAX_COUNT {
@@ -148,6 +177,17 @@ impl CountDownLatch {
     /// # Cancel safety
     /// Dropping the future may or may not have counted down (do not retry blindly: a count
     /// down that ran twice opens the latch early).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let latch = client.count_down_latch("deploy:v42");
+    /// // ... this worker's part is done:
+    /// let left = latch.count_down().await?;
+    /// println!("{left} workers still running");
+    /// # Ok(()) }
+    /// ```
     pub async fn count_down(&self) -> Result<u64> {
         self.check()?;
         let core = &self.inner.core;
@@ -168,6 +208,15 @@ impl CountDownLatch {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let left = client.count_down_latch("deploy:v42").count().await?;
+    /// println!("{left} to go");
+    /// # Ok(()) }
+    /// ```
     pub async fn count(&self) -> Result<u64> {
         self.check()?;
         Ok(self.state().await?.0)
@@ -196,6 +245,16 @@ impl CountDownLatch {
     /// # Cancel safety
     /// Cancel safe: waiting changes nothing in Redis, and a dropped wait leaves no
     /// subscription behind.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let latch = client.count_down_latch("deploy:v42");
+    /// latch.wait().await?;
+    /// println!("every worker is done (or the latch expired)");
+    /// # Ok(()) }
+    /// ```
     pub async fn wait(&self) -> Result<()> {
         engine::never_timed_out(self.wait_until(None).await?)
     }
@@ -208,6 +267,19 @@ impl CountDownLatch {
     ///
     /// # Cancel safety
     /// As for [`wait`](Self::wait).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let latch = client.count_down_latch("deploy:v42");
+    /// if !latch.wait_timeout(Duration::from_secs(600)).await? {
+    ///     eprintln!("still {} workers running after 10 minutes", latch.count().await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn wait_timeout(&self, timeout: Duration) -> Result<bool> {
         Ok(self
             .wait_until(Some(engine::deadline_after(timeout)))

@@ -164,11 +164,31 @@ impl MultiLock {
     }
 
     /// The multi-lock's name: its member names, sorted and deduplicated, joined by `,`.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// // Sorted and deduplicated:
+    /// let accounts = client.multi_lock(["account:7", "account:3", "account:7"]);
+    /// assert_eq!(accounts.name(), "account:3,account:7");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
 
     /// The member names, sorted and deduplicated (the order they are taken in).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let accounts = client.multi_lock(["account:7", "account:3"]);
+    /// // The order the members are taken in:
+    /// assert_eq!(accounts.names(), ["account:3", "account:7"]);
+    /// # Ok(()) }
+    /// ```
     pub fn names(&self) -> Vec<&str> {
         self.inner.locks.iter().map(|l| l.name()).collect()
     }
@@ -191,6 +211,17 @@ impl MultiLock {
     /// them in the background (promptly, at the latest by their TTL), also during the final
     /// check or while the acquisition starts over, and the member being waited for is
     /// cancelled as [`RLock::lock`] is (no hold left behind).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let accounts = client.multi_lock(["account:7", "account:3"]);
+    /// let guard = accounts.lock().await?; // both, or it keeps waiting
+    /// // ... move money between the accounts ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self) -> Result<MultiLockGuard> {
         engine::never_timed_out(self.acquire(None, None).await?)
     }
@@ -206,6 +237,18 @@ impl MultiLock {
     ///
     /// # Cancel safety
     /// As for [`MultiLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let accounts = client.multi_lock(["account:7", "account:3"]);
+    /// // Each member expires 10 s after it was taken, unless released before.
+    /// let guard = accounts.lock_with_lease(Duration::from_secs(10)).await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiLockGuard> {
         engine::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
@@ -223,6 +266,20 @@ impl MultiLock {
     ///
     /// # Cancel safety
     /// As for [`MultiLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let accounts = client.multi_lock(["account:7", "account:3"]);
+    /// match accounts.try_lock(Duration::from_secs(1), None).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(e) if e.is_timeout() => println!("a member stayed busy; none is held"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(
         &self,
         wait: Duration,
@@ -393,6 +450,17 @@ impl MultiLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let accounts = client.multi_lock(["account:3", "account:7"]);
+    /// if accounts.is_any_locked().await? {
+    ///     println!("a transfer touching these accounts is in progress");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn is_any_locked(&self) -> Result<bool> {
         self.check()?;
         for lock in &self.inner.locks {
@@ -411,6 +479,17 @@ impl MultiLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let accounts = client.multi_lock(["account:3", "account:7"]);
+    /// if !accounts.is_locked().await? {
+    ///     println!("an acquire would not wait now");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn is_locked(&self) -> Result<bool> {
         self.is_any_locked().await
     }
@@ -423,6 +502,17 @@ impl MultiLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let accounts = client.multi_lock(["account:3", "account:7"]);
+    /// let guard = accounts.lock().await?;
+    /// println!("this task holds the set {} time(s)", accounts.hold_count().await?);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn hold_count(&self) -> Result<u32> {
         self.check()?;
         let counts = try_join_all(self.inner.locks.iter().map(RLock::hold_count)).await?;
@@ -436,6 +526,18 @@ impl MultiLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let accounts = client.multi_lock(["account:3", "account:7"]);
+    /// if !accounts.is_held_by_current_task().await? {
+    ///     let guard = accounts.lock().await?;
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn is_held_by_current_task(&self) -> Result<bool> {
         Ok(self.hold_count().await? > 0)
     }
@@ -447,6 +549,17 @@ impl MultiLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let accounts = client.multi_lock(["account:3", "account:7"]);
+    /// if let Some(ttl) = accounts.remaining_ttl().await? {
+    ///     println!("the first member expires in {ttl:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
         self.check()?;
         let ttls = try_join_all(self.inner.locks.iter().map(RLock::remaining_ttl)).await?;
@@ -461,6 +574,17 @@ impl MultiLock {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have deleted each member.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let accounts = client.multi_lock(["account:3", "account:7"]);
+    /// if accounts.force_unlock().await? {
+    ///     println!("released a stuck transfer's locks");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.check()?;
         let deleted = try_join_all(self.inner.locks.iter().map(RLock::force_unlock)).await?;

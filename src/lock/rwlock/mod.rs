@@ -130,16 +130,49 @@ impl RwLock {
     }
 
     /// The lock's name.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let prices = client.rw_lock("prices");
+    /// let guard = prices.write().lock().await?;
+    /// println!("writing {}", prices.name());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.shared.name
     }
 
     /// The read side: `lock`, `lock_with_lease`, `try_lock` take read holds.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let prices = client.rw_lock("prices");
+    /// let guard = prices.read().lock().await?; // shared with other readers
+    /// // ... read the prices ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn read(&self) -> ReadLock {
         ReadLock::new(self.shared.clone(), self.side(Role::RwRead))
     }
 
     /// The write side: `lock`, `lock_with_lease`, `try_lock` take the write hold.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let prices = client.rw_lock("prices");
+    /// let guard = prices.write().lock().await?; // no other writer, no reader
+    /// // ... update the prices ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn write(&self) -> WriteLock {
         WriteLock::new(self.shared.clone(), self.side(Role::RwWrite))
     }
@@ -153,6 +186,17 @@ impl RwLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let prices = client.rw_lock("prices");
+    /// let read = prices.read().lock().await?;
+    /// println!("{} hold(s) of this task", prices.hold_count().await?);
+    /// read.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn hold_count(&self) -> Result<u32> {
         let reads = self.side(Role::RwRead).hold_count().await?;
         Ok(reads + self.side(Role::RwWrite).hold_count().await?)
@@ -166,6 +210,18 @@ impl RwLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let prices = client.rw_lock("prices");
+    /// if !prices.is_held_by_current_task().await? {
+    ///     let guard = prices.write().lock().await?; // no upgrade of our own read hold
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn is_held_by_current_task(&self) -> Result<bool> {
         Ok(self.hold_count().await? > 0)
     }
@@ -178,6 +234,17 @@ impl RwLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let prices = client.rw_lock("prices");
+    /// if prices.is_write_locked().await? {
+    ///     println!("a writer is updating the prices");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn is_write_locked(&self) -> Result<bool> {
         self.side(Role::RwWrite).is_locked().await
     }
@@ -190,6 +257,16 @@ impl RwLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let prices = client.rw_lock("prices");
+    /// let readers = prices.reader_count().await?;
+    /// println!("{readers} owner(s) reading {}", prices.name());
+    /// # Ok(()) }
+    /// ```
     pub async fn reader_count(&self) -> Result<usize> {
         self.base().check()?;
         let mut conn = self.shared.core.conn.clone();
@@ -215,6 +292,17 @@ impl RwLock {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let prices = client.rw_lock("prices");
+    /// if prices.force_unlock().await? {
+    ///     println!("removed the writer and every reader");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.base().check()?;
         self.shared.force_unlock().await
@@ -227,6 +315,17 @@ impl RwLock {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let prices = client.rw_lock("prices");
+    /// if !prices.is_locked().await? {
+    ///     println!("nobody reads or writes {}", prices.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn is_locked(&self) -> Result<bool> {
         Ok(self.is_write_locked().await? || self.reader_count().await? > 0)
     }

@@ -42,11 +42,32 @@ impl ReadLock {
     }
 
     /// The lock's name.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let read = client.rw_lock("catalog").read();
+    /// let guard = read.lock().await?;
+    /// println!("reading {}", read.name());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.base.name
     }
 
     /// The Redis key of the readers hash (`<namespace>:rwread:{<name>}`).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let read = client.rw_lock("catalog").read();
+    /// // The readers hash; the writer has a key of its own.
+    /// assert_ne!(read.key(), client.rw_lock("catalog").write().key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.base.key
     }
@@ -63,6 +84,17 @@ impl ReadLock {
     /// # Cancel safety
     /// Cancel safe. Dropping the future at any point leaves no hold behind (a hold granted
     /// to a reply nobody awaited is released in the background) and no subscription.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let read = client.rw_lock("catalog").read();
+    /// let guard = read.lock().await?; // waits while a writer holds or wants the lock
+    /// // ... read the catalog ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self) -> Result<ReadLockGuard> {
         engine::never_timed_out(self.acquire(None, None).await?)
     }
@@ -77,6 +109,18 @@ impl ReadLock {
     ///
     /// # Cancel safety
     /// As for [`ReadLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let read = client.rw_lock("catalog").read();
+    /// let guard = read.lock_with_lease(Duration::from_secs(10)).await?;
+    /// // ... done within 10 s, or the read hold ends by itself ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<ReadLockGuard> {
         engine::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
@@ -90,6 +134,20 @@ impl ReadLock {
     ///
     /// # Cancel safety
     /// As for [`ReadLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let read = client.rw_lock("catalog").read();
+    /// match read.try_lock(Duration::from_millis(200), None).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(e) if e.is_timeout() => println!("a writer has the catalog"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<ReadLockGuard> {
         engine::or_timeout(
             self.acquire(Some(engine::deadline_after(wait)), lease)
@@ -162,6 +220,17 @@ impl ReadLock {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let read = client.rw_lock("catalog").read();
+    /// if read.force_unlock().await? {
+    ///     println!("removed the writer and every reader of {}", read.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.base.check()?;
         self.shared.force_unlock().await
@@ -206,6 +275,16 @@ impl ReadLockGuard {
     /// # Cancel safety
     /// Once called, the release happens: dropping the future lets it finish in the
     /// background.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let guard = client.rw_lock("catalog").read().lock().await?;
+    /// // ... read the catalog ...
+    /// guard.unlock().await?; // the last reader out wakes a waiting writer
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(mut self) -> Result<()> {
         self.hold.unlock().await
     }

@@ -45,11 +45,32 @@ impl WriteLock {
     }
 
     /// The lock's name.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let write = client.rw_lock("catalog").write();
+    /// let guard = write.lock().await?;
+    /// println!("writing {}", write.name());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.base.name
     }
 
     /// The Redis key of the writer hash (`<namespace>:rwwrite:{<name>}`).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let write = client.rw_lock("catalog").write();
+    /// // The writer hash, not the key of `client.lock("catalog")`.
+    /// assert_ne!(write.key(), client.lock("catalog").key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.base.key
     }
@@ -68,6 +89,17 @@ impl WriteLock {
     /// # Cancel safety
     /// Cancel safe. Dropping the future at any point leaves no hold, no subscription and no
     /// intent behind: the intent is withdrawn in the background at once.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let write = client.rw_lock("catalog").write();
+    /// let guard = write.lock().await?; // waits for readers and other writers to leave
+    /// // ... update the catalog ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self) -> Result<WriteLockGuard> {
         engine::never_timed_out(self.acquire(None, None).await?)
     }
@@ -82,6 +114,18 @@ impl WriteLock {
     ///
     /// # Cancel safety
     /// As for [`WriteLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let write = client.rw_lock("catalog").write();
+    /// let guard = write.lock_with_lease(Duration::from_secs(10)).await?;
+    /// // ... done within 10 s, or the write hold ends by itself ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<WriteLockGuard> {
         engine::never_timed_out(self.acquire(None, Some(lease)).await?)
     }
@@ -95,6 +139,20 @@ impl WriteLock {
     ///
     /// # Cancel safety
     /// As for [`WriteLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let write = client.rw_lock("catalog").write();
+    /// match write.try_lock(Duration::from_secs(1), None).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(e) if e.is_timeout() => println!("the catalog stayed in use"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(
         &self,
         wait: Duration,
@@ -266,6 +324,17 @@ impl WriteLock {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have deleted the lock.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let write = client.rw_lock("catalog").write();
+    /// if write.force_unlock().await? {
+    ///     println!("removed the writer and every reader of {}", write.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.base.check()?;
         self.shared.force_unlock().await
@@ -313,6 +382,16 @@ impl WriteLockGuard {
     /// # Cancel safety
     /// Once called, the release happens: dropping the future lets it finish in the
     /// background.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let guard = client.rw_lock("catalog").write().lock().await?;
+    /// // ... update the catalog ...
+    /// guard.unlock().await?; // wakes the waiting readers
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(mut self) -> Result<()> {
         self.hold.unlock().await
     }

@@ -27,6 +27,19 @@ impl LeaseSemaphore {
     /// Cancel safe: dropped at any point, no permit is kept. A permit granted by a call
     /// whose reply nobody awaits any more (or whose reply was lost) is released in the
     /// background as soon as the call ends; a wakeup it took is passed on.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// // Comes back by itself after 5 minutes if this process dies.
+    /// let permit = sem.acquire(Duration::from_secs(300)).await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self, lease: Duration) -> Result<LeasedPermit> {
         let mut permits = self.acquire_many(1, lease).await?;
         Ok(permits.permits.remove(0))
@@ -40,6 +53,21 @@ impl LeaseSemaphore {
     ///
     /// # Cancel safety
     /// As for [`acquire`](Self::acquire).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// match sem.try_acquire(Duration::from_secs(1), Duration::from_secs(300)).await {
+    ///     Ok(permit) => permit.release().await?,
+    ///     Err(e) if e.is_timeout() => println!("every slot is busy"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire(&self, wait: Duration, lease: Duration) -> Result<LeasedPermit> {
         let mut permits = self.try_acquire_many(1, wait, lease).await?;
         Ok(permits.permits.remove(0))
@@ -55,6 +83,19 @@ impl LeaseSemaphore {
     ///
     /// # Cancel safety
     /// As for [`acquire`](Self::acquire).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// let permits = sem.acquire_many(4, Duration::from_secs(300)).await?;
+    /// println!("leased {:?}", permits.ids());
+    /// permits.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_many(&self, k: u64, lease: Duration) -> Result<LeasedPermits> {
         engine::never_timed_out(self.acquire_until(k, None, lease).await?)
     }
@@ -67,6 +108,19 @@ impl LeaseSemaphore {
     ///
     /// # Cancel safety
     /// As for [`acquire`](Self::acquire).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// let wait = Duration::from_secs(2);
+    /// let permits = sem.try_acquire_many(4, wait, Duration::from_secs(300)).await?;
+    /// permits.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire_many(
         &self,
         k: u64,

@@ -144,6 +144,18 @@ impl LeaseSemaphore {
     /// [`DEFAULT_IDLE_TTL`](Self::DEFAULT_IDLE_TTL)): each write of this handle raises the count key's TTL to at
     /// least `ttl` (never below the latest lease deadline). A rejected `ttl` is reported by
     /// every call of the returned handle as [`Error::InvalidArgument`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let hour = Duration::from_secs(3600);
+    /// let sem = client.lease_semaphore("gpu-slots").with_idle_ttl(hour);
+    /// sem.try_set_permits(8).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_idle_ttl(self, ttl: Duration) -> LeaseSemaphore {
         let i = &self.inner;
         let (idle_ms, invalid) = match check_millis("idle_ttl", ttl) {
@@ -167,17 +179,41 @@ impl LeaseSemaphore {
     }
 
     /// The semaphore's name.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// assert_eq!(client.lease_semaphore("gpu-slots").name(), "gpu-slots");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
 
     /// The Redis key of the available count (`<namespace>:leasesem:{<name>}`).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// println!("the count is in {}", client.lease_semaphore("gpu-slots").key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.inner.key
     }
 
     /// The Redis key of the leases, a sorted set of permit id -> deadline in server ms
     /// (`<namespace>:leasesemleases:{<name>}`).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// println!("the leases are in {}", client.lease_semaphore("gpu-slots").leases_key());
+    /// # Ok(()) }
+    /// ```
     pub fn leases_key(&self) -> &str {
         &self.inner.leases
     }
@@ -200,6 +236,17 @@ impl LeaseSemaphore {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have set the permits.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// if !sem.try_set_permits(8).await? {
+    ///     println!("set up already: {} permits free", sem.available_permits().await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_set_permits(&self, n: u64) -> Result<bool> {
         self.check()?;
         if n > MAX_PERMITS {
@@ -225,6 +272,17 @@ impl LeaseSemaphore {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have added the permits (do not retry blindly).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// let available = sem.add_permits(-2).await?; // two slots out for maintenance
+    /// println!("{available} permits free");
+    /// sem.add_permits(2).await?; // and back
+    /// # Ok(()) }
+    /// ```
     pub async fn add_permits(&self, delta: i64) -> Result<i64> {
         self.check()?;
         if delta.unsigned_abs() > MAX_PERMITS {
@@ -272,6 +330,15 @@ impl LeaseSemaphore {
     /// # Cancel safety
     /// Cancel safe: it changes nothing but the return of expired permits, which any call
     /// does.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let free = client.lease_semaphore("gpu-slots").available_permits().await?;
+    /// println!("{free} permits free");
+    /// # Ok(()) }
+    /// ```
     pub async fn available_permits(&self) -> Result<i64> {
         Ok(self.state().await?.0 as i64)
     }
@@ -283,6 +350,15 @@ impl LeaseSemaphore {
     ///
     /// # Cancel safety
     /// As for [`available_permits`](Self::available_permits).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let leased = client.lease_semaphore("gpu-slots").leased_permits().await?;
+    /// println!("{leased} permits leased");
+    /// # Ok(()) }
+    /// ```
     pub async fn leased_permits(&self) -> Result<u64> {
         Ok(self.state().await?.1)
     }
@@ -322,6 +398,21 @@ impl LeaseSemaphore {
     /// # Cancel safety
     /// Dropping the future may or may not have released the permit; releasing again is
     /// harmless (it answers `false`).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// let id = sem.acquire(Duration::from_secs(300)).await?.into_id();
+    /// // ... later, from any process that knows the id:
+    /// if !sem.release(&id).await? {
+    ///     println!("the lease had run out already");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn release(&self, id: &str) -> Result<bool> {
         self.check()?;
         Ok(self.release_ids(&[id]).await? == 1)
@@ -351,6 +442,21 @@ impl LeaseSemaphore {
     /// # Cancel safety
     /// Dropping the future may or may not have updated the lease; updating again is
     /// harmless.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// let id = sem.acquire(Duration::from_secs(60)).await?.into_id();
+    /// // ... the job takes longer than planned:
+    /// if !sem.update_lease(&id, Duration::from_secs(60)).await? {
+    ///     eprintln!("the lease ran out: the slot may be someone else's");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn update_lease(&self, id: &str, lease: Duration) -> Result<bool> {
         self.check()?;
         let lease_ms = check_millis("lease", lease)?;

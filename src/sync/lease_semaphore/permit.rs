@@ -146,6 +146,18 @@ impl LeasedPermit {
 
     /// The lease the permit has now: the one it was acquired with, or the last
     /// [`update_lease`](Self::update_lease).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let permit = client.lease_semaphore("exports").acquire(Duration::from_secs(60)).await?;
+    /// assert_eq!(permit.lease(), Duration::from_secs(60));
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn lease(&self) -> Duration {
         self.deadline
             .lease
@@ -158,6 +170,20 @@ impl LeasedPermit {
     /// its lease was *sent* (the acquire, or the last `update_lease`), less a safety margin
     /// for clock drift and scheduling (as for the lock guards' `validity`); zero once it
     /// ran out.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let permit = client.lease_semaphore("exports").acquire(Duration::from_secs(60)).await?;
+    /// if permit.validity() < Duration::from_secs(10) {
+    ///     permit.update_lease(Duration::from_secs(60)).await?;
+    /// }
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn validity(&self) -> Duration {
         if self.deadline.lost.is_cancelled() {
             return Duration::ZERO;
@@ -168,6 +194,20 @@ impl LeasedPermit {
     }
 
     /// Whether the lease must be treated as run out ([`validity`](Self::validity) is zero).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let permit = client.lease_semaphore("exports").acquire(Duration::from_secs(60)).await?;
+    /// // ... a long step ...
+    /// if permit.is_lost() {
+    ///     eprintln!("the lease ran out: stop using the slot");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> bool {
         self.validity().is_zero()
     }
@@ -176,16 +216,56 @@ impl LeasedPermit {
     /// [`validity`](Self::validity) counts down to, unless
     /// [`update_lease`](Self::update_lease) moved it). Select on `lost().cancelled()` to
     /// stop work that must not outlive the permit.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn export() {}
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let permit = client.lease_semaphore("exports").acquire(Duration::from_secs(60)).await?;
+    /// let lost = permit.lost();
+    /// tokio::select! {
+    ///     () = export() => permit.release().await?,
+    ///     () = lost.cancelled() => eprintln!("the lease ran out: export stopped"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn lost(&self) -> CancellationToken {
         self.deadline.lost.clone()
     }
 
     /// The permit's id: random and unguessable (a UUID v4 as text).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let permit = client.lease_semaphore("exports").acquire(Duration::from_secs(60)).await?;
+    /// println!("leased permit {}", permit.id());
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn id(&self) -> &str {
         self.id.as_deref().unwrap_or_default()
     }
 
     /// The semaphore this permit belongs to.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let permit = client.lease_semaphore("exports").acquire(Duration::from_secs(60)).await?;
+    /// println!("a permit of {}", permit.semaphore().name());
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn semaphore(&self) -> &LeaseSemaphore {
         &self.semaphore
     }
@@ -199,6 +279,20 @@ impl LeasedPermit {
     ///
     /// # Cancel safety
     /// Dropping the future drops the permit, which releases it in the background.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let permit = client.lease_semaphore("exports").acquire(Duration::from_secs(60)).await?;
+    /// match permit.release().await {
+    ///     Err(e) if e.is_not_held() => eprintln!("the lease had run out"),
+    ///     other => other?,
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn release(mut self) -> Result<()> {
         let id = self.id().to_string();
         self.id = None;
@@ -223,6 +317,19 @@ impl LeasedPermit {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have updated the lease; the permit stays held.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let permit = client.lease_semaphore("exports").acquire(Duration::from_secs(60)).await?;
+    /// // ... halfway through a long export: another minute from now.
+    /// permit.update_lease(Duration::from_secs(60)).await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn update_lease(&self, lease: Duration) -> Result<()> {
         let sent_at = Instant::now();
         match self.semaphore.update_lease(self.id(), lease).await? {
@@ -241,6 +348,19 @@ impl LeasedPermit {
 
     /// Keeps the permit leased and returns its id (nothing is released when the guard goes,
     /// nor when the client is closed).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("exports");
+    /// let id = sem.acquire(Duration::from_secs(600)).await?.into_id();
+    /// // ... hand `id` to the job; it releases the permit when done, from any process:
+    /// sem.release(&id).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn into_id(mut self) -> String {
         self.untrack();
         self.id.take().unwrap_or_default()
@@ -302,26 +422,94 @@ pub struct LeasedPermits {
 
 impl LeasedPermits {
     /// How many permits.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// let permits = sem.acquire_many(3, Duration::from_secs(120)).await?;
+    /// assert_eq!(permits.len(), 3);
+    /// permits.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn len(&self) -> usize {
         self.permits.len()
     }
 
     /// Whether there are none (never, for permits returned by an acquire).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// let permits = sem.acquire_many(3, Duration::from_secs(120)).await?;
+    /// assert!(!permits.is_empty());
+    /// permits.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.permits.is_empty()
     }
 
     /// The permits, in the order of their ids in the acquire's reply.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// let permits = sem.acquire_many(3, Duration::from_secs(120)).await?;
+    /// for permit in permits.iter() {
+    ///     println!("{} valid for {:?}", permit.id(), permit.validity());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn iter(&self) -> std::slice::Iter<'_, LeasedPermit> {
         self.permits.iter()
     }
 
     /// The permits' ids.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// let permits = sem.acquire_many(3, Duration::from_secs(120)).await?;
+    /// println!("leased {}", permits.ids().join(", "));
+    /// permits.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn ids(&self) -> Vec<&str> {
         self.permits.iter().map(LeasedPermit::id).collect()
     }
 
     /// The permits, each to be released on its own.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// let permits = sem.acquire_many(3, Duration::from_secs(120)).await?;
+    /// for permit in permits.into_vec() {
+    ///     // Each job releases its own permit when done.
+    ///     tokio::spawn(async move { permit.release().await });
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn into_vec(self) -> Vec<LeasedPermit> {
         self.permits
     }
@@ -335,6 +523,19 @@ impl LeasedPermits {
     ///
     /// # Cancel safety
     /// Dropping the future drops the permits, which releases them in the background.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.lease_semaphore("gpu-slots");
+    /// let permits = sem.acquire_many(3, Duration::from_secs(120)).await?;
+    /// // ... use them ...
+    /// permits.release().await?; // one script call for all three
+    /// # Ok(()) }
+    /// ```
     pub async fn release(self) -> Result<()> {
         let mut permits = self.into_vec();
         let Some(first) = permits.first() else {

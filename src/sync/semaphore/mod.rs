@@ -134,6 +134,18 @@ impl Semaphore {
     /// The same semaphore with another idle TTL (1 ms ..= 2<sup>53</sup> ms): every write
     /// through this handle raises the key's TTL to at least `ttl` (never lowers it). An
     /// invalid TTL is reported by every method as [`Error::InvalidArgument`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let week = Duration::from_secs(7 * 24 * 3600);
+    /// let sem = client.semaphore("crawlers").with_idle_ttl(week);
+    /// sem.try_set_permits(4).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn with_idle_ttl(self, ttl: Duration) -> Semaphore {
         let i = &self.inner;
         let (ms, invalid) = match check_millis("idle_ttl", ttl) {
@@ -161,16 +173,41 @@ impl Semaphore {
     }
 
     /// The semaphore's name.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// assert_eq!(client.semaphore("crawlers").name(), "crawlers");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
 
     /// The Redis key of the permits (`<namespace>:semaphore:{<name>}`).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// println!("the permits are in {}", client.semaphore("crawlers").key());
+    /// # Ok(()) }
+    /// ```
     pub fn key(&self) -> &str {
         &self.inner.key
     }
 
     /// This handle's idle TTL.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.semaphore("crawlers");
+    /// assert_eq!(sem.idle_ttl(), lockwise::Semaphore::DEFAULT_IDLE_TTL);
+    /// # Ok(()) }
+    /// ```
     pub fn idle_ttl(&self) -> Duration {
         self.inner.idle_ttl
     }
@@ -185,6 +222,17 @@ impl Semaphore {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have created the semaphore.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.semaphore("crawlers");
+    /// if !sem.try_set_permits(4).await? {
+    ///     println!("set up already: {} permits free", sem.available_permits().await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_set_permits(&self, permits: u64) -> Result<bool> {
         self.check()?;
         check_count("permits", permits, 0)?;
@@ -213,6 +261,17 @@ impl Semaphore {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have added the permits (do not retry blindly).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.semaphore("crawlers");
+    /// let available = sem.add_permits(2).await?; // two more crawlers may run
+    /// println!("{available} permits free");
+    /// sem.add_permits(-2).await?; // and back
+    /// # Ok(()) }
+    /// ```
     pub async fn add_permits(&self, delta: i64) -> Result<i64> {
         self.check()?;
         if delta == 0 || delta.unsigned_abs() > MAX_PERMITS {
@@ -235,6 +294,17 @@ impl Semaphore {
     /// # Cancel safety
     /// Dropping the future may or may not have released the permits (do not retry blindly:
     /// a release that ran twice adds permits).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.semaphore("crawlers");
+    /// let taken = sem.acquire().await?.forget(); // kept taken past the guard
+    /// // ... later, possibly in another task or process ...
+    /// let available = sem.release(taken).await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn release(&self, permits: u64) -> Result<i64> {
         self.check()?;
         check_count("permits", permits, 1)?;
@@ -249,6 +319,15 @@ impl Semaphore {
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let free = client.semaphore("crawlers").available_permits().await?;
+    /// println!("{free} permits free");
+    /// # Ok(()) }
+    /// ```
     pub async fn available_permits(&self) -> Result<i64> {
         self.check()?;
         let p: Option<i64> = redis::cmd("HGET")
@@ -268,6 +347,19 @@ impl Semaphore {
     ///
     /// # Cancel safety
     /// Dropping the future may or may not have drained the permits.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.semaphore("crawlers");
+    /// let taken = sem.drain_permits().await?; // no new crawler starts
+    /// // ... maintenance ...
+    /// if taken > 0 {
+    ///     sem.release(taken).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn drain_permits(&self) -> Result<u64> {
         self.check()?;
         let i = &self.inner;
@@ -288,6 +380,16 @@ impl Semaphore {
     /// # Cancel safety
     /// Cancel safe: a dropped call takes nothing. If it is dropped after the server granted
     /// the permit but before the reply was read, it is given back in the background.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let permit = client.semaphore("crawlers").acquire().await?;
+    /// // ... crawl ...
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self) -> Result<SemaphorePermits> {
         self.acquire_many(1).await
     }
@@ -300,6 +402,16 @@ impl Semaphore {
     ///
     /// # Cancel safety
     /// As for [`acquire`](Self::acquire).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let permits = client.semaphore("crawlers").acquire_many(3).await?;
+    /// // ... a job worth three crawlers ...
+    /// permits.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire_many(&self, permits: u64) -> Result<SemaphorePermits> {
         engine::never_timed_out(self.acquire_until(permits, None).await?)
     }
@@ -312,6 +424,20 @@ impl Semaphore {
     ///
     /// # Cancel safety
     /// As for [`acquire`](Self::acquire).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// match client.semaphore("crawlers").try_acquire(Duration::from_millis(200)).await {
+    ///     Ok(permit) => println!("{} free again", permit.release().await?),
+    ///     Err(e) if e.is_timeout() => println!("every crawler is busy"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire(&self, wait: Duration) -> Result<SemaphorePermits> {
         self.try_acquire_many(1, wait).await
     }
@@ -324,6 +450,18 @@ impl Semaphore {
     ///
     /// # Cancel safety
     /// As for [`acquire`](Self::acquire).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.semaphore("crawlers");
+    /// let permits = sem.try_acquire_many(2, Duration::from_secs(1)).await?;
+    /// permits.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire_many(&self, permits: u64, wait: Duration) -> Result<SemaphorePermits> {
         let acquired = self
             .acquire_until(permits, Some(engine::deadline_after(wait)))

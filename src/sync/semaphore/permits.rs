@@ -80,11 +80,31 @@ impl SemaphorePermits {
     }
 
     /// How many permits this guard holds.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let permits = client.semaphore("crawlers").acquire_many(2).await?;
+    /// assert_eq!(permits.permits(), 2);
+    /// permits.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn permits(&self) -> u64 {
         self.permits
     }
 
     /// The semaphore they were taken from.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let permit = client.semaphore("crawlers").acquire().await?;
+    /// println!("a permit of {}", permit.semaphore().name());
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn semaphore(&self) -> &Semaphore {
         &self.semaphore
     }
@@ -98,6 +118,17 @@ impl SemaphorePermits {
     /// # Cancel safety
     /// Dropping the future may or may not have released the permits; they are not given
     /// back a second time.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let permit = client.semaphore("crawlers").acquire().await?;
+    /// // ... crawl ...
+    /// let available = permit.release().await?;
+    /// println!("{available} permits free");
+    /// # Ok(()) }
+    /// ```
     pub async fn release(self) -> Result<i64> {
         if !self.untrack() {
             return Err(Error::ClientClosed); // the client's close gave them back
@@ -108,6 +139,17 @@ impl SemaphorePermits {
     /// Keeps the permits taken and returns how many: nothing gives them back unless someone
     /// calls [`Semaphore::release`] (as Redisson's permits, which are not tied to a guard).
     /// Forgotten permits are not given back when the client is closed either.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let sem = client.semaphore("crawlers");
+    /// let taken = sem.acquire_many(2).await?.forget();
+    /// // ... they stay taken until someone gives them back:
+    /// sem.release(taken).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn forget(self) -> u64 {
         self.untrack();
         self.permits
