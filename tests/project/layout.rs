@@ -8,14 +8,27 @@
 //!   folder (`lock::fenced` and `lock::reentrant`, `engine::hold` and `engine::registry`;
 //!   edges to the folder's own `mod.rs` aside);
 //! - the crate map in `lib.rs` names every top-level module;
-//! - no source file much over 500 lines, in the library and in the workspace's other crates.
+//! - no source file much over 500 lines besides its doc comments, in the library and in
+//!   the workspace's other crates.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Files longer than this fail the check (the aim is about 500).
+/// Files with more lines than this fail the check (the aim is about 500). Doc comment lines
+/// (`///`, `//!`) do not count: an example on every public item is documentation, not
+/// code to find one's way through.
 const MAX_LINES: usize = 550;
+
+/// The lines of `text` that count against [`MAX_LINES`]: all but doc comments.
+fn code_lines(text: &str) -> usize {
+    text.lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            !(l.starts_with("///") || l.starts_with("//!"))
+        })
+        .count()
+}
 
 /// The foundation, from the top down: a module may import only modules of a later entry.
 /// Any module not listed here is above the engine (a new kind needs no entry).
@@ -156,10 +169,12 @@ fn engine_imports_nothing_above_it_and_no_module_cycles() {
     let mut problems = Vec::new();
     for file in &files {
         let text = fs::read_to_string(file).unwrap();
-        let lines = text.lines().count();
+        let lines = code_lines(&text);
         let shown = file.strip_prefix(src.parent().unwrap()).unwrap().display();
         if lines > MAX_LINES {
-            problems.push(format!("{shown}: {lines} lines (at most {MAX_LINES})"));
+            problems.push(format!(
+                "{shown}: {lines} lines besides doc comments (at most {MAX_LINES})"
+            ));
         }
         let me = module_path(&src, file);
         let code = code(&text);
@@ -271,10 +286,12 @@ fn workspace_crates_keep_files_short() {
         sources(&root.join(member).join("src"), &mut files);
         seen += files.len();
         for file in files {
-            let lines = fs::read_to_string(&file).unwrap().lines().count();
+            let lines = code_lines(&fs::read_to_string(&file).unwrap());
             if lines > MAX_LINES {
                 let shown = file.strip_prefix(root).unwrap().display().to_string();
-                long.push(format!("{shown}: {lines} lines (at most {MAX_LINES})"));
+                long.push(format!(
+                    "{shown}: {lines} lines besides doc comments (at most {MAX_LINES})"
+                ));
             }
         }
     }
