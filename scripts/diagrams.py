@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""The guide's sequence diagrams, drawn as inline SVG from the specs below.
+"""The guide's pictures, drawn as inline SVG: the sequence diagrams from the specs below,
+and the plots from the bench's own JSON (`BENCHMARKS.json`, written by
+`cargo run --release -p lockwise-bench --bin bench -- --json BENCHMARKS.json`).
 
-    python3 scripts/diagrams.py          # rewrite the diagrams in docs/guide/*.md
-    python3 scripts/diagrams.py --check  # fail if a page's diagram differs from its spec
+    python3 scripts/diagrams.py          # rewrite the pictures in docs/guide/*.md
+    python3 scripts/diagrams.py --check  # fail if a page's picture differs from its source
 
-A page holds a diagram between `<!-- diagram: NAME -->` and `<!-- /diagram -->`; rustdoc
+A page holds a picture between `<!-- diagram: NAME -->` and `<!-- /diagram -->`; rustdoc
 renders the SVG in place (docs.rs). The SVG has no blank line, so markdown leaves it whole.
 """
 import html
+import json
 import pathlib
 import re
 import sys
@@ -118,7 +121,90 @@ def draw(name):
     return "\n".join(out)
 
 
-BLOCK = re.compile(r"(<!-- diagram: (\w+) -->\n)(.*?)(<!-- /diagram -->)", re.S)
+def svg_open(width, height, title):
+    return [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12" '
+        f'role="img" aria-label="{html.escape(title)}">',
+        f"<title>{html.escape(title)}</title>",
+        '<rect width="100%" height="100%" fill="white"/>',
+        f'<text x="10" y="18" font-weight="bold">{html.escape(title)}</text>',
+    ]
+
+
+def bench():
+    return json.loads((ROOT / "BENCHMARKS.json").read_text())
+
+
+def plot_handoff():
+    """Release-to-acquire gap of a contended handoff against a PING round trip (µs)."""
+    b = bench()
+    bars = [
+        ("PING round trip", b["ping_rtt_us"]["p50"], b["ping_rtt_us"]["p99"]),
+        ("RLock handoff", b["contended"]["gap_p50_us"], b["contended"]["gap_p99_us"]),
+        ("FairLock handoff", b["fair"]["gap_p50_us"], b["fair"]["gap_p99_us"]),
+    ]
+    top = max(p99 for _, _, p99 in bars)
+    width, left = 620, 130
+    scale = (width - left - 150) / top
+    out = svg_open(width, 44 + 46 * len(bars) + 20,
+                   "Handoff gap against a PING round trip (µs, same run)")
+    for i, (label, p50, p99) in enumerate(bars):
+        y = 36 + 46 * i
+        out.append(f'<text x="{left - 8}" y="{y + 22}" text-anchor="end">{label}</text>')
+        out.append(f'<rect x="{left}" y="{y + 6}" width="{p99 * scale:.1f}" height="16" fill="#c6d9f0"/>')
+        out.append(f'<rect x="{left}" y="{y + 10}" width="{p50 * scale:.1f}" height="8" fill="#2f6db5"/>')
+        out.append(f'<text x="{left + p99 * scale + 6:.1f}" y="{y + 19}">p50 {p50:.0f}, p99 {p99:.0f}</text>')
+    y = 44 + 46 * len(bars)
+    out.append(f'<rect x="{left}" y="{y}" width="10" height="8" fill="#2f6db5"/>')
+    out.append(f'<text x="{left + 14}" y="{y + 8}">p50</text>')
+    out.append(f'<rect x="{left + 50}" y="{y}" width="10" height="8" fill="#c6d9f0"/>')
+    out.append(f'<text x="{left + 64}" y="{y + 8}">p99</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def plot_throughput():
+    """Uncontended lock + unlock pairs per second against the number of tasks."""
+    rows = bench()["throughput"]["rows"]
+    series = [
+        ("raw lock + unlock scripts", "ceiling", "#999999"),
+        ("SET NX PX lock", "set_nx_px", "#d08a2c"),
+        ("lockwise", "lockwise", "#2f6db5"),
+    ]
+    top = max(r[key]["pairs_per_s"] for r in rows for _, key, _ in series)
+    width, height, left, bottom = 620, 300, 70, 250
+    step = (width - left - 40) / max(1, len(rows) - 1)
+    y_of = lambda v: bottom - v / top * (bottom - 40)
+    out = svg_open(width, height, "Uncontended pairs per second against concurrency (same run)")
+    out.append(f'<line x1="{left}" y1="{bottom}" x2="{width - 30}" y2="{bottom}" stroke="#333"/>')
+    out.append(f'<line x1="{left}" y1="40" x2="{left}" y2="{bottom}" stroke="#333"/>')
+    for k in range(5):
+        v = top * k / 4
+        out.append(f'<text x="{left - 6}" y="{y_of(v) + 4:.1f}" text-anchor="end">{v / 1000:.0f}k</text>')
+    for i, r in enumerate(rows):
+        x = left + step * i
+        out.append(f'<text x="{x:.1f}" y="{bottom + 16}" text-anchor="middle">{r["tasks"]}</text>')
+    out.append(f'<text x="{(left + width - 30) / 2:.0f}" y="{bottom + 34}" text-anchor="middle">tasks</text>')
+    for n, (label, key, color) in enumerate(series):
+        pts = " ".join(
+            f"{left + step * i:.1f},{y_of(r[key]['pairs_per_s']):.1f}" for i, r in enumerate(rows)
+        )
+        out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
+        out.append(f'<rect x="{left + 10 + 190 * n}" y="28" width="12" height="4" fill="{color}"/>')
+        out.append(f'<text x="{left + 26 + 190 * n}" y="33">{label}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+# The throughput plot waits for a committed BENCHMARKS.json with the concurrency sweep
+# (`throughput.rows`); the committed reference run predates it.
+PLOTS = {"handoff-latency": plot_handoff}
+if "throughput" in bench():
+    PLOTS["throughput"] = plot_throughput
+
+
+BLOCK = re.compile(r"(<!-- diagram: ([\w-]+) -->\n)(.*?)(<!-- /diagram -->)", re.S)
 
 
 def main():
@@ -129,14 +215,16 @@ def main():
 
         def fill(m):
             seen.add(m.group(2))
-            return m.group(1) + draw(m.group(2)) + "\n" + m.group(4)
+            name = m.group(2)
+            picture = PLOTS[name]() if name in PLOTS else draw(name)
+            return m.group(1) + picture + "\n" + m.group(4)
 
         new = BLOCK.sub(fill, text)
         if new != text:
             stale.append(page.name)
             if not check:
                 page.write_text(new)
-    missing = sorted(set(SPECS) - seen)
+    missing = sorted((set(SPECS) | set(PLOTS)) - seen)
     if missing:
         print(f"diagrams with no place in the guide: {missing}")
         return 1
