@@ -175,3 +175,46 @@ async fn rediss_with_an_unknown_ca_is_refused_cleanly() {
         .expect_err("the server's certificate is not signed by a trusted root");
     assert!(matches!(err, lockwise::Error::Redis(_)), "{err:?}");
 }
+
+/// The installed CLI speaks TLS: `lockwise --url rediss://... --tls-ca ca.crt list` lists a
+/// lock held over TLS; without the CA it fails cleanly (exit code 2, nothing printed on
+/// stdout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_lists_over_tls_with_the_servers_ca() {
+    let certs = tempfile::tempdir().unwrap();
+    let (_server, tls_port, ca) = tls_server(certs.path());
+    let ns = support::unique_ns("tls_cli");
+    let url = format!("rediss://localhost:{tls_port}/");
+    let client = Client::builder_from(&trusting(&ca, &url))
+        .namespace(&ns)
+        .build()
+        .await
+        .unwrap();
+    let guard = client
+        .lock("job")
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let ca_file = certs.path().join("ca.crt");
+    let run = |with_ca: bool| {
+        let mut cmd = std::process::Command::new(support::child::cli_exe());
+        cmd.args(["--url", &url, "--namespace", &ns, "list"])
+            .env_remove("REDIS_URL");
+        if with_ca {
+            cmd.arg("--tls-ca").arg(&ca_file);
+        }
+        cmd.output().unwrap()
+    };
+    let listed = tokio::task::block_in_place(|| run(true));
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    assert!(stdout.contains("job"), "{stdout}");
+    let refused = tokio::task::block_in_place(|| run(false));
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(refused.stdout.is_empty());
+    guard.unlock().await.unwrap();
+}
