@@ -51,16 +51,17 @@ pub fn init_tracing() {
 }
 
 /// Runs a test body in its own spawned task, so it has a real tokio task id (the lock owner)
-/// like application code; a panic inside is re-raised with its own message.
-pub async fn in_task<F>(body: F)
+/// like application code; returns its output, and a panic inside is re-raised with its own
+/// message.
+pub async fn in_task<F, T>(body: F) -> T
 where
-    F: std::future::Future<Output = ()> + Send + 'static,
+    F: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
 {
-    if let Err(e) = tokio::spawn(body).await {
-        if e.is_panic() {
-            std::panic::resume_unwind(e.into_panic());
-        }
-        panic!("test task failed: {e}");
+    match tokio::spawn(body).await {
+        Ok(v) => v,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("test task failed: {e}"),
     }
 }
 
@@ -70,7 +71,13 @@ pub async fn client(
     ns: &str,
     watchdog: std::time::Duration,
 ) -> lockwise::Client {
-    lockwise::Client::builder(server.url())
+    client_at(server.url(), ns, watchdog).await
+}
+
+/// A lockwise client of the server at `url` with key namespace `ns` and the given watchdog
+/// timeout (a child process knows its server by URL).
+pub async fn client_at(url: &str, ns: &str, watchdog: std::time::Duration) -> lockwise::Client {
+    lockwise::Client::builder(url)
         .namespace(ns)
         .watchdog_timeout(watchdog)
         .build()

@@ -7,13 +7,13 @@ use support::OrNone;
 
 use support::Conn;
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::checker::{self, History, Op};
 use lockwise::Client;
 use redis::AsyncCommands;
 use support::child::ChildProc;
+use support::in_task;
 use support::{queue_reaches, RedisServer};
 
 /// Watchdog timeout and lease of every scenario: short, so faults play out in seconds.
@@ -23,25 +23,7 @@ const LEASE: Duration = Duration::from_secs(1);
 const FAIR_WATCHDOG: Duration = Duration::from_secs(30);
 
 async fn client(url: &str, ns: &str) -> Client {
-    Client::builder(url)
-        .namespace(ns)
-        .watchdog_timeout(WATCHDOG)
-        .build()
-        .await
-        .expect("build client")
-}
-
-/// Runs `body` in a spawned task (a tokio task id, like real callers) and re-raises its panic.
-async fn in_task<F, T>(body: F) -> T
-where
-    F: Future<Output = T> + Send + 'static,
-    T: Send + 'static,
-{
-    match tokio::spawn(body).await {
-        Ok(v) => v,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(e) => panic!("test task failed: {e}"),
-    }
+    support::client_at(url, ns, WATCHDOG).await
 }
 
 /// The checker's server-side checks after quiescence (fencing counters excepted), within 5 s.

@@ -2,13 +2,13 @@
 //! waiters: held locks are reported lost, waiters do not sleep out the TTL, old guards are
 //! `NotHeld` without touching new holds, tokens keep rising, clients reconnect.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::checker::{self, History, Op};
 use lockwise::{Client, Error};
+use support::in_task;
 use support::{exists, numsub_until, Conn, RedisServer};
 
 /// Watchdog timeout of the restart-without-persistence scenario: short, so faults play out in
@@ -18,25 +18,7 @@ const WATCHDOG: Duration = Duration::from_secs(1);
 const WAITER_WATCHDOG: Duration = Duration::from_secs(30);
 
 async fn client(url: &str, ns: &str) -> Client {
-    Client::builder(url)
-        .namespace(ns)
-        .watchdog_timeout(WATCHDOG)
-        .build()
-        .await
-        .expect("build client")
-}
-
-/// Runs `body` in a spawned task (a tokio task id, like real callers) and re-raises its panic.
-async fn in_task<F, T>(body: F) -> T
-where
-    F: Future<Output = T> + Send + 'static,
-    T: Send + 'static,
-{
-    match tokio::spawn(body).await {
-        Ok(v) => v,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(e) => panic!("test task failed: {e}"),
-    }
+    support::client_at(url, ns, WATCHDOG).await
 }
 
 /// The checker's server-side checks after quiescence (fencing counters excepted), within 5 s.

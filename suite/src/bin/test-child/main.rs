@@ -22,7 +22,6 @@
 mod failover;
 mod pg;
 
-use std::future::Future;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,6 +32,7 @@ use support::OrNone;
 use checker::History;
 use lockwise::{Client, Error};
 use redis::AsyncCommands;
+use support::in_task;
 
 /// Watchdog timeout and lease of every scenario: short, so faults play out in seconds.
 const WATCHDOG: Duration = Duration::from_secs(1);
@@ -72,25 +72,7 @@ fn main() {
 }
 
 async fn client(url: &str, ns: &str) -> Client {
-    Client::builder(url)
-        .namespace(ns)
-        .watchdog_timeout(WATCHDOG)
-        .build()
-        .await
-        .expect("build client")
-}
-
-/// Runs `body` in a spawned task (a tokio task id, like real callers) and re-raises its panic.
-async fn in_task<F, T>(body: F) -> T
-where
-    F: Future<Output = T> + Send + 'static,
-    T: Send + 'static,
-{
-    match tokio::spawn(body).await {
-        Ok(v) => v,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(e) => panic!("test task failed: {e}"),
-    }
+    support::client_at(url, ns, WATCHDOG).await
 }
 
 fn env(name: &str) -> String {
