@@ -517,8 +517,8 @@ impl FairLock {
     }
 }
 
-inspect_methods!(FairLock: inner.base);
-owner_methods!(FairLock);
+inspect_methods!(FairLock: inner.base, lock: "client.fair_lock(\"payouts\")");
+owner_methods!(FairLock, lock: "client.fair_lock(\"payouts\")");
 
 impl std::fmt::Debug for FairLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -636,7 +636,7 @@ impl FairLockGuard {
     }
 }
 
-guard_accessors!(FairLockGuard);
+guard_accessors!(FairLockGuard, lock: "client.fair_lock(\"payouts\")");
 
 impl std::fmt::Debug for FairLockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

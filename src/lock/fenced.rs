@@ -336,8 +336,8 @@ impl FencedLock {
     }
 }
 
-inspect_methods!(FencedLock: inner.rlock.base);
-owner_methods!(FencedLock);
+inspect_methods!(FencedLock: inner.rlock.base, lock: "client.fenced_lock(\"ledger\")");
+owner_methods!(FencedLock, lock: "client.fenced_lock(\"ledger\")");
 
 /// `[1, holds, token]` granted, `[0, pttl]` held (or free but claimed by another waiter),
 /// `[0, pttl, score]` held and this owner queued at `score` (see `lua/claim.lua`).
@@ -424,7 +424,7 @@ impl FencedLockGuard {
     }
 }
 
-guard_accessors!(FencedLockGuard);
+guard_accessors!(FencedLockGuard, lock: "client.fenced_lock(\"ledger\")");
 
 impl std::fmt::Debug for FencedLockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -284,8 +284,8 @@ impl RLock {
     }
 }
 
-inspect_methods!(RLock: base);
-owner_methods!(RLock);
+inspect_methods!(RLock: base, lock: "client.lock(\"invoice:42\")");
+owner_methods!(RLock, lock: "client.lock(\"invoice:42\")");
 
 impl std::fmt::Debug for RLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -359,7 +359,7 @@ impl RLockGuard {
     }
 }
 
-guard_accessors!(RLockGuard);
+guard_accessors!(RLockGuard, lock: "client.lock(\"invoice:42\")");
 
 impl std::fmt::Debug for RLockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -290,8 +290,8 @@ impl SpinLock {
     }
 }
 
-inspect_methods!(SpinLock: rlock.base);
-owner_methods!(SpinLock);
+inspect_methods!(SpinLock: rlock.base, lock: "client.spin_lock(\"cache:rebuild\")");
+owner_methods!(SpinLock, lock: "client.spin_lock(\"cache:rebuild\")");
 
 impl std::fmt::Debug for SpinLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -351,7 +351,7 @@ impl SpinLockGuard {
     }
 }
 
-guard_accessors!(SpinLockGuard);
+guard_accessors!(SpinLockGuard, lock: "client.spin_lock(\"cache:rebuild\")");
 
 impl std::fmt::Debug for SpinLockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -96,6 +96,8 @@ struct QuorumHold {
 
 crate::lock::api::guard_accessors!(
     RedLockGuard,
+    demo: "clients: Vec<lockwise::Client>",
+    lock: "lockwise::RedLock::new(&clients, \"rebuild-index\")",
     owner: "The owner field of this hold on every node: `<set id>:<task id>` for a \
         task-owned handle, `<set id>:h<n>` for a non-reentrant one or once detached.",
     lease: "The lease this hold was taken with; `None` when its task extends it.",

@@ -383,7 +383,12 @@ impl RedLock {
     }
 }
 
-owner_methods!(RedLock);
+owner_methods!(
+    RedLock,
+    demo: "clients: Vec<lockwise::Client>",
+    lock: "lockwise::RedLock::new(&clients, \"invoice:9\")",
+    acquire: "lock()"
+);
 
 impl std::fmt::Debug for RedLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

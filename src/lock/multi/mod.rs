@@ -610,7 +610,7 @@ async fn release_all(guards: Vec<RLockGuard>) {
     }
 }
 
-owner_methods!(MultiLock);
+owner_methods!(MultiLock, lock: "client.multi_lock([\"account:7\", \"account:3\"])");
 
 impl std::fmt::Debug for MultiLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

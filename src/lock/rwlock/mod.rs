@@ -384,7 +384,7 @@ impl Shared {
     }
 }
 
-owner_methods!(RwLock);
+owner_methods!(RwLock, lock: "client.rw_lock(\"prices\")", acquire: "write().lock()");
 
 impl std::fmt::Debug for RwLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

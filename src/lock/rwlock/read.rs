@@ -198,8 +198,8 @@ impl ReadLock {
     }
 }
 
-inspect_methods!(ReadLock: base);
-crate::lock::api::owner_methods!(ReadLock);
+inspect_methods!(ReadLock: base, lock: "client.rw_lock(\"catalog\").read()");
+crate::lock::api::owner_methods!(ReadLock, lock: "client.rw_lock(\"catalog\").read()");
 
 impl ReadLock {
     fn owner_mode(&self) -> &engine::Owner {
@@ -290,7 +290,7 @@ impl ReadLockGuard {
     }
 }
 
-guard_accessors!(ReadLockGuard);
+guard_accessors!(ReadLockGuard, lock: "client.rw_lock(\"catalog\").read()");
 
 impl std::fmt::Debug for ReadLockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -302,8 +302,8 @@ impl Drop for Intent {
     }
 }
 
-inspect_methods!(WriteLock: base);
-crate::lock::api::owner_methods!(WriteLock);
+inspect_methods!(WriteLock: base, lock: "client.rw_lock(\"catalog\").write()");
+crate::lock::api::owner_methods!(WriteLock, lock: "client.rw_lock(\"catalog\").write()");
 
 impl WriteLock {
     fn owner_mode(&self) -> &engine::Owner {
@@ -397,7 +397,7 @@ impl WriteLockGuard {
     }
 }
 
-guard_accessors!(WriteLockGuard);
+guard_accessors!(WriteLockGuard, lock: "client.rw_lock(\"catalog\").write()");
 
 impl std::fmt::Debug for WriteLockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
