@@ -22,11 +22,14 @@
 //! 12. overtake: a remote waiter's waits against a busy Client re-locking at once, and the
 //!     worst wait and most overtakes of one wait with 4 Clients x 4 tasks, each with the
 //!     overtake limit on and off (`bench_overtake.rs`).
+//! 13. peers: lockwise, rslock and redis-lock with their defaults: lone-caller latency,
+//!     pairs/s at 64 tasks and the contended handoff gap (`bench_peers.rs`).
 
 mod bench_handoff;
 mod bench_lease_semaphore;
 mod bench_metrics;
 mod bench_overtake;
+mod bench_peers;
 mod bench_rwlock;
 mod bench_scale;
 mod bench_semaphore;
@@ -56,6 +59,7 @@ struct Args {
     metrics_only: bool,
     sweep_only: bool,
     overtake_only: bool,
+    peers_only: bool,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -67,6 +71,7 @@ fn parse_args() -> Result<Args, BoxError> {
         metrics_only: false,
         sweep_only: false,
         overtake_only: false,
+        peers_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -79,11 +84,13 @@ fn parse_args() -> Result<Args, BoxError> {
             "--metrics-only" => args.metrics_only = true,
             "--sweep-only" => args.sweep_only = true,
             "--overtake-only" => args.overtake_only = true,
+            "--peers-only" => args.peers_only = true,
             "-h" | "--help" => {
                 println!(
                     "usage: bench [--json PATH] [--seconds N (per timed round, default 3)] \
                      [--watchdog-locks N (100000)] [--waiters N (10000)] [--metrics-only] \
-                     [--sweep-only (workload 10 alone)] [--overtake-only (workload 12 alone)]"
+                     [--sweep-only (workload 10 alone)] [--overtake-only (workload 12 alone)] \
+                     [--peers-only (workload 13 alone)]"
                 );
                 std::process::exit(0);
             }
@@ -117,6 +124,10 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     }
     if args.overtake_only {
         bench_overtake::run(&url, args.seconds).await?;
+        return Ok(());
+    }
+    if args.peers_only {
+        bench_peers::run(&url, args.seconds).await?;
         return Ok(());
     }
     let mut report = serde_json::Map::new();
@@ -227,6 +238,8 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     report.insert("metrics".into(), metrics);
     let overtake = bench_overtake::run(&url, args.seconds).await?;
     report.insert("overtake".into(), overtake);
+    let peers = bench_peers::run(&url, args.seconds).await?;
+    report.insert("peers".into(), peers);
 
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&Json::Object(report))?)?;
