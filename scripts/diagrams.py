@@ -173,6 +173,7 @@ def plot_throughput():
         ("lockwise", "lockwise", "#2f6db5"),
     ]
     top = max(r[key]["pairs_per_s"] for r in rows for _, key, _ in series)
+    top = -(-top // 20_000) * 20_000  # ticks on round numbers
     width, height, left, bottom = 620, 300, 70, 250
     step = (width - left - 40) / max(1, len(rows) - 1)
     y_of = lambda v: bottom - v / top * (bottom - 40)
@@ -197,11 +198,30 @@ def plot_throughput():
     return "\n".join(out)
 
 
-# The throughput plot waits for a committed BENCHMARKS.json with the concurrency sweep
-# (`throughput.rows`); the committed reference run predates it.
-PLOTS = {"handoff-latency": plot_handoff}
-if "throughput" in bench():
-    PLOTS["throughput"] = plot_throughput
+def plot_peers():
+    """The time a contended lock sits free between holds (p50, µs): lockwise and its peers."""
+    p = bench()["peers"]
+    bars = [("PING round trip", p["ping_p50_us"], None)] + [
+        (r["peer"], r["handoff_gap_p50_us"], r["wait_p99_ms"]) for r in p["rows"]
+    ]
+    top = max(v for _, v, _ in bars)
+    width, left = 620, 130
+    scale = (width - left - 190) / top
+    tasks = p["handles"] * p["tasks_per_handle"]
+    out = svg_open(width, 44 + 34 * len(bars) + 10,
+                   f"Contended lock ({tasks} tasks): free between holds, p50 (µs, same run)")
+    for i, (label, p50, wait_p99) in enumerate(bars):
+        y = 36 + 34 * i
+        color = "#999999" if wait_p99 is None else ("#2f6db5" if label == "lockwise" else "#d08a2c")
+        note = f"{p50:.0f}" + ("" if wait_p99 is None else f" (waiters' p99 {wait_p99:.0f} ms)")
+        out.append(f'<text x="{left - 8}" y="{y + 18}" text-anchor="end">{html.escape(label)}</text>')
+        out.append(f'<rect x="{left}" y="{y + 6}" width="{max(p50 * scale, 1):.1f}" height="16" fill="{color}"/>')
+        out.append(f'<text x="{left + p50 * scale + 6:.1f}" y="{y + 18}">{note}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+PLOTS = {"handoff-latency": plot_handoff, "throughput": plot_throughput, "peers": plot_peers}
 
 
 BLOCK = re.compile(r"(<!-- diagram: ([\w-]+) -->\n)(.*?)(<!-- /diagram -->)", re.S)
