@@ -28,10 +28,12 @@
 //! - this file: the handle, its arguments and its script calls but acquiring.
 //! - [`acquire`]: the acquire methods, their wait loop and their cancellation.
 //! - [`permit`]: the [`LeasedPermit`] guard.
+//! - [`permits`]: the [`LeasedPermits`] guard, several permits of one `acquire_many`.
 //! - [`waiters`]: the local waiters' permit counts, for passing wakeups on.
 
 mod acquire;
 mod permit;
+mod permits;
 mod waiters;
 
 use std::sync::Arc;
@@ -39,7 +41,8 @@ use std::time::Duration;
 
 use redis::FromRedisValue;
 
-pub use permit::{LeasedPermit, LeasedPermits};
+pub use permit::LeasedPermit;
+pub use permits::LeasedPermits;
 
 use crate::engine::Core;
 use crate::error::{Error, Result};
