@@ -14,7 +14,7 @@
 //   lock/             the lock kinds, a file or folder each, on the engine
 //     contract.rs     Lock and LockGuard: what every lock kind offers; run / try_run
 //     api.rs          the public methods every kind shares, as macros its file invokes
-//     reentrant.rs    RLock                 fair.rs          FairLock (FIFO queue)
+//     reentrant.rs    RLock                 fair/            FairLock (FIFO queue)
 //     fenced.rs       FencedLock (tokens)   fenced_value.rs  FencedValue
 //     multi/          MultiLock (all or nothing over several RLocks) and its guard
 //     rwlock/         RwLock: read and write sides, each a kind on the engine

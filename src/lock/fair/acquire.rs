@@ -1,0 +1,316 @@
+//! [`FairLock`]'s acquire methods and its queue: a waiter's entry, each run of the lock
+//! script that refreshes it, and leaving the queue on a timeout or a dropped future (see
+//! "Waiter deadlines" in [`fair`](super)).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::time::Instant;
+
+use super::{FairLock, FairLockGuard};
+use crate::engine::{self, Attempt, HoldKey, Reply, Ticket};
+use crate::error::Result;
+use crate::wire::scripts::{FAIR_LEAVE, FAIR_LOCK};
+
+/// Numbers the lock calls of this process, so each has its own queue entry and channel.
+static NEXT_WAITER: AtomicU64 = AtomicU64::new(1);
+
+impl FairLock {
+    /// Acquires the lock after every waiter queued before this call, waiting as long as it
+    /// takes; the watchdog keeps it alive until the guard is released.
+    ///
+    /// While waiting, the task listens on its own channel, which only the unlock that makes it
+    /// the head of the queue publishes to, and refreshes its queue entry every third of the
+    /// [waiter lease](Self::waiter_lease).
+    ///
+    /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name; [`Error::Redis`](crate::Error::Redis) when Redis fails (the
+    /// waiter then leaves the queue in the background).
+    ///
+    /// # Cancel safety
+    /// Cancel safe. Dropping the future at any point leaves no hold and no queue entry behind:
+    /// the waiter leaves the queue in the background at once (waking the next waiter if it was
+    /// the head of a free lock), a hold granted by a reply nobody awaited any more is released
+    /// within a moment, and the waiter's channel subscription is dropped. The place in the
+    /// queue is lost.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// let lock = client.fair_lock("payouts");
+    /// let guard = lock.lock().await?; // after every waiter that asked before
+    /// // ... pay out ...
+    /// guard.unlock().await?; // hands the lock to the head of the queue
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock(&self) -> Result<FairLockGuard> {
+        engine::never_timed_out(self.acquire(None, None).await?)
+    }
+
+    /// Like [`lock`](Self::lock), but the lock expires `lease` after it was taken unless
+    /// released before (no watchdog).
+    ///
+    /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or a lease below 1 ms or above
+    /// 2<sup>53</sup> ms; [`Error::Redis`](crate::Error::Redis) when Redis fails.
+    ///
+    /// # Cancel safety
+    /// As for [`FairLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.fair_lock("payouts");
+    /// let guard = lock.lock_with_lease(Duration::from_secs(10)).await?;
+    /// // ... done within 10 s, or the lock expires by itself ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<FairLockGuard> {
+        engine::never_timed_out(self.acquire(None, Some(lease)).await?)
+    }
+
+    /// Tries to acquire the lock in turn, waiting at most `wait`. [`Error::Timeout`](crate::Error::Timeout)
+    /// means the lock did not come to this waiter within the wait; the waiter has then left the queue.
+    /// `Duration::ZERO` makes a single attempt that never queues and succeeds only if the lock
+    /// is free and nobody is queued. With `lease: None` the watchdog keeps the lock alive; with
+    /// `Some(lease)` it expires after the lease.
+    ///
+    /// # Errors
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the last `Client` clone is dropped
+    /// (a waiting call returns it then too).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or lease; [`Error::Redis`](crate::Error::Redis) when Redis
+    /// fails. [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
+    ///
+    /// # Cancel safety
+    /// As for [`FairLock::lock`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.fair_lock("payouts");
+    /// match lock.try_lock(Duration::from_secs(2), None).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(e) if e.is_timeout() => println!("not our turn within 2 s; left the queue"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<FairLockGuard> {
+        engine::or_timeout(
+            self.acquire(Some(engine::deadline_after(wait)), lease)
+                .await?,
+            self.name(),
+        )
+    }
+
+    async fn acquire(
+        &self,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> Result<Option<FairLockGuard>> {
+        self.inner.base.check()?;
+        let owner = self.inner.base.owner_field();
+        // The queue entry is per call, not per owner: a late leave of an abandoned call of
+        // this task must not remove the entry of its next call.
+        let waiter: Arc<str> =
+            format!("{owner}:{}", NEXT_WAITER.fetch_add(1, Ordering::Relaxed)).into();
+        let channel = format!("{}:{waiter}", self.inner.base.keys.fair_channel);
+        // A deadline already reached: one attempt that does not join the queue.
+        let single = deadline.is_some_and(|d| d <= Instant::now());
+        let mut queued = Queued {
+            lock: self.clone(),
+            waiter,
+            abandoned: Arc::new(AtomicBool::new(false)),
+            armed: !single,
+            _busy: self.inner.base.core.cleanups.token(),
+        };
+        let granted = engine::acquire_hold(
+            &self.inner.base,
+            owner,
+            engine::Wake::Channel(&channel),
+            deadline,
+            lease,
+            "fair",
+            |hold_key, lease_ms, _claim| {
+                self.attempt(
+                    hold_key,
+                    &queued.waiter,
+                    lease_ms,
+                    deadline,
+                    single,
+                    &queued.abandoned,
+                )
+            },
+        )
+        .await;
+        match granted {
+            // The lock script removed us from the queue when it granted the lock.
+            Ok(Some((hold, behind))) => {
+                queued.armed = false;
+                if let Some(span) = hold.span() {
+                    engine::observe::fair_queue(&self.inner.base.core, "fair", span, behind);
+                }
+                Ok(Some(FairLockGuard { hold }))
+            }
+            Ok(None) => {
+                queued.leave_now().await;
+                Ok(None)
+            }
+            Err(e) => Err(e), // `queued` leaves in the background
+        }
+    }
+
+    /// One run of the lock script, cleaning up after itself when abandoned (see
+    /// [`engine`](crate::engine) "Cancellation"): an abandoned attempt that queued the waiter again
+    /// after it left also runs the leave script.
+    fn attempt(
+        &self,
+        hold_key: &HoldKey,
+        waiter: &Arc<str>,
+        lease_ms: u64,
+        deadline: Option<Instant>,
+        single: bool,
+        abandoned: &Arc<AtomicBool>,
+    ) -> impl Future<Output = Result<Attempt<(Ticket, u32, u64)>>> + Send + 'static {
+        let lease = self.inner.waiter_lease;
+        let budget = match deadline {
+            _ if single => Duration::ZERO,
+            None => lease,
+            Some(d) => d.saturating_duration_since(Instant::now()).min(lease),
+        };
+        // At least 1 ms: 0 would mean "do not queue".
+        let budget_ms = if single {
+            0
+        } else {
+            (budget.as_millis() as u64).max(1)
+        };
+        let (lock, owner) = (self.clone(), hold_key.1.clone());
+        let waiter = waiter.clone();
+        let abandoned = abandoned.clone();
+        let call = async move {
+            let reply = engine::run_acquire(
+                &lock.inner.base.kind,
+                &owner,
+                &FAIR_LOCK,
+                &lock.keys(),
+                &[
+                    &lease_ms,
+                    &&*owner,
+                    &&*waiter,
+                    &budget_ms,
+                    &lock.inner.base.keys.fair_channel.as_str(),
+                    &lock.inner.base.core.publish,
+                ],
+            )
+            .await;
+            // The waiter is gone and may have left before this late attempt queued it again.
+            if abandoned.load(Ordering::SeqCst) && budget_ms > 0 {
+                let _ = lock.leave(&waiter).await;
+            }
+            reply
+        }
+        .boxed();
+        // `[0, wait]`: the wait bound; wake at least every third of the waiter lease to
+        // refresh the queue entry.
+        let refresh = lease / 3;
+        let attempt = engine::attempt(
+            &self.inner.base.kind,
+            hold_key,
+            call,
+            fair_reply,
+            "fair lock",
+        );
+        async move {
+            Ok(match attempt.await? {
+                Attempt::Held(wait) => {
+                    Attempt::Held(Some(wait.map_or(refresh, |w| w.min(refresh))))
+                }
+                acquired => acquired,
+            })
+        }
+    }
+
+    /// Runs the leave script for the queue entry `waiter`.
+    async fn leave(&self, waiter: &str) -> Result<bool> {
+        let mut conn = self.inner.base.core.conn.clone();
+        let left: i64 = FAIR_LEAVE
+            .run(
+                &mut conn,
+                &self.keys(),
+                &[
+                    &waiter,
+                    &self.inner.base.keys.fair_channel.as_str(),
+                    &self.inner.base.core.publish,
+                ],
+            )
+            .await?;
+        Ok(left == 1)
+    }
+}
+
+/// Reads the fair lock script's reply: `[1, holds, queued]` granted (`queued` waiters left
+/// behind, for metrics), `[0, pttl]` held.
+fn fair_reply(reply: &[i64]) -> Option<Reply<u64>> {
+    match reply {
+        [1, holds, queued] if *holds >= 1 => {
+            Some(Reply::Granted(*holds as u32, (*queued).max(0) as u64))
+        }
+        [0, pttl] => Some(Reply::Held(engine::pttl_from(*pttl))),
+        _ => None,
+    }
+}
+
+/// A waiter's place in the queue: leaves it (in the background) unless disarmed, so a waiter
+/// that fails or whose future is dropped does not hold up the others until its deadline.
+struct Queued {
+    lock: FairLock,
+    /// The queue entry (`<owner>:<n>`).
+    waiter: Arc<str>,
+    /// Set once the waiter is gone; an attempt still in flight then leaves after it ran.
+    abandoned: Arc<AtomicBool>,
+    armed: bool,
+    /// A client's close waits until the entry has been left (dropped after `drop`).
+    _busy: tokio_util::task::task_tracker::TaskTrackerToken,
+}
+
+impl Queued {
+    /// Leaves now (after a timeout: the last attempt has completed).
+    async fn leave_now(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Err(e) = self.lock.leave(&self.waiter).await {
+            tracing::warn!(lock = %self.lock.inner.base.name, error = %e, "could not leave the fair queue; the entry expires at its deadline");
+        }
+        self.armed = false;
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.abandoned.store(true, Ordering::SeqCst);
+        let lock = self.lock.clone();
+        let waiter = self.waiter.clone();
+        self.lock.inner.base.core.cleanups.spawn(async move {
+            if let Err(e) = lock.leave(&waiter).await {
+                tracing::warn!(lock = %lock.inner.base.name, error = %e, "could not leave the fair queue; the entry expires at its deadline");
+            }
+        });
+    }
+}
