@@ -8,8 +8,8 @@
 //
 //   redlock/          RedLock over independent masters (several Clients): options, node,
 //                     round, guard
-//   client/           Client (mod.rs) and ClientBuilder (builder.rs): what users build;
-//                     the builder calls deploy/ to connect and assembles the engine's parts
+//   client/           Client (mod.rs, handles.rs) and ClientBuilder (builder/): what users
+//                     build; the builder calls deploy/ to connect and assembles the engine's parts
 //   admin/            Admin: list, inspect, leaks, force unlock (what the CLI shows)
 //   lock/             the lock kinds, a file or folder each, on the engine
 //     contract.rs     Lock and LockGuard: what every lock kind offers; run / try_run
