@@ -168,7 +168,7 @@ fn in_source() -> (Methods, BTreeSet<String>) {
         Some(rest[..end].to_string())
     };
     // The methods of each macro of src/lock/api.rs (`guard_accessors` without the `detach` of
-    // its one-argument form, recorded apart).
+    // its short, one-line form, recorded apart).
     let api = std::fs::read_to_string(root.join("lock/api.rs")).unwrap();
     let mut macros: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut current = None;
@@ -214,7 +214,9 @@ fn in_source() -> (Methods, BTreeSet<String>) {
                 if kind.is_empty() || kind.starts_with(char::is_lowercase) {
                     continue; // the macro's own recursion or a `$guard`
                 }
-                let one_argument = args.trim_end().ends_with(");") && !args.contains(',');
+                // The short form, `guard_accessors!(Guard, lock: "...")` on one line, brings
+                // `detach`; the long form (its own docs per method, the next lines) does not.
+                let one_argument = args.trim_end().ends_with(");");
                 let entry = methods.entry(kind).or_default();
                 for f in fns {
                     if f != "detach" || m != "guard_accessors" || one_argument {
