@@ -161,13 +161,22 @@ pub(super) async fn pubsub_channels(conn: &mut ConnectionManager) -> Result<usiz
 }
 
 /// 5. Many waiters on distinct locks held by another Client, then release all.
-pub(super) async fn waiter_scale(url: &str, n: usize) -> Result<WaiterScale, BoxError> {
+pub(super) async fn waiter_scale(
+    url: &str,
+    n: usize,
+    overtake_limit: Option<Duration>,
+) -> Result<WaiterScale, BoxError> {
     let ns = format!("bench-waiters-{}", lockwise::Uuid::new_v4().simple());
     let holder = lockwise::Client::builder(url)
         .namespace(ns.clone())
+        .overtake_limit(overtake_limit)
         .build()
         .await?;
-    let waiter = lockwise::Client::builder(url).namespace(ns).build().await?;
+    let waiter = lockwise::Client::builder(url)
+        .namespace(ns)
+        .overtake_limit(overtake_limit)
+        .build()
+        .await?;
     let mut conn = raw_conn(url).await?;
     let held: Vec<lockwise::RLockGuard> = stream::iter(0..n)
         .map(|i| {

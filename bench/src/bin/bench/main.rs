@@ -60,6 +60,7 @@ struct Args {
     sweep_only: bool,
     overtake_only: bool,
     peers_only: bool,
+    waiters_only: bool,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -72,6 +73,7 @@ fn parse_args() -> Result<Args, BoxError> {
         sweep_only: false,
         overtake_only: false,
         peers_only: false,
+        waiters_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -85,12 +87,14 @@ fn parse_args() -> Result<Args, BoxError> {
             "--sweep-only" => args.sweep_only = true,
             "--overtake-only" => args.overtake_only = true,
             "--peers-only" => args.peers_only = true,
+            "--waiters-only" => args.waiters_only = true,
             "-h" | "--help" => {
                 println!(
                     "usage: bench [--json PATH] [--seconds N (per timed round, default 3)] \
                      [--watchdog-locks N (100000)] [--waiters N (10000)] [--metrics-only] \
                      [--sweep-only (workload 10 alone)] [--overtake-only (workload 12 alone)] \
-                     [--peers-only (workload 13 alone)]"
+                     [--peers-only (workload 13 alone)] \
+                     [--waiters-only (workload 5, overtake limit on and off)]"
                 );
                 std::process::exit(0);
             }
@@ -124,6 +128,17 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     }
     if args.overtake_only {
         bench_overtake::run(&url, args.seconds).await?;
+        return Ok(());
+    }
+    if args.waiters_only {
+        for limit in [Some(lockwise::DEFAULT_OVERTAKE_LIMIT), None] {
+            let s = waiter_scale(&url, args.waiters, limit).await?;
+            println!(
+                "waiter scale (overtake limit {limit:?}): {} waiters, all acquired {:.0} ms after \
+                 release, {} channels left",
+                s.waiters, s.all_acquired_ms, s.channels_left
+            );
+        }
         return Ok(());
     }
     if args.peers_only {
@@ -209,7 +224,7 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
                "rss_bytes_per_lock": w.rss_per_lock, "acquire_all_s": w.acquire_s}),
     );
 
-    let s = waiter_scale(&url, args.waiters).await?;
+    let s = waiter_scale(&url, args.waiters, Some(lockwise::DEFAULT_OVERTAKE_LIMIT)).await?;
     println!(
         "waiter scale             {} waiters: {} subscription connection(s) for 1 waiting Client, \
          all acquired {:.0} ms after release, {} channels left",
