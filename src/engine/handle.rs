@@ -238,8 +238,10 @@ where
     let member = format!("{}{}", base.claims.member_prefix, hold_key.1);
     // A waiter that does not subscribe (the spin lock) has no overtake limit: it never
     // queues, so it is never woken as a claimant; its script still honours the others' queue.
+    // Nor has a fair lock's waiter: its own queue orders it.
     let (channel, limit) = match wake {
         Wake::Channel(channel) => (Some(channel), base.core.overtake_limit),
+        Wake::Queued(channel) => (Some(channel), None),
         Wake::Backoff(_) => (None, None),
     };
     let claim = Claim::new(limit, member.into());
@@ -292,8 +294,9 @@ where
                         // Not queued. Sent before the limit: wake when the waiter is
                         // overdue (at once if it became so while the attempt was on its
                         // way), to join the claim queue on time however the releases'
-                        // wakeups fall. Sent overdue: this kind's script does not queue
-                        // claims (a fair lock keeps its own queue), so wait as any waiter.
+                        // wakeups fall. Sent overdue and still not queued (no script that
+                        // honours claims answers so; the guard keeps such a waiter from
+                        // trying again at once, forever): wait as any waiter.
                         Attempt::Held(pttl) => {
                             claim.let_go();
                             Attempt::Held(match claim.until_due() {

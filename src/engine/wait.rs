@@ -31,8 +31,11 @@ pub(crate) enum Attempt<T> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Wake<'a> {
     /// A message on this channel of the client's subscription connection (every kind but
-    /// the spin lock).
+    /// the spin lock and the fair lock); the waiter honours the overtake limit.
     Channel(&'a str),
+    /// A message on this channel, for a kind that keeps its own queue of waiters (the fair
+    /// lock, whose script serves them in order): the waiter never stakes an overtake claim.
+    Queued(&'a str),
     /// Nothing: it tries again after a pause that grows ([`Backoff`]), and never
     /// subscribes (the spin lock).
     Backoff(Backoff),
@@ -103,7 +106,7 @@ where
         return Ok(None);
     }
     let channel = match wake {
-        Wake::Channel(channel) => channel,
+        Wake::Channel(channel) | Wake::Queued(channel) => channel,
         Wake::Backoff(backoff) => {
             let (Attempt::Held(pttl) | Attempt::Claimant(pttl, _)) = first else {
                 unreachable!("acquired above")

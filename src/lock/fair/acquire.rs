@@ -140,7 +140,8 @@ impl FairLock {
         let granted = engine::acquire_hold(
             &self.inner.base,
             owner,
-            engine::Wake::Channel(&channel),
+            // Its script serves waiters in queue order: no overtake claims.
+            engine::Wake::Queued(&channel),
             deadline,
             lease,
             "fair",
