@@ -179,6 +179,20 @@ impl Error {
     }
 
     /// Whether this is [`Error::Timeout`]: a `try_lock` or `try_acquire` that waited in vain.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
+    /// match client.lock("nightly").try_lock(Duration::ZERO, None).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(e) if e.is_timeout() => println!("another instance runs it: skipped"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout { .. })
     }
@@ -463,6 +477,15 @@ fn abbreviate(name: &str) -> String {
 }
 
 /// The crate's result type.
+///
+/// # Example
+///
+/// ```rust,no_run
+/// /// Whether the nightly job may start now: nobody holds its lock.
+/// async fn nightly_is_free(client: &lockwise::Client) -> lockwise::Result<bool> {
+///     Ok(!client.lock("nightly").is_locked().await?)
+/// }
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]

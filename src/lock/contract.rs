@@ -43,15 +43,67 @@ pub trait Lock: Clone + Send + Sync + 'static {
     type Guard: LockGuard;
 
     /// The lock's name (a multi-lock's: its member names joined by `,`).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use lockwise::LockGuard;
+    ///
+    /// # async fn demo<L: lockwise::Lock>(lock: L) -> lockwise::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// println!("holding {}", lock.name());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     fn name(&self) -> &str;
 
     /// Acquires the lock, waiting as long as it takes; the watchdog keeps it alive.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use lockwise::LockGuard;
+    ///
+    /// # async fn demo<L: lockwise::Lock>(lock: L) -> lockwise::Result<()> {
+    /// let guard = lock.lock().await?; // waits as long as it takes
+    /// // ... the critical section; the watchdog keeps the lock alive ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     fn lock(&self) -> impl Future<Output = Result<Self::Guard>> + Send;
 
     /// Acquires the lock, waiting as long as it takes; it expires `lease` after it was taken.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    /// use lockwise::LockGuard;
+    ///
+    /// # async fn demo<L: lockwise::Lock>(lock: L) -> lockwise::Result<()> {
+    /// let guard = lock.lock_with_lease(Duration::from_secs(10)).await?;
+    /// // ... done within 10 s, or the lock expires by itself ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     fn lock_with_lease(&self, lease: Duration) -> impl Future<Output = Result<Self::Guard>> + Send;
 
     /// Acquires the lock within `wait`, or fails with [`Error::Timeout`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    /// use lockwise::LockGuard;
+    ///
+    /// # async fn demo<L: lockwise::Lock>(lock: L) -> lockwise::Result<()> {
+    /// match lock.try_lock(Duration::from_millis(500), None).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(e) if e.is_timeout() => println!("{} is busy, try later", lock.name()),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     fn try_lock(
         &self,
         wait: Duration,
@@ -59,27 +111,127 @@ pub trait Lock: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Self::Guard>> + Send;
 
     /// Whether any owner holds the lock.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo<L: lockwise::Lock>(lock: L) -> lockwise::Result<()> {
+    /// if lock.is_locked().await? {
+    ///     println!("{} is taken: skip this run", lock.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
     fn is_locked(&self) -> impl Future<Output = Result<bool>> + Send;
 
     /// How many holds the calling task (or the handle's owner) has.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use lockwise::LockGuard;
+    ///
+    /// # async fn demo<L: lockwise::Lock>(lock: L) -> lockwise::Result<()> {
+    /// let lock = lock.reentrant(); // holds belong to the calling task
+    /// let guard = lock.lock().await?;
+    /// assert_eq!(lock.hold_count().await?, 1);
+    /// guard.unlock().await?;
+    /// assert_eq!(lock.hold_count().await?, 0);
+    /// # Ok(()) }
+    /// ```
     fn hold_count(&self) -> impl Future<Output = Result<u32>> + Send;
 
     /// Time until the lock expires; `None` when it is not locked.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo<L: lockwise::Lock>(lock: L) -> lockwise::Result<()> {
+    /// match lock.remaining_ttl().await? {
+    ///     Some(ttl) => println!("taken; expires in {ttl:?} unless renewed"),
+    ///     None => println!("{} is free", lock.name()),
+    /// }
+    /// # Ok(()) }
+    /// ```
     fn remaining_ttl(&self) -> impl Future<Output = Result<Option<Duration>>> + Send;
 
     /// Deletes the lock whoever holds it and wakes its waiters; returns whether it was held.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo<L: lockwise::Lock>(lock: L) -> lockwise::Result<()> {
+    /// // An operator's escape hatch for a stuck holder:
+    /// if lock.force_unlock().await? {
+    ///     println!("{} was held; its holders' guards no longer hold it", lock.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
     fn force_unlock(&self) -> impl Future<Output = Result<bool>> + Send;
 
     /// The same lock, not reentrant: every acquire takes a hold of its own.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use lockwise::LockGuard;
+    ///
+    /// # async fn demo<L: lockwise::Lock>(lock: L) -> lockwise::Result<()> {
+    /// let lock = lock.non_reentrant();
+    /// let guard = lock.lock().await?; // a hold of its own
+    /// tokio::spawn(async move {
+    ///     // ... work that may outlive this task ...
+    ///     guard.unlock().await
+    /// });
+    /// # Ok(()) }
+    /// ```
     fn non_reentrant(&self) -> Self;
 
     /// The same lock, owned by the calling task: a task re-enters what it holds.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use lockwise::LockGuard;
+    ///
+    /// # async fn demo<L: lockwise::Lock>(lock: L) -> lockwise::Result<()> {
+    /// let lock = lock.reentrant(); // whatever the client's default
+    /// let outer = lock.lock().await?;
+    /// let inner = lock.lock().await?; // the same task re-enters
+    /// inner.unlock().await?;
+    /// outer.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     fn reentrant(&self) -> Self;
 
     /// The same lock, owned by `owner`: every task acquiring through it re-enters.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use lockwise::LockGuard;
+    ///
+    /// # async fn demo<L: lockwise::Lock>(lock: L) -> lockwise::Result<()> {
+    /// let job = lock.with_owner("import-7");
+    /// let guard = job.lock().await?;
+    /// // Another task acquiring as "import-7" re-enters the hold instead of waiting:
+    /// let other = tokio::spawn(async move { job.lock().await });
+    /// other.await.expect("task panicked")?.unlock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     fn with_owner(&self, owner: &str) -> Self;
 
     /// Whether acquires through this handle may re-enter an earlier hold.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo<L: lockwise::Lock>(lock: L) -> lockwise::Result<()> {
+    /// assert!(!lock.non_reentrant().is_reentrant());
+    /// assert!(lock.reentrant().is_reentrant());
+    /// assert!(lock.with_owner("import-7").is_reentrant());
+    /// # Ok(()) }
+    /// ```
     fn is_reentrant(&self) -> bool;
 
     /// Acquires the lock ([`lock`](Self::lock)), runs `body` while it is held, and releases
@@ -129,6 +281,21 @@ pub trait Lock: Clone + Send + Sync + 'static {
     ///
     /// # Cancel safety
     /// As for [`run`](Self::run).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo<L: lockwise::Lock>(lock: L) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// let ran = lock.try_run(Duration::ZERO, None, |held| async move {
+    ///     println!("running under {}", held.name);
+    /// });
+    /// match ran.await {
+    ///     Err(e) if e.is_timeout() => println!("busy: this run is skipped"),
+    ///     other => other?,
+    /// }
+    /// # Ok(()) }
+    /// ```
     fn try_run<T, F, Fut>(
         &self,
         wait: Duration,
@@ -167,33 +334,142 @@ pub trait Lock: Clone + Send + Sync + 'static {
 /// ```
 pub trait LockGuard: Send + 'static {
     /// The lock's name.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(guard: impl lockwise::LockGuard) -> lockwise::Result<()> {
+    /// println!("holding {}", guard.name());
+    /// // ... the critical section ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     fn name(&self) -> &str;
 
     /// The owner field of the hold.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(guard: impl lockwise::LockGuard) -> lockwise::Result<()> {
+    /// let (name, owner) = (guard.name().to_string(), guard.owner().to_string());
+    /// guard.unlock().await?;
+    /// println!("released {name}, held as {owner}"); // the owner field in Redis
+    /// # Ok(()) }
+    /// ```
     fn owner(&self) -> &str;
 
     /// The lease the hold was taken with; `None` when the watchdog renews it.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(guard: impl lockwise::LockGuard) -> lockwise::Result<()> {
+    /// match guard.lease() {
+    ///     Some(lease) => println!("expires {lease:?} after it was taken, unless released"),
+    ///     None => println!("the watchdog keeps it alive until released"),
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     fn lease(&self) -> Option<Duration>;
 
     /// Whether the lock must be treated as lost.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn step(_: u32) {}
+    /// # async fn demo(guard: impl lockwise::LockGuard) -> lockwise::Result<()> {
+    /// for batch in 0..10 {
+    ///     if guard.is_lost() {
+    ///         break; // stop working without the lock
+    ///     }
+    ///     step(batch).await;
+    /// }
+    /// guard.unlock().await?; // `Error::NotHeld` once lost
+    /// # Ok(()) }
+    /// ```
     fn is_lost(&self) -> bool;
 
     /// How long the lock is still known to be held; zero once lost.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(guard: impl lockwise::LockGuard) -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// // ... a long computation ...
+    /// if guard.validity() > Duration::from_secs(2) {
+    ///     // ... the step that must not happen without the lock ...
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     fn validity(&self) -> Duration;
 
     /// A token cancelled when the lock is known to be lost.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn work() {}
+    /// # async fn demo(guard: impl lockwise::LockGuard) -> lockwise::Result<()> {
+    /// let lost = guard.lost();
+    /// tokio::select! {
+    ///     () = work() => guard.unlock().await?,
+    ///     () = lost.cancelled() => eprintln!("lost {}: work stopped", guard.name()),
+    /// }
+    /// # Ok(()) }
+    /// ```
     fn lost(&self) -> CancellationToken;
 
     /// The fencing token of a [`FencedLock`](crate::FencedLock) hold; `None` for the other
     /// kinds.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(guard: impl lockwise::LockGuard) -> lockwise::Result<()> {
+    /// match guard.fencing_token() {
+    ///     Some(token) => println!("write to the store with token {token}"),
+    ///     None => println!("{} is not a fenced lock: no token", guard.name()),
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     fn fencing_token(&self) -> Option<u64> {
         None
     }
 
     /// Moves the hold to an owner of its own, so the task that took it no longer re-enters.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(mut guard: impl lockwise::LockGuard) -> lockwise::Result<()> {
+    /// guard.detach().await?; // this task no longer re-enters it
+    /// tokio::spawn(async move {
+    ///     // ... work that may outlive this task ...
+    ///     guard.unlock().await
+    /// });
+    /// # Ok(()) }
+    /// ```
     fn detach(&mut self) -> impl Future<Output = Result<()>> + Send;
 
     /// Releases the hold.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(guard: impl lockwise::LockGuard) -> lockwise::Result<()> {
+    /// // ... the critical section ...
+    /// match guard.unlock().await {
+    ///     Err(e) if e.is_not_held() => eprintln!("the lock expired before the release"),
+    ///     other => other?,
+    /// }
+    /// # Ok(()) }
+    /// ```
     fn unlock(self) -> impl Future<Output = Result<()>> + Send;
 }
 
