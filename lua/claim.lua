@@ -1,6 +1,7 @@
 -- claim.lua: the overtake limit's claim queue, shared by lock.lua, fenced_lock.lua,
--- rw_read.lua and rw_write.lua. Not a script of its own: src/scripts.rs prepends it to each,
--- so each still runs as one EVAL.
+-- rw_read.lua and rw_write.lua. Not a script of its own: src/wire/scripts.rs prepends it to
+-- each (for lock.lua: after its fast path, before lock_contended.lua), so each still runs as
+-- one EVAL.
 --
 -- A waiter that has waited longer than its client's overtake limit joins the lock's claim
 -- queue (a read-write lock has its own, shared by its readers and writers): a sorted set

@@ -1,8 +1,8 @@
 -- fair_queue.lua: the fair-queue helpers shared by the fair-lock scripts and by the release
 -- scripts of every kind (a lock of one name is one hash for every kind, so any release may
--- have to wake a fair waiter). Not a script of its own: src/scripts.rs prepends it to
--- fair_lock.lua, fair_leave.lua, unlock.lua and force_unlock.lua, so each still runs as one
--- EVAL.
+-- have to wake a fair waiter). Not a script of its own: src/wire/scripts.rs prepends it to
+-- fair_lock.lua, fair_leave.lua and force_unlock.lua, and puts it after unlock.lua's fast
+-- path (before unlock_fair.lua), so each still runs as one EVAL.
 --
 -- KEYS[3]  queue: list of waiter ids ("<owner>:<n>"), oldest first
 -- KEYS[4]  deadlines: sorted set, waiter id -> deadline in server ms (redis TIME)

@@ -1,4 +1,8 @@
--- lock.lua: take or re-enter a reentrant lock (one attempt, never blocks).
+-- lock.lua: take or re-enter a reentrant lock (one attempt, never blocks). Its fast path:
+-- the lock is taken here when it is free and unclaimed; otherwise the script goes on with
+-- lua/claim.lua's helpers and lua/lock_contended.lua, appended after it (src/wire/scripts.rs).
+-- A `local function` costs Redis a closure on every call that reaches it, so the helpers
+-- come after the fast path, which never reaches them.
 --
 -- KEYS[1]  lock hash: field "<client uuid>:<task id>" -> hold count
 -- ARGV[1]  lease in milliseconds (integer >= 1): TTL of a new lock; on re-entry the TTL is
@@ -29,28 +33,8 @@ if KEYS[2] then
 else
     busy = redis.call('exists', KEYS[1])
 end
-if busy > 0 then
-    if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-        local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-        if redis.call('pttl', KEYS[1]) < lease then
-            redis.call('pexpire', KEYS[1], lease)
-        end
-        return {1, holds}
-    end
-    local pttl = redis.call('pttl', KEYS[1])
-    if pttl ~= -2 then
-        local score = stake_claim(KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
-        if score then
-            return {0, pttl, score}
-        end
-        return {0, pttl}
-    end
-    -- The lock is free, so the claim is what exists.
-    local refused = claim_refusal(KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
-    if refused then
-        return refused
-    end
+if busy == 0 then
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], lease)
+    return {1, 1}
 end
-redis.call('hset', KEYS[1], ARGV[2], 1)
-redis.call('pexpire', KEYS[1], lease)
-return {1, 1}

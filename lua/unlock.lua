@@ -1,6 +1,9 @@
 -- unlock.lua: release one hold of a lock of any kind (RLock, FencedLock, FairLock, MultiLock
 -- members, a RedLock node); the last hold deletes the lock, publishes a wakeup on its channel
--- and, when a fair queue exists for the name, wakes the head of that queue.
+-- and, when a fair queue exists for the name, wakes the head of that queue. That last part,
+-- lua/fair_queue.lua's helpers and lua/unlock_fair.lua, is appended after this file
+-- (src/wire/scripts.rs) and reached only when the queue exists: a `local function` costs
+-- Redis a closure on every call that reaches it.
 --
 -- KEYS[1]  lock hash, shared by every kind of this name
 -- KEYS[2]  unlock channel (same hash tag as KEYS[1])
@@ -23,27 +26,29 @@
 --          0      released the last hold: lock deleted, waiters woken
 --          -1     not held by this owner (expired, force-unlocked, or never taken)
 --          -2     hold count differs from ARGV[3]: nothing done
--- (queue, deadlines, clock, wake_fair: lua/fair_queue.lua, prepended)
 local lock = KEYS[1]
 local pub = ARGV[4] == 'spublish' and 'spublish' or 'publish'
 
+local result
 local holds = redis.call('hget', lock, ARGV[1])
 if not holds then
-    wake_fair(lock, pub, ARGV[5])
-    return -1
+    result = -1
+else
+    holds = tonumber(holds)
+    local expected = tonumber(ARGV[3])
+    if expected > 0 and holds ~= expected then
+        return -2
+    end
+    if holds > 1 then
+        return redis.call('hincrby', lock, ARGV[1], -1)
+    end
+    -- The last hold: DEL alone (no HINCRBY to 0 first), one command fewer on the common path.
+    redis.call('del', lock)
+    -- pcall: the DEL has run and is not rolled back, so a refused publish (ACL) must not turn
+    -- a done unlock into an error; waiters still see the lock free at their TTL bound.
+    redis.pcall(pub, KEYS[2], ARGV[2])
+    result = 0
 end
-holds = tonumber(holds)
-local expected = tonumber(ARGV[3])
-if expected > 0 and holds ~= expected then
-    return -2
+if redis.call('exists', KEYS[3]) == 0 then
+    return result
 end
-if holds > 1 then
-    return redis.call('hincrby', lock, ARGV[1], -1)
-end
--- The last hold: DEL alone (no HINCRBY to 0 first), one command fewer on the common path.
-redis.call('del', lock)
--- pcall: the DEL has run and is not rolled back, so a refused publish (ACL) must not turn
--- a done unlock into an error; waiters still see the lock free at their TTL bound.
-redis.pcall(pub, KEYS[2], ARGV[2])
-wake_fair(lock, pub, ARGV[5])
-return 0

@@ -166,12 +166,14 @@ macro_rules! scripts {
 }
 
 scripts! {
-    /// `lua/lock.lua`, after the shared `lua/claim.lua`
-    LOCK = "claim.lua" + "lock.lua";
+    /// `lua/lock.lua`'s fast path, then the shared `lua/claim.lua` and
+    /// `lua/lock_contended.lua` (reached only when the lock or its claim exists)
+    LOCK = "lock.lua" + "claim.lua" + "lock_contended.lua";
     /// `lua/claim_drop.lua`: a waiter withdraws its overtake claim
     CLAIM_DROP = "claim_drop.lua";
-    /// `lua/unlock.lua`, after the shared `lua/fair_queue.lua`: the release of every kind
-    UNLOCK = "fair_queue.lua" + "unlock.lua";
+    /// `lua/unlock.lua`, then the shared `lua/fair_queue.lua` and `lua/unlock_fair.lua`
+    /// (reached only when the name has a fair queue): the release of every kind
+    UNLOCK = "unlock.lua" + "fair_queue.lua" + "unlock_fair.lua";
     /// `lua/renew.lua`
     RENEW = "renew.lua";
     /// `lua/force_unlock.lua`, after the shared `lua/fair_queue.lua`: for every kind

@@ -419,17 +419,20 @@ async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
 /// The raw lock and unlock scripts with `tasks` tasks, each on its own key.
 async fn ceiling_at(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
-    // The library's unlock script is lua/unlock.lua after the shared fair-queue helpers.
+    // The library's scripts as src/wire/scripts.rs composes them: lua/unlock.lua, then the
+    // fair-queue helpers and lua/unlock_fair.lua (reached only with a fair queue)...
     let unlock_source = format!(
-        "{}\n{}",
+        "{}\n{}\n{}",
+        include_str!("../../../../lua/unlock.lua"),
         include_str!("../../../../lua/fair_queue.lua"),
-        include_str!("../../../../lua/unlock.lua")
+        include_str!("../../../../lua/unlock_fair.lua")
     );
-    // And its lock script is lua/lock.lua after the overtake claim's helpers.
+    // ... and lua/lock.lua's fast path, then the claim helpers and lua/lock_contended.lua.
     let lock_source = format!(
-        "{}\n{}",
+        "{}\n{}\n{}",
+        include_str!("../../../../lua/lock.lua"),
         include_str!("../../../../lua/claim.lua"),
-        include_str!("../../../../lua/lock.lua")
+        include_str!("../../../../lua/lock_contended.lua")
     );
     let (lock_sha, unlock_sha) = (
         load_script(&conn, &lock_source).await?,
