@@ -12,7 +12,7 @@
 //                     build; the builder calls deploy/ to connect and assembles the engine's parts
 //   admin/            Admin: list, inspect, leaks, force unlock (what the CLI shows)
 //   lock/             the lock kinds, a file or folder each, on the engine
-//     contract.rs     Lock and LockGuard: what every lock kind offers; run / try_run
+//     contract/       Lock and LockGuard: what every lock kind offers; run / try_run
 //     api.rs          the public methods every kind shares, as macros its file invokes
 //     reentrant.rs    RLock                 fair/            FairLock (FIFO queue)
 //     fenced.rs       FencedLock (tokens)   fenced_value.rs  FencedValue
