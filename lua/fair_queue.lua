@@ -14,6 +14,8 @@
 --   wake_fair(lock, pub, prefix)
 --                           when the queue exists: purges stale waiters and, if `lock` is
 --                           free, wakes the head on `prefix .. ':' .. head` with `pub`
+--   wake_head(lock, pub, prefix)
+--                           wake_fair for a caller that already saw the queue exist
 --   purge_expired()         drops waiters past their deadline; Returns how many
 --   live_head()             drops heads without a deadline (never written by lockwise);
 --                           Returns the head (or false) and how many were dropped
@@ -63,10 +65,7 @@ local function tidy()
     return redis.call('lindex', queue, 0)
 end
 
-local function wake_fair(lock, pub, prefix)
-    if redis.call('exists', queue) == 0 then
-        return
-    end
+local function wake_head(lock, pub, prefix)
     clock()
     purge_expired()
     live_head()
@@ -74,5 +73,11 @@ local function wake_fair(lock, pub, prefix)
     if head and redis.call('exists', lock) == 0 then
         -- pcall: a refused publish (ACL) must not fail the caller after its writes.
         redis.pcall(pub, prefix .. ':' .. head, 'wake')
+    end
+end
+
+local function wake_fair(lock, pub, prefix)
+    if redis.call('exists', queue) == 1 then
+        wake_head(lock, pub, prefix)
     end
 end
