@@ -9,7 +9,9 @@
 --          raised to at least this value, never lowered
 -- ARGV[2]  owner field "<client uuid>:<task id>"
 -- ARGV[3]  waiter id: the caller's queue entry, unique per lock call ("<owner>:<n>"), so a
---          late leave of an abandoned call never removes a newer call of the same task
+--          late leave of an abandoned call never removes a newer call of the same task;
+--          "<owner>:g<n>" asks for a handoff: a release then gives this waiter the lock
+--          while it waits (lua/fair_queue.lua's hand_over) instead of waking it
 -- ARGV[4]  waiter budget in ms: the caller's queue entry lives until server now + this
 --          unless refreshed by its next attempt; 0 = single attempt: never join the queue
 -- ARGV[5]  per-waiter channel prefix: waiter w listens on ARGV[5] .. ':' .. w
@@ -18,15 +20,21 @@
 -- Every call first purges waiters whose deadline passed (crashed or gone without leaving).
 -- The lock is taken only when it is free and the queue is empty or headed by the caller.
 -- A waiter joins at the tail (or refreshes its deadline if already queued). When the purge
--- made someone else head of a free lock, that head is woken (payload 'wake'). The queue and
--- deadline keys get the TTL "latest deadline + 1 s", and are deleted when the queue empties.
+-- made someone else head of a free lock, the lock is handed over to that head, or it is woken
+-- (lua/fair_queue.lua's hand_over). The queue and deadline keys get the TTL "latest deadline
+-- + 1 s", and are deleted when the queue empties.
+--
+-- A waiter that was handed the lock and comes back before it heard so (its message was lost,
+-- or it subscribed after the handoff) finds its record "!<waiter id>": the hold is the
+-- handoff's, not a re-entry, so its count is not raised; the TTL is raised to the lease.
 --
 -- Returns {1, holds, queued}  acquired; holds = this owner's hold count after the call
 --                     (1 = new lock); queued = waiters left in the queue (LLEN, for metrics)
 --         {0, wait}   not acquired; wait = ms after which retrying is useful: for the head,
 --                     the lock's pttl; for others, until the earliest queue deadline (when
 --                     a stale waiter ahead could be purged); -1 = unknown
--- (queue, deadlines, now, clock, purge_expired, live_head, tidy: lua/fair_queue.lua, prepended)
+-- (queue, deadlines, now, clock, purge_expired, live_head, tidy, hand_over: lua/fair_queue.lua,
+-- prepended)
 local lock = KEYS[1]
 local owner, waiter = ARGV[2], ARGV[3]
 clock()
@@ -38,6 +46,13 @@ purged = purged + dropped
 
 local lease = tonumber(ARGV[1])
 if redis.call('hexists', lock, owner) == 1 then
+    if redis.call('zrem', deadlines, '!' .. waiter) == 1 then
+        if redis.call('pttl', lock) < lease then
+            redis.call('pexpire', lock, lease)
+        end
+        tidy()
+        return {1, tonumber(redis.call('hget', lock, owner)), redis.call('llen', queue)}
+    end
     local holds = redis.call('hincrby', lock, owner, 1)
     if redis.call('pttl', lock) < lease then
         redis.call('pexpire', lock, lease)
@@ -77,8 +92,8 @@ end
 if purged > 0 then
     head = tidy()
     if free and head and head ~= waiter then
-        -- pcall: a refused publish (ACL) must not fail the script after its writes.
-        redis.pcall(ARGV[6] == 'spublish' and 'spublish' or 'publish', ARGV[5] .. ':' .. head, 'wake')
+        hand_over(lock, head, ARGV[6] == 'spublish' and 'spublish' or 'publish', ARGV[5])
+        head = redis.call('lindex', queue, 0)
     end
 elseif budget > 0 then
     head = tidy()

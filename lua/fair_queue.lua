@@ -4,8 +4,11 @@
 -- fair_lock.lua, fair_leave.lua and force_unlock.lua, and puts it after unlock.lua's fast
 -- path (before unlock_fair.lua), so each still runs as one EVAL.
 --
--- KEYS[3]  queue: list of waiter ids ("<owner>:<n>"), oldest first
--- KEYS[4]  deadlines: sorted set, waiter id -> deadline in server ms (redis TIME)
+-- KEYS[3]  queue: list of waiter ids ("<owner>:<n>", or "<owner>:g<n>" for a waiter that takes
+--          a handoff), oldest first
+-- KEYS[4]  deadlines: sorted set, waiter id -> deadline in server ms (redis TIME); also the
+--          handoff records "!<waiter id>" -> the deadline the waiter had when it was handed
+--          the lock (see hand_over)
 -- ARGV     none of its own
 --
 -- Defines (as locals of the script it is prepended to):
@@ -13,14 +16,24 @@
 --   now, clock()            the server time in ms, read by clock() (call it before the others)
 --   wake_fair(lock, pub, prefix)
 --                           when the queue exists: purges stale waiters and, if `lock` is
---                           free, wakes the head on `prefix .. ':' .. head` with `pub`
+--                           free, hands it over to the head (hand_over)
 --   wake_head(lock, pub, prefix)
 --                           wake_fair for a caller that already saw the queue exist
+--   hand_over(lock, head, pub, prefix)
+--                           `lock` is free and `head` heads the queue: a waiter "<owner>:g<n>"
+--                           is given the lock (its owner field set to 1, TTL = what is left
+--                           of its deadline, so a dead head blocks no longer than its queue
+--                           entry would), leaves the queue, is recorded as "!<waiter id>" in
+--                           the deadlines, and is told 'grant:<waiters left>' on
+--                           `prefix .. ':' .. head`; its lock() returns on that message.
+--                           Any other head is told 'wake' and takes the lock itself.
 --   purge_expired()         drops waiters past their deadline; Returns how many
 --   live_head()             drops heads without a deadline (never written by lockwise);
 --                           Returns the head (or false) and how many were dropped
---   tidy()                  deletes both keys when the queue is empty, else sets their TTL to
---                           "latest deadline + 1 s"; Returns the head (or false)
+--   tidy()                  deletes the queue when it is empty, and the deadlines when they
+--                           are empty too (handoff records stay until their deadline); sets
+--                           the TTL of what is left to "latest deadline + 1 s"; Returns the
+--                           head (or false)
 local queue, deadlines = KEYS[3], KEYS[4]
 local now = 0
 
@@ -51,18 +64,44 @@ local function live_head()
 end
 
 local function tidy()
-    if redis.call('llen', queue) == 0 then
-        redis.call('del', queue, deadlines)
-        return false
-    end
     local last = redis.call('zrange', deadlines, -1, -1, 'withscores')
     local ttl = 1000
     if last[2] then
         ttl = math.max(tonumber(last[2]) - now, 0) + 1000
     end
+    if redis.call('llen', queue) == 0 then
+        if last[2] then
+            -- Only handoff records are left: they stay until their deadline.
+            redis.call('del', queue)
+            redis.call('pexpire', deadlines, ttl)
+        else
+            redis.call('del', queue, deadlines)
+        end
+        return false
+    end
     redis.call('pexpire', queue, ttl)
     redis.call('pexpire', deadlines, ttl)
     return redis.call('lindex', queue, 0)
+end
+
+local function hand_over(lock, head, pub, prefix)
+    local owner = string.match(head, '^(.+):g%d+$')
+    local deadline = owner and redis.call('zscore', deadlines, head)
+    if deadline and tonumber(deadline) > now then
+        deadline = tonumber(deadline)
+        redis.call('hset', lock, owner, 1)
+        redis.call('pexpire', lock, deadline - now)
+        redis.call('lpop', queue)
+        redis.call('zrem', deadlines, head)
+        redis.call('zadd', deadlines, deadline, '!' .. head)
+        tidy()
+        -- pcall: a refused publish (ACL) must not fail the caller after its writes; the
+        -- waiter then finds its handoff at its next attempt (lua/fair_lock.lua).
+        redis.pcall(pub, prefix .. ':' .. head, 'grant:' .. redis.call('llen', queue))
+    else
+        -- pcall: a refused publish (ACL) must not fail the caller after its writes.
+        redis.pcall(pub, prefix .. ':' .. head, 'wake')
+    end
 end
 
 local function wake_head(lock, pub, prefix)
@@ -71,8 +110,7 @@ local function wake_head(lock, pub, prefix)
     live_head()
     local head = tidy()
     if head and redis.call('exists', lock) == 0 then
-        -- pcall: a refused publish (ACL) must not fail the caller after its writes.
-        redis.pcall(pub, prefix .. ':' .. head, 'wake')
+        hand_over(lock, head, pub, prefix)
     end
 end
 

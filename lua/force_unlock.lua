@@ -1,5 +1,6 @@
 -- force_unlock.lua: delete a lock of any kind whoever holds it and wake its waiters (those
--- on its channel, and the head of its fair queue if there is one). The fair queue is kept.
+-- on its channel; the head of its fair queue, if there is one, is handed the lock or woken:
+-- lua/fair_queue.lua's hand_over). The fair queue is kept.
 --
 -- KEYS[1]  lock hash
 -- KEYS[2]  unlock channel

@@ -1,6 +1,7 @@
 -- unlock.lua: release one hold of a lock of any kind (RLock, FencedLock, FairLock, MultiLock
 -- members, a RedLock node); the last hold deletes the lock, publishes a wakeup on its channel
--- and, when a fair queue exists for the name, wakes the head of that queue. That last part,
+-- and, when a fair queue exists for the name, hands the lock to the head of that queue (or
+-- wakes it). That last part,
 -- lua/fair_queue.lua's helpers and lua/unlock_fair.lua, is appended after this file
 -- (src/wire/scripts.rs) and reached only when the queue exists: a `local function` costs
 -- Redis a closure on every call that reaches it.
@@ -18,9 +19,10 @@
 -- ARGV[4]  publish command: 'spublish' on a cluster with sharded pub/sub, else 'publish'
 -- ARGV[5]  per-waiter channel prefix of the fair queue: waiter w listens on ARGV[5] .. ':' .. w
 --
--- A fair waiter is woken with the payload 'wake' (never a client's id, so a head in the
--- releasing client hears it too). When the owner holds nothing (-1) and the lock is free, a
--- stuck queue head is woken as well. Without a fair queue this costs one EXISTS.
+-- A fair waiter that asked for a handoff is given the lock here and told 'grant:<n>'; any
+-- other is woken with 'wake' (lua/fair_queue.lua's hand_over; never a client's id, so a head
+-- in the releasing client hears it too). When the owner holds nothing (-1) and the lock is
+-- free, a stuck queue head is served as well. Without a fair queue this costs one EXISTS.
 --
 -- Returns  n > 0  released one hold, n holds remain (TTL unchanged)
 --          0      released the last hold: lock deleted, waiters woken

@@ -1,4 +1,5 @@
--- unlock_fair.lua: the end of unlock.lua when the name has a fair queue: wakes its head
+-- unlock_fair.lua: the end of unlock.lua when the name has a fair queue: hands the lock to its
+-- head or wakes it
 -- (lua/fair_queue.lua's wake_head, appended before this file: unlock.lua has already seen
 -- the queue exist). Not a script of its own:
 -- src/wire/scripts.rs appends both to unlock.lua, whose `lock`, `pub` and `result` it uses.

@@ -181,7 +181,8 @@ pub struct Holder {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueEntry {
-    /// The waiter id (`<owner>:<n>` for a fair waiter, the owner for a writer).
+    /// The waiter id (`<owner>:g<n>` or `<owner>:<n>` for a fair waiter, the owner for a
+    /// writer).
     pub id: String,
     /// Milliseconds until the entry's deadline (negative: passed, the entry is stale);
     /// `None` when it has no deadline.

@@ -116,12 +116,43 @@ impl Ticket {
         }
     }
 
+    /// The ticket of a hold the server gave `key`'s owner without a call of its own (a fair
+    /// lock's release hands the lock to the head of its queue), as if granted by a call sent
+    /// at `sent` that set the TTL `ttl`. `None` when the registry cannot count it so: the
+    /// owner holds this lock already, has another call in flight, or is settling; the
+    /// caller then asks the server (its lock script recognises the handoff).
+    pub(crate) fn handed_over(
+        kind: &Kind,
+        key: &HoldKey,
+        sent: tokio::time::Instant,
+        ttl: Duration,
+    ) -> Option<Ticket> {
+        let Begin::Go(mut begun) = kind.core().holds.begin(key) else {
+            return None;
+        };
+        let mut ticket = Ticket {
+            kind: kind.clone(),
+            key: key.clone(),
+            sent: begun,
+            open: true,
+        };
+        if !begun.held_nothing() {
+            ticket.finish(Outcome::Known);
+            return None;
+        }
+        begun.at = sent;
+        begun.set_ttl = Some(ttl);
+        ticket.sent = begun;
+        Some(ticket)
+    }
+
     /// The ticket of a granted call, unless its reply came after the TTL the call set
     /// (`ttl`) ran out: the process was paused, or the reply sat in a buffer, so the lock
     /// may have expired and been taken by another owner meanwhile. Such a call gets no
     /// guard: the hold it took (the server counted `holds` of this owner right after) is
     /// settled away, and `None` tells the caller to go on waiting.
     pub(crate) fn unless_late(self, holds: u32, ttl: Duration, lock: &str) -> Option<Self> {
+        let ttl = self.sent.set_ttl.map_or(ttl, |t| t.min(ttl));
         if self.sent.at + ttl > tokio::time::Instant::now() {
             return Some(self);
         }

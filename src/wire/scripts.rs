@@ -214,6 +214,8 @@ scripts! {
     FAIR_LOCK = "fair_queue.lua" + "fair_lock.lua";
     /// `lua/fair_leave.lua`, after the shared `lua/fair_queue.lua`
     FAIR_LEAVE = "fair_queue.lua" + "fair_leave.lua";
+    /// `lua/fair_confirm.lua`, after the shared `lua/fair_queue.lua`: a handoff's first renewal
+    FAIR_CONFIRM = "fair_queue.lua" + "fair_confirm.lua";
     /// `lua/rw_read.lua`, after the shared `lua/rw_prelude.lua` and `lua/claim.lua`
     RW_READ = "rw_prelude.lua" + "claim.lua" + "rw_read.lua";
     /// `lua/rw_write.lua`, after the shared `lua/rw_prelude.lua` and `lua/claim.lua`

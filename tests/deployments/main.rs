@@ -14,6 +14,7 @@ use support::checker;
 use support::topology;
 
 mod failover;
+mod fair;
 mod fixture;
 mod observed;
 mod overtake;

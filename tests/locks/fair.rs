@@ -18,7 +18,7 @@ use support::{Interval, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(30);
 
-async fn client(url: &str, ns: &str, watchdog: Duration) -> Client {
+pub(super) async fn client(url: &str, ns: &str, watchdog: Duration) -> Client {
     Client::builder(url)
         .namespace(ns)
         .watchdog_timeout(watchdog)
@@ -28,7 +28,7 @@ async fn client(url: &str, ns: &str, watchdog: Duration) -> Client {
 }
 
 /// Eventually (within 3 s) the database has no key and no channel is subscribed.
-async fn assert_clean(conn: &Conn, context: &str) {
+pub(super) async fn assert_clean(conn: &Conn, context: &str) {
     let clean = support::eventually(Duration::from_secs(3), || {
         let mut c = conn.clone();
         async move {
@@ -55,7 +55,12 @@ async fn server_ms(conn: &mut Conn) -> u64 {
 
 /// Puts a waiter that will never retry (a crashed process) at the tail of the queue, with
 /// the layout the scripts use: list entry + deadline in the sorted set, both with TTLs.
-async fn insert_dead_waiter(conn: &mut Conn, lock: &FairLock, who: &str, deadline_in: Duration) {
+pub(super) async fn insert_dead_waiter(
+    conn: &mut Conn,
+    lock: &FairLock,
+    who: &str,
+    deadline_in: Duration,
+) {
     let deadline = server_ms(conn).await + deadline_in.as_millis() as u64;
     let ttl = deadline_in.as_millis() as u64 + 1000;
     let _: () = redis::pipe()
@@ -81,7 +86,7 @@ async fn insert_dead_waiter(conn: &mut Conn, lock: &FairLock, who: &str, deadlin
         .unwrap();
 }
 
-async fn queue_entries(conn: &mut Conn, lock: &FairLock) -> (Vec<String>, Vec<String>) {
+pub(super) async fn queue_entries(conn: &mut Conn, lock: &FairLock) -> (Vec<String>, Vec<String>) {
     let list: Vec<String> = redis::cmd("LRANGE")
         .arg(lock.queue_key())
         .arg(0)

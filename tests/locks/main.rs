@@ -4,7 +4,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`rlock`], [`rlock_leases`] | `RLock`: key layout, re-entry, hold counts; leases and timing |
-//! | [`fair`], [`fenced`], [`multi`], [`rwlock`], [`spin`] | the other kinds |
+//! | [`fair`], [`fair_handoff`], [`fenced`], [`multi`], [`rwlock`], [`spin`] | the other kinds |
 //! | [`fenced_postgres`] | fencing tokens checked by a real PostgreSQL table |
 //! | [`contract`] | the contract every kind offers (`Lock`, `LockGuard`, `run`), for every kind |
 //! | [`same_name`] | one name, one lock: every mutex kind of a name excludes the others |
@@ -15,6 +15,7 @@
 mod cancellation;
 mod contract;
 mod fair;
+mod fair_handoff;
 mod fenced;
 mod fenced_postgres;
 mod hold_accounting;

@@ -52,7 +52,7 @@ mod resp2;
 mod resync;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -117,6 +117,9 @@ struct Channel {
     /// The wakeups of local waiters in the lock's overtake claim queue ([`Claimant`]), with
     /// each one's place in it: usually none.
     claimants: std::sync::Mutex<Vec<(Rank, Arc<Notify>)>>,
+    /// A fair lock's handoff heard on this (waiter's own) channel: 1 + the waiters left in
+    /// the queue, or 0 for none (see [`Listener::take_handoff`]).
+    handoff: AtomicU64,
 }
 
 impl Channel {
@@ -128,6 +131,7 @@ impl Channel {
             confirmed: AtomicUsize::new(0),
             lock: lock.into(),
             claimants: std::sync::Mutex::new(Vec::new()),
+            handoff: AtomicU64::new(0),
         })
     }
 
@@ -349,6 +353,14 @@ impl Listener {
 }
 
 impl Listener {
+    /// Takes the handoff heard on `channel` (a fair waiter's own channel): `Some(n)` when a
+    /// release gave this waiter the lock, with `n` waiters left in the queue
+    /// (`lua/fair_queue.lua`'s `hand_over`); `None` when none was heard since the last take.
+    pub(crate) fn take_handoff(&self, channel: &str) -> Option<u64> {
+        let c = self.shared.channels.get(channel)?;
+        c.handoff.swap(0, Ordering::SeqCst).checked_sub(1)
+    }
+
     /// Wakes every local waiter of `channel` now (a latch found open, so its waiters need
     /// not wait for a wakeup that a subscription loss may have swallowed).
     pub(crate) fn notify_all(&self, channel: &str) {

@@ -34,6 +34,13 @@ impl Shared {
                     if payload.starts_with(b"*") {
                         // A broadcast (a latch opened): every waiter, not one.
                         c.notify.notify_waiters();
+                    } else if let Some(left) = payload.strip_prefix(b"grant:") {
+                        // A fair lock handed to this channel's waiter: it returns without
+                        // a call (`Listener::take_handoff`).
+                        let left = std::str::from_utf8(left).ok().and_then(|n| n.parse().ok());
+                        c.handoff
+                            .store(left.unwrap_or(0u64).saturating_add(1), Ordering::SeqCst);
+                        c.wake_for_release();
                     } else {
                         c.wake_for_release();
                     }

@@ -205,6 +205,18 @@ pub(crate) struct Sent {
     call: u64,
     /// When the call was sent (just before).
     pub(crate) at: Instant,
+    /// The TTL a grant set when it is not the lease (a fair lock's handoff, see
+    /// [`Ticket::handed_over`](crate::engine::Ticket::handed_over)); `None`: the lease, or the
+    /// watchdog timeout.
+    pub(crate) set_ttl: Option<Duration>,
+}
+
+impl Sent {
+    /// Whether the owner held nothing here, with nothing in flight or in doubt, when the
+    /// call was sent: a hold the server gave it meanwhile is then its only one.
+    pub(crate) fn held_nothing(&self) -> bool {
+        self.quiescent && self.base == 0
+    }
 }
 
 /// Whether a hold whose release a settlement took over lasted until that release: set by
@@ -302,6 +314,7 @@ impl HoldRegistry {
             call: h.started,
             base: h.holds,
             at: Instant::now(),
+            set_ttl: None,
         })
     }
 
@@ -342,7 +355,7 @@ impl HoldRegistry {
     /// Records a granted hold (before its guard exists) and ends its call. `server_holds` is
     /// the hold count the lock script returned; the script gave the key at least the
     /// `lease` as TTL, or the watchdog timeout when `lease` is `None` (the watchdog renews
-    /// it).
+    /// it), unless `sent.set_ttl` says it set a shorter one (a fair lock's handoff).
     /// Returns the token cancelled when the lock is found lost, the epoch the guard must
     /// present to [`HoldRegistry::released`], and whether the caller must start a settlement.
     ///
@@ -386,7 +399,8 @@ impl HoldRegistry {
                 h.doubt = true;
                 h.hint = None;
             }
-            schedule = h.add_guard(safe_until(sent.at, ttl), ttl, watch, || self.new_epoch());
+            let until = safe_until(sent.at, sent.set_ttl.map_or(ttl, |t| t.min(ttl)));
+            schedule = h.add_guard(until, ttl, watch, || self.new_epoch());
             h.meta.get_or_insert_with(|| meta.clone());
             h.kind.get_or_insert(kind);
             let settle = h.start_settling();

@@ -4,16 +4,16 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
 use tokio::time::Instant;
 
 use super::{FairLock, FairLockGuard};
-use crate::engine::{self, Attempt, HoldKey, Reply, Ticket};
+use crate::engine::{self, Attempt, Hold, HoldKey, Reply, Ticket};
 use crate::error::Result;
-use crate::wire::scripts::{FAIR_LEAVE, FAIR_LOCK};
+use crate::wire::scripts::{FAIR_CONFIRM, FAIR_LEAVE, FAIR_LOCK};
 
 /// Numbers the lock calls of this process, so each has its own queue entry and channel.
 static NEXT_WAITER: AtomicU64 = AtomicU64::new(1);
@@ -124,9 +124,14 @@ impl FairLock {
         self.inner.base.check()?;
         let owner = self.inner.base.owner_field();
         // The queue entry is per call, not per owner: a late leave of an abandoned call of
-        // this task must not remove the entry of its next call.
-        let waiter: Arc<str> =
-            format!("{owner}:{}", NEXT_WAITER.fetch_add(1, Ordering::Relaxed)).into();
+        // this task must not remove the entry of its next call. A watchdog hold asks for a
+        // handoff ("g"): a release gives it the lock while it waits (see "Handoff" in
+        // [`fair`](super)). A lease is kept to the letter: that waiter takes the lock itself.
+        let n = NEXT_WAITER.fetch_add(1, Ordering::Relaxed);
+        let waiter: Arc<str> = match lease {
+            None => format!("{owner}:g{n}").into(),
+            Some(_) => format!("{owner}:{n}").into(),
+        };
         let channel = format!("{}:{waiter}", self.inner.base.keys.fair_channel);
         // A deadline already reached: one attempt that does not join the queue.
         let single = deadline.is_some_and(|d| d <= Instant::now());
@@ -137,6 +142,11 @@ impl FairLock {
             armed: !single,
             _busy: self.inner.base.core.cleanups.token(),
         };
+        let handoff = Arc::new(Handoff {
+            channel: channel.clone(),
+            last: Mutex::new(None),
+            taken: AtomicBool::new(false),
+        });
         let granted = engine::acquire_hold(
             &self.inner.base,
             owner,
@@ -153,6 +163,7 @@ impl FairLock {
                     deadline,
                     single,
                     &queued.abandoned,
+                    lease.is_none().then_some(&handoff),
                 )
             },
         )
@@ -161,6 +172,9 @@ impl FairLock {
             // The lock script removed us from the queue when it granted the lock.
             Ok(Some((hold, behind))) => {
                 queued.armed = false;
+                if handoff.taken.load(Ordering::SeqCst) {
+                    self.confirm(&hold, queued.waiter.clone());
+                }
                 if let Some(span) = hold.span() {
                     engine::observe::fair_queue(&self.inner.base.core, "fair", span, behind);
                 }
@@ -177,6 +191,11 @@ impl FairLock {
     /// One run of the lock script, cleaning up after itself when abandoned (see
     /// [`engine`](crate::engine) "Cancellation"): an abandoned attempt that queued the waiter again
     /// after it left also runs the leave script.
+    ///
+    /// `handoff`: for a waiter that asked for a handoff. When one was heard on its channel,
+    /// the attempt takes it without a call if the registry can count it and enough of it is
+    /// surely left; otherwise the script call finds it (`lua/fair_lock.lua`).
+    #[allow(clippy::too_many_arguments)]
     fn attempt(
         &self,
         hold_key: &HoldKey,
@@ -185,7 +204,9 @@ impl FairLock {
         deadline: Option<Instant>,
         single: bool,
         abandoned: &Arc<AtomicBool>,
+        handoff: Option<&Arc<Handoff>>,
     ) -> impl Future<Output = Result<Attempt<(Ticket, u32, u64)>>> + Send + 'static {
+        let handed = handoff.and_then(|h| self.handed_over(hold_key, h));
         let lease = self.inner.waiter_lease;
         let budget = match deadline {
             _ if single => Duration::ZERO,
@@ -201,7 +222,12 @@ impl FairLock {
         let (lock, owner) = (self.clone(), hold_key.1.clone());
         let waiter = waiter.clone();
         let abandoned = abandoned.clone();
+        let handoff = handoff.cloned();
         let call = async move {
+            if let Some(h) = handoff {
+                let budget = Duration::from_millis(budget_ms);
+                *h.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), budget));
+            }
             let reply = engine::run_acquire(
                 &lock.inner.base.kind,
                 &owner,
@@ -235,6 +261,9 @@ impl FairLock {
             "fair lock",
         );
         async move {
+            if let Some(handed) = handed {
+                return Ok(Attempt::Acquired(handed));
+            }
             Ok(match attempt.await? {
                 Attempt::Held(wait) => {
                     Attempt::Held(Some(wait.map_or(refresh, |w| w.min(refresh))))
@@ -242,6 +271,66 @@ impl FairLock {
                 acquired => acquired,
             })
         }
+    }
+
+    /// The hold a release handed to this waiter (heard on its `channel`), as if granted by its
+    /// latest attempt: the handoff set the key's TTL to what was left of the queue deadline
+    /// that attempt set, so the key surely lives until that attempt's send time + its budget.
+    /// `None` when no handoff was heard, when less than half the budget is surely left, or when
+    /// the registry cannot count it alone (see [`Ticket::handed_over`]): the attempt then asks
+    /// the server.
+    fn handed_over(&self, hold_key: &HoldKey, handoff: &Handoff) -> Option<(Ticket, u32, u64)> {
+        let core = &self.inner.base.core;
+        let behind = core.listener.take_handoff(&handoff.channel)?;
+        let (sent, budget) = (*handoff.last.lock().unwrap_or_else(|e| e.into_inner()))?;
+        if sent + budget / 2 <= Instant::now() {
+            return None;
+        }
+        let ticket = Ticket::handed_over(&self.inner.base.kind, hold_key, sent, budget)?;
+        handoff.taken.store(true, Ordering::SeqCst);
+        Some((ticket, 1, behind))
+    }
+
+    /// Confirms a hold taken on a handoff's message, in the background (`lua/fair_confirm.lua`):
+    /// its record goes and the TTL, which the handoff set to what was left of the queue
+    /// deadline, is raised to the watchdog timeout. This is the hold's first renewal; calls
+    /// that fail are sent again until the hold is lost (its validity ran out: the watchdog
+    /// tells the guard) or released. The watchdog renews it from then on as any hold.
+    fn confirm(&self, hold: &Hold, waiter: Arc<str>) {
+        let Some(follow) = hold.follow() else {
+            return;
+        };
+        let lock = self.clone();
+        let core = self.inner.base.core.clone();
+        self.inner.base.core.cleanups.spawn(async move {
+            let ttl = Duration::from_millis(core.watchdog_ms);
+            let mut pause = Duration::from_millis(50);
+            loop {
+                let sent = Instant::now();
+                let reply: redis::RedisResult<i64> = FAIR_CONFIRM
+                    .run(
+                        &mut core.conn.clone(),
+                        &lock.keys(),
+                        &[&core.watchdog_ms, &&**follow.owner(), &&*waiter],
+                    )
+                    .await;
+                match reply {
+                    Ok(1) => return follow.extended(sent, ttl),
+                    // Released already (or gone: then the watchdog finds it lost at its
+                    // validity, as it would without this call).
+                    Ok(_) => return,
+                    Err(e) => {
+                        tracing::debug!(lock = %lock.inner.base.name, error = %e, "handoff confirmation failed; retrying");
+                    }
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = follow.lost().cancelled() => return,
+                    () = core.holds.closed() => return,
+                }
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+        });
     }
 
     /// Runs the leave script for the queue entry `waiter`.
@@ -258,8 +347,17 @@ impl FairLock {
                 ],
             )
             .await?;
-        Ok(left == 1)
+        Ok(left >= 1)
     }
+}
+
+/// What a waiter that asked for a handoff keeps: its channel, where the release's message
+/// comes; the send time and queue budget of its latest attempt (the handoff's TTL is what was
+/// left of that budget); whether it took a handoff on a message (it is then confirmed).
+struct Handoff {
+    channel: String,
+    last: Mutex<Option<(Instant, Duration)>>,
+    taken: AtomicBool,
 }
 
 /// Reads the fair lock script's reply: `[1, holds, queued]` granted (`queued` waiters left
@@ -278,7 +376,7 @@ fn fair_reply(reply: &[i64]) -> Option<Reply<u64>> {
 /// that fails or whose future is dropped does not hold up the others until its deadline.
 struct Queued {
     lock: FairLock,
-    /// The queue entry (`<owner>:<n>`).
+    /// The queue entry (`<owner>:g<n>` or `<owner>:<n>`).
     waiter: Arc<str>,
     /// Set once the waiter is gone; an attempt still in flight then leaves after it ran.
     abandoned: Arc<AtomicBool>,

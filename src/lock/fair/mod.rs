@@ -10,15 +10,41 @@
 //! * `<ns>:fairqueue:{name}`: a list of waiter ids, oldest first;
 //! * `<ns>:fairtimeouts:{name}`: a sorted set, waiter id -> deadline (server clock, ms).
 //!
-//! A waiter id is `<owner>:<n>`, one per lock call (so a late "leave" of a cancelled call
-//! never removes the next call of the same task). Each waiter listens on its own channel
+//! A waiter id is `<owner>:g<n>` (a watchdog hold: it takes a handoff, below) or `<owner>:<n>`
+//! (a hold with a lease), one per lock call (so a late "leave" of a cancelled call never
+//! removes the next call of the same task). Each waiter listens on its own channel
 //! `<ns>:fairchannel:{name}:<waiter id>`. The lock script
 //! (`lua/fair_lock.lua`) takes the lock only when it is free and the queue is empty or headed
 //! by the caller; otherwise it appends the caller (or refreshes its deadline). An unlock (of
-//! any kind of this name: they all run `lua/unlock.lua`) wakes the head, on its channel: one
-//! wakeup and one fair lock attempt per handoff, no herd. It also publishes on the lock's
-//! channel, for waiters of the other kinds: those do not queue, so fairness holds among
-//! `FairLock` waiters, and a plain `lock()` of the same name may take a free lock first.
+//! any kind of this name: they all run `lua/unlock.lua`) serves the head, on its channel, with
+//! no herd. It also publishes on the lock's channel, for waiters of the other kinds: those do
+//! not queue, so fairness holds among `FairLock` waiters, and a plain `lock()` of the same
+//! name may take a free lock first.
+//!
+//! # Handoff
+//!
+//! A release does not merely wake a head that asked for a handoff: it gives it the lock, in
+//! the unlock script (`lua/fair_queue.lua`'s `hand_over`): the head's owner field is set to 1
+//! with a TTL of what is left of its queue deadline, it leaves the queue, a record
+//! `!<waiter id>` stays in the deadline set until that deadline, and its channel is told
+//! `grant:<waiters left>`. The waiter's `lock()` returns on that message without a call of its
+//! own: its hold is registered as if its latest attempt (which set that deadline) had been
+//! granted with that TTL, so the hold's validity is measured from that attempt's send time.
+//! In the background it then confirms (`lua/fair_confirm.lua`): the record goes and the TTL
+//! rises to the watchdog timeout. This is the hold's first renewal; the watchdog renews it from
+//! then on. So a handoff costs one round trip (the unlock's reply and the message travel
+//! together) instead of two, and the same two script calls.
+//!
+//! The handoff's TTL is the head's remaining deadline, so a dead head blocks the lock no
+//! longer than its queue entry would have. When the message is lost (the subscription dropped,
+//! or the waiter subscribed after the handoff), the waiter's next attempt, which a reconnect
+//! makes at once, finds its record and takes the hold without counting it as a re-entry; a
+//! waiter that leaves (timeout, dropped future) before it heard gives the hold back and the
+//! lock goes to the next head. A waiter takes a handoff on a message only when its client's
+//! hold registry can count it alone (no other hold or call of its owner on this lock) and at
+//! least half of its last budget is surely left; otherwise it asks the server. A hold with a
+//! lease is never handed over: a TTL other than its lease would break the lease's promise, so
+//! such a waiter is woken (`wake`) and takes the lock itself, one more round trip.
 //!
 //! Every script that touches the queue first purges waiters whose deadline has passed, and
 //! sets the queue keys' TTL to "latest deadline + 1 s" (or deletes them when the queue is
@@ -88,7 +114,10 @@ const MIN_WAITER_LEASE: Duration = Duration::from_millis(300);
 /// sorted set, with TTLs, deleted when the queue empties), scripts that touch three keys and
 /// purge stale waiters, one channel subscription per waiting task (instead of one per lock
 /// and client), and one refresh script call per waiter every third of the waiter lease. An
-/// unlock wakes only the next waiter, so a handoff costs one unlock and one lock script call.
+/// unlock hands the lock to the next waiter, so a handoff costs one round trip: the unlock
+/// script, and then, off the waiter's path, one confirmation script call (see "Handoff" in
+/// the [module docs](self)). A waiter with a lease is woken instead and makes its own lock
+/// script call: two round trips.
 ///
 /// # Example
 ///

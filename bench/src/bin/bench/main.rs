@@ -61,6 +61,7 @@ struct Args {
     overtake_only: bool,
     peers_only: bool,
     waiters_only: bool,
+    handoff_only: bool,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -74,6 +75,7 @@ fn parse_args() -> Result<Args, BoxError> {
         overtake_only: false,
         peers_only: false,
         waiters_only: false,
+        handoff_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -88,13 +90,15 @@ fn parse_args() -> Result<Args, BoxError> {
             "--overtake-only" => args.overtake_only = true,
             "--peers-only" => args.peers_only = true,
             "--waiters-only" => args.waiters_only = true,
+            "--handoff-only" => args.handoff_only = true,
             "-h" | "--help" => {
                 println!(
                     "usage: bench [--json PATH] [--seconds N (per timed round, default 3)] \
                      [--watchdog-locks N (100000)] [--waiters N (10000)] [--metrics-only] \
                      [--sweep-only (workload 10 alone)] [--overtake-only (workload 12 alone)] \
                      [--peers-only (workload 13 alone)] \
-                     [--waiters-only (workload 5, overtake limit on and off)]"
+                     [--waiters-only (workload 5, overtake limit on and off)] \
+                     [--handoff-only (workloads 3 and 6 with PING, three times)]"
                 );
                 std::process::exit(0);
             }
@@ -143,6 +147,20 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     }
     if args.peers_only {
         bench_peers::run(&url, args.seconds).await?;
+        return Ok(());
+    }
+    if args.handoff_only {
+        for _ in 0..3 {
+            let ping = ping_rtt(&url).await?;
+            println!(
+                "PING round trip          p50 {:>7.1} µs   p99 {:>7.1} µs",
+                ping.0, ping.1
+            );
+            let c = contended(&url, LockKind::Plain, 0).await?;
+            print_contended("contended handoff", &c, ping.0);
+            let f = contended(&url, LockKind::Fair, 800).await?;
+            print_contended("fair handoff", &f, ping.0);
+        }
         return Ok(());
     }
     let mut report = serde_json::Map::new();

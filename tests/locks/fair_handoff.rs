@@ -1,0 +1,345 @@
+//! FairLock handoff: a release gives the lock to the head of the queue inside the unlock
+//! script, and the head's `lock()` returns on the message, without a lock-script call of its
+//! own. What happens when the message is lost, when the head is dead, when a handed waiter
+//! leaves before it heard, and for a waiter with a lease (not handed: it takes the lock
+//! itself). Script calls are read from the server's SLOWLOG (every command logged, in order).
+
+use std::time::{Duration, Instant};
+
+use redis::Value;
+use support::{in_task, queue_reaches, Conn, RedisServer};
+
+use super::fair::{assert_clean, client, insert_dead_waiter, queue_entries};
+
+/// 3 s: a waiter lease of 3 s, renewals every second.
+const WATCHDOG: Duration = Duration::from_secs(3);
+
+/// Logs every command from now on, in order (SLOWLOG entry ids increase).
+async fn log_everything(conn: &mut Conn) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .query_async(conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-max-len")
+        .arg(10_000)
+        .query_async(conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+/// The `EVALSHA` calls logged so far, oldest first, each as its arguments after the SHA.
+async fn script_calls(conn: &mut Conn) -> Vec<Vec<String>> {
+    let entries: Vec<Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query_async(conn)
+        .await
+        .unwrap();
+    let mut calls = Vec::new();
+    // Newest first: walk backwards.
+    for entry in entries.into_iter().rev() {
+        let Value::Array(fields) = entry else {
+            continue;
+        };
+        let Some(Value::Array(args)) = fields.get(3) else {
+            continue;
+        };
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| redis::from_redis_value::<String>(a.clone()).unwrap_or_default())
+            .collect();
+        if args
+            .first()
+            .is_some_and(|c| c.eq_ignore_ascii_case("evalsha"))
+        {
+            calls.push(args[2..].to_vec());
+        }
+    }
+    calls
+}
+
+/// Whether a logged script call names `waiter` among its arguments.
+fn names(call: &[String], waiter: &str) -> bool {
+    call.iter().any(|a| a == waiter)
+}
+
+/// The queue entry of the only waiter (`<owner>:g<n>` or `<owner>:<n>`).
+async fn only_waiter(conn: &mut Conn, lock: &lockwise::FairLock) -> String {
+    let (list, _) = queue_entries(conn, lock).await;
+    assert_eq!(list.len(), 1, "{list:?}");
+    list[0].clone()
+}
+
+/// The head's `lock()` returns on the release's message: after the holder's unlock, the only
+/// script call naming the waiter is its background confirmation (3 arguments: lease, owner,
+/// waiter id), never a lock attempt. The hold outlives the TTL the handoff set (what was left
+/// of the waiter's queue deadline): the confirmation raised it, the watchdog renews it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fair-handoff");
+    let c = client(server.url(), &ns, WATCHDOG).await;
+    let mut conn = server.conn().await;
+    in_task(async move {
+        let lock = c.fair_lock("h");
+        let holder = lock.lock().await.unwrap();
+        let waiter = {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                let g = lock.lock().await.unwrap();
+                (g, Instant::now())
+            })
+        };
+        queue_reaches(&lock, 1).await;
+        // Let the waiter finish its attempt after subscribing.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let entry = only_waiter(&mut conn, &lock).await;
+        assert!(
+            entry.contains(":g"),
+            "a watchdog waiter asks for a handoff: {entry}"
+        );
+        log_everything(&mut conn).await;
+        let released = Instant::now();
+        holder.unlock().await.unwrap();
+        let (guard, at) = waiter.await.unwrap();
+        println!("handed over {:?} after the unlock began", at - released);
+        // The confirmation runs in the background: wait for the record to go.
+        let confirmed = support::eventually(Duration::from_secs(2), || {
+            let (mut conn, lock) = (conn.clone(), lock.clone());
+            async move { queue_entries(&mut conn, &lock).await.1.is_empty() }
+        })
+        .await;
+        assert!(confirmed, "the handoff record stays");
+        let calls = script_calls(&mut conn).await;
+        let about_waiter: Vec<&Vec<String>> = calls.iter().filter(|c| names(c, &entry)).collect();
+        println!("script calls naming the waiter after the unlock: {about_waiter:?}");
+        assert_eq!(about_waiter.len(), 1, "{calls:?}");
+        // numkeys, 4 keys, then lease, owner, waiter id: the confirmation.
+        assert_eq!(about_waiter[0].len(), 8, "{:?}", about_waiter[0]);
+        assert_eq!(about_waiter[0][5], WATCHDOG.as_millis().to_string());
+        // The hold lives on past the handoff's TTL (at most the 3 s waiter lease).
+        tokio::time::sleep(WATCHDOG + Duration::from_secs(1)).await;
+        assert!(!guard.is_lost());
+        let holds: Option<u32> = redis::cmd("HGET")
+            .arg(lock.key())
+            .arg(guard.owner())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(holds, Some(1));
+        guard.unlock().await.unwrap();
+        assert_clean(&conn, "after the handoff").await;
+    })
+    .await;
+}
+
+/// A waiter with a lease is not handed the lock (a handoff would set a TTL other than its
+/// lease): the release wakes it and its own lock attempt takes the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leased_waiter_takes_the_lock_itself() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fair-leased");
+    let c = client(server.url(), &ns, WATCHDOG).await;
+    let mut conn = server.conn().await;
+    in_task(async move {
+        let lock = c.fair_lock("l");
+        let holder = lock.lock().await.unwrap();
+        let waiter = {
+            let lock = lock.clone();
+            tokio::spawn(
+                async move { lock.lock_with_lease(Duration::from_secs(20)).await.unwrap() },
+            )
+        };
+        queue_reaches(&lock, 1).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let entry = only_waiter(&mut conn, &lock).await;
+        assert!(!entry.contains(":g"), "{entry}");
+        log_everything(&mut conn).await;
+        holder.unlock().await.unwrap();
+        let guard = waiter.await.unwrap();
+        let calls = script_calls(&mut conn).await;
+        let about_waiter: Vec<&Vec<String>> = calls.iter().filter(|c| names(c, &entry)).collect();
+        assert_eq!(about_waiter.len(), 1, "{calls:?}");
+        // numkeys, 4 keys, then the lock attempt's six arguments.
+        assert_eq!(about_waiter[0].len(), 11, "{:?}", about_waiter[0]);
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(lock.key())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(pttl > 19_000, "{pttl}");
+        guard.unlock().await.unwrap();
+        assert_clean(&conn, "after the leased waiter").await;
+    })
+    .await;
+}
+
+/// The release's message never reaches the head (its subscription connection was killed just
+/// before): the reconnect wakes it, and its next attempt finds the handoff record. The hold
+/// is counted once (the lock script does not count it as a re-entry), and its single unlock
+/// frees the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_handoff_message_is_found_by_the_next_attempt() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fair-lost-msg");
+    let c = client(server.url(), &ns, WATCHDOG).await;
+    let holder_client = client(server.url(), &ns, WATCHDOG).await;
+    let mut conn = server.conn().await;
+    in_task(async move {
+        let lock = c.fair_lock("m");
+        let holder = holder_client.fair_lock("m").lock().await.unwrap();
+        let waiter = {
+            let lock = lock.clone();
+            tokio::spawn(async move { lock.lock().await.unwrap() })
+        };
+        queue_reaches(&lock, 1).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let entry = only_waiter(&mut conn, &lock).await;
+        assert!(support::kill_pubsub(&mut conn).await >= 1);
+        holder.unlock().await.unwrap();
+        let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("the waiter finds its handoff")
+            .unwrap();
+        assert!(
+            !queue_entries(&mut conn, &lock)
+                .await
+                .1
+                .contains(&format!("!{entry}")),
+            "the attempt consumed the record"
+        );
+        let holds: Option<u32> = redis::cmd("HGET")
+            .arg(lock.key())
+            .arg(guard.owner())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(holds, Some(1), "counted once");
+        guard.unlock().await.unwrap();
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(lock.key())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(!exists, "one unlock frees the handed lock");
+        assert_clean(&conn, "after the lost message").await;
+    })
+    .await;
+}
+
+/// A dead head that asked for a handoff is handed the lock by the release, which sets the TTL
+/// to what is left of its queue deadline: the waiter behind it gets the lock when that
+/// deadline passes, as it would without the handoff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_head_blocks_no_longer_than_its_deadline() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fair-dead-head");
+    let c = client(server.url(), &ns, Duration::from_secs(30)).await;
+    let mut conn = server.conn().await;
+    in_task(async move {
+        let lock = c.fair_lock("d");
+        let holder = lock.lock().await.unwrap();
+        let dead_for = Duration::from_millis(1500);
+        let inserted = Instant::now();
+        insert_dead_waiter(&mut conn, &lock, "crashed:g7", dead_for).await;
+        let waiter = {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                let g = lock.lock().await.unwrap();
+                let at = Instant::now();
+                g.unlock().await.unwrap();
+                at
+            })
+        };
+        queue_reaches(&lock, 2).await;
+        holder.unlock().await.unwrap();
+        // The dead head holds it now, until its deadline.
+        let holds: Option<u32> = redis::cmd("HGET")
+            .arg(lock.key())
+            .arg("crashed")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(holds, Some(1), "the release handed the lock to the head");
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(lock.key())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(pttl > 0 && pttl <= dead_for.as_millis() as i64, "{pttl}");
+        let acquired = waiter.await.unwrap();
+        let delay = acquired - inserted;
+        println!("waiter behind a dead, handed head acquired {delay:?} after it was queued (deadline {dead_for:?})");
+        assert!(delay >= dead_for - Duration::from_millis(100), "{delay:?}");
+        assert!(delay <= dead_for + Duration::from_millis(800), "{delay:?}");
+        assert_clean(&conn, "after the dead head").await;
+    })
+    .await;
+}
+
+/// The leave script of a waiter that was handed the lock but leaves before it heard (timed
+/// out, dropped) gives the hold back and hands the lock on to the next head at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_waiter_that_leaves_gives_the_lock_back() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fair-leave-handed");
+    let c = client(server.url(), &ns, Duration::from_secs(30)).await;
+    let mut conn = server.conn().await;
+    in_task(async move {
+        let lock = c.fair_lock("v");
+        let holder = lock.lock().await.unwrap();
+        // A waiter of another process, which will leave (by the script it would run).
+        insert_dead_waiter(&mut conn, &lock, "gone:g3", Duration::from_secs(20)).await;
+        let waiter = {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                let g = lock.lock().await.unwrap();
+                let at = Instant::now();
+                g.unlock().await.unwrap();
+                at
+            })
+        };
+        queue_reaches(&lock, 2).await;
+        holder.unlock().await.unwrap();
+        let (list, zset) = queue_entries(&mut conn, &lock).await;
+        assert_eq!(list.len(), 1, "the handed head left the queue: {list:?}");
+        assert!(zset.contains(&"!gone:g3".to_string()), "{zset:?}");
+        let left_at = Instant::now();
+        let script = [
+            include_str!("../../lua/fair_queue.lua"),
+            include_str!("../../lua/fair_leave.lua"),
+        ]
+        .join("\n");
+        let channel_prefix = format!("{ns}:fairchannel:{{v}}");
+        let left: i64 = redis::Script::new(&script)
+            .key(lock.key())
+            .key(format!("{ns}:channel:{{v}}"))
+            .key(lock.queue_key())
+            .key(lock.timeouts_key())
+            .arg("gone:g3")
+            .arg(channel_prefix)
+            .arg("publish")
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(left, 2, "left with the lock handed back");
+        let acquired = waiter.await.unwrap();
+        println!(
+            "next waiter acquired {:?} after the handed waiter left",
+            acquired - left_at
+        );
+        assert!(acquired - left_at < Duration::from_secs(1));
+        assert_clean(&conn, "after the handed waiter left").await;
+    })
+    .await;
+}
