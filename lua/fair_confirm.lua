@@ -14,10 +14,9 @@
 --
 -- Returns  1 the owner holds the lock (TTL now at least the lease); 0 it does not (expired,
 --          force-unlocked): nothing changed but the record's removal
--- (queue, deadlines, now, clock, tidy: lua/fair_queue.lua, prepended)
-clock()
+-- (queue, deadlines, shrink: lua/fair_queue.lua, prepended)
 if redis.call('zrem', deadlines, '!' .. ARGV[3]) == 1 then
-    tidy()
+    shrink()
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return 0

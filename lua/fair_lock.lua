@@ -33,8 +33,8 @@
 --         {0, wait}   not acquired; wait = ms after which retrying is useful: for the head,
 --                     the lock's pttl; for others, until the earliest queue deadline (when
 --                     a stale waiter ahead could be purged); -1 = unknown
--- (queue, deadlines, now, clock, purge_expired, live_head, tidy, hand_over: lua/fair_queue.lua,
--- prepended)
+-- (queue, deadlines, now, clock, purge_expired, live_head, tidy, shrink, hand_over:
+-- lua/fair_queue.lua, prepended)
 local lock = KEYS[1]
 local owner, waiter = ARGV[2], ARGV[3]
 clock()
@@ -50,7 +50,7 @@ if redis.call('hexists', lock, owner) == 1 then
         if redis.call('pttl', lock) < lease then
             redis.call('pexpire', lock, lease)
         end
-        tidy()
+        shrink()
         return {1, tonumber(redis.call('hget', lock, owner)), redis.call('llen', queue)}
     end
     local holds = redis.call('hincrby', lock, owner, 1)
@@ -92,7 +92,8 @@ end
 if purged > 0 then
     head = tidy()
     if free and head and head ~= waiter then
-        hand_over(lock, head, ARGV[6] == 'spublish' and 'spublish' or 'publish', ARGV[5])
+        local pub = ARGV[6] == 'spublish' and 'spublish' or 'publish'
+        hand_over(lock, head, tonumber(redis.call('zscore', deadlines, head)), pub, ARGV[5])
         head = redis.call('lindex', queue, 0)
     end
 elseif budget > 0 then

@@ -18,9 +18,11 @@
 --                           when the queue exists: purges stale waiters and, if `lock` is
 --                           free, hands it over to the head (hand_over)
 --   wake_head(lock, pub, prefix)
---                           wake_fair for a caller that already saw the queue exist
---   hand_over(lock, head, pub, prefix)
---                           `lock` is free and `head` heads the queue: a waiter "<owner>:g<n>"
+--                           wake_fair for a caller that already saw the queue exist; only
+--                           removes entries, so it never touches the keys' TTLs
+--   hand_over(lock, head, deadline, pub, prefix)
+--                           `lock` is free and `head` heads the queue with this deadline
+--                           (a number, or false): a waiter "<owner>:g<n>"
 --                           is given the lock (its owner field set to 1, TTL = what is left
 --                           of its deadline, so a dead head blocks no longer than its queue
 --                           entry would), leaves the queue, is recorded as "!<waiter id>" in
@@ -29,11 +31,15 @@
 --                           Any other head is told 'wake' and takes the lock itself.
 --   purge_expired()         drops waiters past their deadline; Returns how many
 --   live_head()             drops heads without a deadline (never written by lockwise);
---                           Returns the head (or false) and how many were dropped
+--                           Returns the head (or false), how many were dropped, and the
+--                           head's deadline (a number, or false)
 --   tidy()                  deletes the queue when it is empty, and the deadlines when they
 --                           are empty too (handoff records stay until their deadline); sets
 --                           the TTL of what is left to "latest deadline + 1 s"; Returns the
 --                           head (or false)
+--   shrink()                after removals only (nothing added or refreshed, so no TTL needs
+--                           raising): deletes the queue when it is empty and the deadlines when
+--                           they are empty too; Returns the queue's length
 local queue, deadlines = KEYS[3], KEYS[4]
 local now = 0
 
@@ -55,12 +61,14 @@ end
 local function live_head()
     local n = 0
     local head = redis.call('lindex', queue, 0)
-    while head and not redis.call('zscore', deadlines, head) do
+    local deadline = head and redis.call('zscore', deadlines, head)
+    while head and not deadline do
         redis.call('lpop', queue)
         n = n + 1
         head = redis.call('lindex', queue, 0)
+        deadline = head and redis.call('zscore', deadlines, head)
     end
-    return head, n
+    return head, n, deadline and tonumber(deadline)
 end
 
 local function tidy()
@@ -84,20 +92,29 @@ local function tidy()
     return redis.call('lindex', queue, 0)
 end
 
-local function hand_over(lock, head, pub, prefix)
+local function shrink()
+    local left = redis.call('llen', queue)
+    if left == 0 then
+        if redis.call('zcard', deadlines) == 0 then
+            redis.call('del', queue, deadlines)
+        else
+            redis.call('del', queue)
+        end
+    end
+    return left
+end
+
+local function hand_over(lock, head, deadline, pub, prefix)
     local owner = string.match(head, '^(.+):g%d+$')
-    local deadline = owner and redis.call('zscore', deadlines, head)
-    if deadline and tonumber(deadline) > now then
-        deadline = tonumber(deadline)
+    if owner and deadline and deadline > now then
         redis.call('hset', lock, owner, 1)
         redis.call('pexpire', lock, deadline - now)
         redis.call('lpop', queue)
         redis.call('zrem', deadlines, head)
         redis.call('zadd', deadlines, deadline, '!' .. head)
-        tidy()
         -- pcall: a refused publish (ACL) must not fail the caller after its writes; the
         -- waiter then finds its handoff at its next attempt (lua/fair_lock.lua).
-        redis.pcall(pub, prefix .. ':' .. head, 'grant:' .. redis.call('llen', queue))
+        redis.pcall(pub, prefix .. ':' .. head, 'grant:' .. shrink())
     else
         -- pcall: a refused publish (ACL) must not fail the caller after its writes.
         redis.pcall(pub, prefix .. ':' .. head, 'wake')
@@ -106,11 +123,12 @@ end
 
 local function wake_head(lock, pub, prefix)
     clock()
-    purge_expired()
-    live_head()
-    local head = tidy()
+    local purged = purge_expired()
+    local head, dropped, deadline = live_head()
     if head and redis.call('exists', lock) == 0 then
-        hand_over(lock, head, pub, prefix)
+        hand_over(lock, head, deadline, pub, prefix)
+    elseif purged + dropped > 0 then
+        shrink()
     end
 end
 

@@ -72,7 +72,11 @@ async fn cluster_fair_lock_hands_over_in_order_by_sharded_pubsub() {
     }
     println!("{N} fair handoffs on a cluster in {:?}", released.elapsed());
     // Far below the waiter lease (5 s): only the handoff messages can have served them.
-    assert!(released.elapsed() < Duration::from_secs(4), "{:?}", released.elapsed());
+    assert!(
+        released.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        released.elapsed()
+    );
     assert_eq!(*order.lock().unwrap(), (0..N).collect::<Vec<_>>());
     support::checker::assert_clean(&hist.check());
     assert_quiescent(&cluster.master_ports(), &ns, Duration::from_secs(10)).await;

@@ -37,8 +37,8 @@ async fn log_everything(conn: &mut Conn) {
         .unwrap();
 }
 
-/// The `EVALSHA` calls logged so far, oldest first, each as its arguments after the SHA.
-async fn script_calls(conn: &mut Conn) -> Vec<Vec<String>> {
+/// The logged calls of `command`, oldest first, each as its arguments after the command.
+async fn logged(conn: &mut Conn, command: &str) -> Vec<Vec<String>> {
     let entries: Vec<Value> = redis::cmd("SLOWLOG")
         .arg("GET")
         .arg(-1)
@@ -60,12 +60,21 @@ async fn script_calls(conn: &mut Conn) -> Vec<Vec<String>> {
             .collect();
         if args
             .first()
-            .is_some_and(|c| c.eq_ignore_ascii_case("evalsha"))
+            .is_some_and(|c| c.eq_ignore_ascii_case(command))
         {
-            calls.push(args[2..].to_vec());
+            calls.push(args[1..].to_vec());
         }
     }
     calls
+}
+
+/// The `EVALSHA` calls logged so far, oldest first, each as its arguments after the SHA.
+async fn script_calls(conn: &mut Conn) -> Vec<Vec<String>> {
+    logged(conn, "EVALSHA")
+        .await
+        .into_iter()
+        .map(|args| args[1..].to_vec())
+        .collect()
 }
 
 /// Whether a logged script call names `waiter` among its arguments.
@@ -80,10 +89,12 @@ async fn only_waiter(conn: &mut Conn, lock: &lockwise::FairLock) -> String {
     list[0].clone()
 }
 
-/// The head's `lock()` returns on the release's message: after the holder's unlock, the only
-/// script call naming the waiter is its background confirmation (3 arguments: lease, owner,
-/// waiter id), never a lock attempt. The hold outlives the TTL the handoff set (what was left
-/// of the waiter's queue deadline): the confirmation raised it, the watchdog renews it.
+/// The head's `lock()` returns on the release's message: the script calls naming the waiter
+/// are its one lock attempt (which queued it; its look after subscribing is a `ZSCORE` of its
+/// handoff record) and, after the holder's unlock, its background confirmation (3 arguments:
+/// lease, owner, waiter id), never a second lock attempt. The hold outlives the TTL the
+/// handoff set (what was left of the waiter's queue deadline): the confirmation raised it, the
+/// watchdog renews it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
     let server = RedisServer::start();
@@ -93,6 +104,7 @@ async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
     in_task(async move {
         let lock = c.fair_lock("h");
         let holder = lock.lock().await.unwrap();
+        log_everything(&mut conn).await;
         let waiter = {
             let lock = lock.clone();
             tokio::spawn(async move {
@@ -108,7 +120,6 @@ async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
             entry.contains(":g"),
             "a watchdog waiter asks for a handoff: {entry}"
         );
-        log_everything(&mut conn).await;
         let released = Instant::now();
         holder.unlock().await.unwrap();
         let (guard, at) = waiter.await.unwrap();
@@ -122,11 +133,21 @@ async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
         assert!(confirmed, "the handoff record stays");
         let calls = script_calls(&mut conn).await;
         let about_waiter: Vec<&Vec<String>> = calls.iter().filter(|c| names(c, &entry)).collect();
-        println!("script calls naming the waiter after the unlock: {about_waiter:?}");
-        assert_eq!(about_waiter.len(), 1, "{calls:?}");
+        println!("script calls naming the waiter: {about_waiter:?}");
+        assert_eq!(about_waiter.len(), 2, "{calls:?}");
+        // numkeys, 4 keys, then the lock attempt's six arguments.
+        assert_eq!(about_waiter[0].len(), 11, "{:?}", about_waiter[0]);
         // numkeys, 4 keys, then lease, owner, waiter id: the confirmation.
-        assert_eq!(about_waiter[0].len(), 8, "{:?}", about_waiter[0]);
-        assert_eq!(about_waiter[0][5], WATCHDOG.as_millis().to_string());
+        assert_eq!(about_waiter[1].len(), 8, "{:?}", about_waiter[1]);
+        assert_eq!(about_waiter[1][5], WATCHDOG.as_millis().to_string());
+        let record = format!("!{entry}");
+        assert!(
+            logged(&mut conn, "ZSCORE")
+                .await
+                .iter()
+                .any(|a| a.contains(&record)),
+            "the look after subscribing reads the handoff record"
+        );
         // The hold lives on past the handoff's TTL (at most the 3 s waiter lease).
         tokio::time::sleep(WATCHDOG + Duration::from_secs(1)).await;
         assert!(!guard.is_lost());

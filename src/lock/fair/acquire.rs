@@ -3,7 +3,7 @@
 //! "Waiter deadlines" in [`fair`](super)).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -146,6 +146,8 @@ impl FairLock {
             channel: channel.clone(),
             last: Mutex::new(None),
             taken: AtomicBool::new(false),
+            attempts: AtomicU32::new(0),
+            queued: Mutex::new(None),
         });
         let granted = engine::acquire_hold(
             &self.inner.base,
@@ -207,6 +209,13 @@ impl FairLock {
         handoff: Option<&Arc<Handoff>>,
     ) -> impl Future<Output = Result<Attempt<(Ticket, u32, u64)>>> + Send + 'static {
         let handed = handoff.and_then(|h| self.handed_over(hold_key, h));
+        // The look right after subscribing: a release in between handed the lock over or
+        // not; its record tells, so a plain ZSCORE does instead of a lock script call.
+        let recheck = handoff.and_then(|h| {
+            let n = h.attempts.fetch_add(1, Ordering::SeqCst);
+            let queued = *h.queued.lock().unwrap_or_else(|e| e.into_inner());
+            queued.filter(|_| n == 1 && !single)
+        });
         let lease = self.inner.waiter_lease;
         let budget = match deadline {
             _ if single => Duration::ZERO,
@@ -223,6 +232,9 @@ impl FairLock {
         let waiter = waiter.clone();
         let abandoned = abandoned.clone();
         let handoff = handoff.cloned();
+        let record = recheck.map(|_| (self.timeouts_key().to_string(), format!("!{waiter}")));
+        let core = self.inner.base.core.clone();
+        let after = handoff.clone();
         let call = async move {
             if let Some(h) = handoff {
                 let budget = Duration::from_millis(budget_ms);
@@ -264,9 +276,25 @@ impl FairLock {
             if let Some(handed) = handed {
                 return Ok(Attempt::Acquired(handed));
             }
+            if let (Some(bound), Some((key, member))) = (recheck, record) {
+                let found: redis::RedisResult<Option<f64>> = redis::cmd("ZSCORE")
+                    .arg(key)
+                    .arg(member)
+                    .query_async(&mut core.conn.clone())
+                    .await;
+                // Not handed over: wait as the first attempt said. Handed over, or no
+                // answer: the lock script decides.
+                if let Ok(None) = found {
+                    return Ok(Attempt::Held(Some(bound)));
+                }
+            }
             Ok(match attempt.await? {
                 Attempt::Held(wait) => {
-                    Attempt::Held(Some(wait.map_or(refresh, |w| w.min(refresh))))
+                    let bound = wait.map_or(refresh, |w| w.min(refresh));
+                    if let Some(h) = after.filter(|_| budget_ms > 0) {
+                        *h.queued.lock().unwrap_or_else(|e| e.into_inner()) = Some(bound);
+                    }
+                    Attempt::Held(Some(bound))
                 }
                 acquired => acquired,
             })
@@ -353,11 +381,16 @@ impl FairLock {
 
 /// What a waiter that asked for a handoff keeps: its channel, where the release's message
 /// comes; the send time and queue budget of its latest attempt (the handoff's TTL is what was
-/// left of that budget); whether it took a handoff on a message (it is then confirmed).
+/// left of that budget); whether it took a handoff on a message (it is then confirmed); and
+/// what its look right after subscribing needs (see "Handoff" in [`fair`](super)).
 struct Handoff {
     channel: String,
     last: Mutex<Option<(Instant, Duration)>>,
     taken: AtomicBool,
+    /// Attempts made so far.
+    attempts: AtomicU32,
+    /// The wait bound of the latest script attempt that left the waiter queued.
+    queued: Mutex<Option<Duration>>,
 }
 
 /// Reads the fair lock script's reply: `[1, holds, queued]` granted (`queued` waiters left

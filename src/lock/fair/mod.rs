@@ -40,7 +40,10 @@
 //! or the waiter subscribed after the handoff), the waiter's next attempt, which a reconnect
 //! makes at once, finds its record and takes the hold without counting it as a re-entry; a
 //! waiter that leaves (timeout, dropped future) before it heard gives the hold back and the
-//! lock goes to the next head. A waiter takes a handoff on a message only when its client's
+//! lock goes to the next head. Since a release does for such a waiter nothing that its record
+//! does not show, its look right after subscribing (which catches a release that came before
+//! the subscription) is a `ZSCORE` of that record, not a lock script call: a contended
+//! `lock()` costs one lock script call, not two. A waiter takes a handoff on a message only when its client's
 //! hold registry can count it alone (no other hold or call of its owner on this lock) and at
 //! least half of its last budget is surely left; otherwise it asks the server. A hold with a
 //! lease is never handed over: a TTL other than its lease would break the lease's promise, so
