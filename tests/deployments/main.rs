@@ -823,6 +823,36 @@ async fn replica_sync_on_standalone() {
     }
     let err = client.fair_lock("f").lock().await.expect_err("no replica");
     assert!(err.is_replica_sync(), "{err:?}");
+    // A release hands a fair lock to the head of its queue; a head whose client waits for
+    // replicas does not take it on the message but through its lock script, which waits for
+    // them: here none, so it fails closed and gives the lock back.
+    let plain = Client::builder(server.url())
+        .namespace(&ns)
+        .build()
+        .await
+        .unwrap();
+    let holder = plain.fair_lock("h").lock().await.unwrap();
+    let waiter = {
+        let lock = client.fair_lock("h");
+        tokio::spawn(async move { lock.lock().await })
+    };
+    let queued = support::eventually(Duration::from_secs(5), || async {
+        plain.fair_lock("h").queue_len().await.unwrap() == 1
+    })
+    .await;
+    assert!(queued, "the waiter never queued");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    holder.unlock().await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the head answers")
+        .unwrap()
+        .expect_err("no replica");
+    assert!(err.is_replica_sync(), "{err:?}");
+    assert!(
+        plain.fair_lock("h").lock().await.is_ok(),
+        "the lock was given back"
+    );
     let err = client
         .fenced_lock("t")
         .lock()

@@ -43,9 +43,12 @@
 //! lock goes to the next head. Since a release does for such a waiter nothing that its record
 //! does not show, its look right after subscribing (which catches a release that came before
 //! the subscription) is a `ZSCORE` of that record, not a lock script call: a contended
-//! `lock()` costs one lock script call, not two. A waiter takes a handoff on a message only when its client's
-//! hold registry can count it alone (no other hold or call of its owner on this lock) and at
-//! least half of its last budget is surely left; otherwise it asks the server. A hold with a
+//! `lock()` costs one lock script call, not two.
+//!
+//! A waiter takes a handoff on a message only when its client's hold registry can count it
+//! alone (no other hold or call of its owner on this lock), at least half of its last budget
+//! is surely left, and its client does not wait for replicas to acknowledge lock writes;
+//! otherwise it asks the server (whose reply then waits for them). A hold with a
 //! lease is never handed over: a TTL other than its lease would break the lease's promise, so
 //! such a waiter is woken (`wake`) and takes the lock itself, one more round trip.
 //!
