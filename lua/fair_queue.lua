@@ -110,8 +110,10 @@ local function hand_over(lock, head, deadline, pub, prefix)
         redis.call('hset', lock, owner, 1)
         redis.call('pexpire', lock, deadline - now)
         redis.call('lpop', queue)
-        redis.call('zrem', deadlines, head)
+        -- The record first: removing the last member first would delete the key, and the
+        -- record would then make it again without a TTL.
         redis.call('zadd', deadlines, deadline, '!' .. head)
+        redis.call('zrem', deadlines, head)
         -- pcall: a refused publish (ACL) must not fail the caller after its writes; the
         -- waiter then finds its handoff at its next attempt (lua/fair_lock.lua).
         redis.pcall(pub, prefix .. ':' .. head, 'grant:' .. shrink())

@@ -308,6 +308,34 @@ async fn a_dead_head_blocks_no_longer_than_its_deadline() {
     .await;
 }
 
+/// A handoff to the only waiter leaves its record in a deadline set that keeps its TTL (the
+/// record must not recreate the set the waiter's removal emptied), and the record expires
+/// with it when the waiter never confirms (it died).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_record_always_has_a_ttl() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fair-record-ttl");
+    let c = client(server.url(), &ns, Duration::from_secs(30)).await;
+    let mut conn = server.conn().await;
+    in_task(async move {
+        let lock = c.fair_lock("r");
+        let holder = lock.lock().await.unwrap();
+        insert_dead_waiter(&mut conn, &lock, "dead:g1", Duration::from_millis(800)).await;
+        holder.unlock().await.unwrap();
+        let (list, zset) = queue_entries(&mut conn, &lock).await;
+        assert!(list.is_empty(), "{list:?}");
+        assert_eq!(zset, vec!["!dead:g1".to_string()]);
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(lock.timeouts_key())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(pttl > 0, "the record's set has no TTL: {pttl}");
+        assert_clean(&conn, "after the dead waiter's handoff expired").await;
+    })
+    .await;
+}
+
 /// The leave script of a waiter that was handed the lock but leaves before it heard (timed
 /// out, dropped) gives the hold back and hands the lock on to the next head at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lockwise::{Client, FencedLock, FencedLockGuard, RLock, RLockGuard};
+use lockwise::{Client, FairLock, FairLockGuard, FencedLock, FencedLockGuard, RLock, RLockGuard};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
@@ -91,7 +91,7 @@ struct Stats {
 
 struct Ctx {
     client: Client,
-    locks: Vec<(RLock, FencedLock)>,
+    locks: Vec<(RLock, FencedLock, FairLock)>,
     phase: watch::Receiver<Phase>,
     next_id: AtomicU64,
     /// Tasks parked at the barrier (holding or not) or finished.
@@ -112,17 +112,21 @@ enum Mode {
     Nested,
     /// `FencedLock::lock()` or `lock_with_lease()`: a fencing token per new owner.
     Fenced(Option<Duration>),
+    /// `FairLock::lock()` (a release hands it over) or `lock_with_lease()` (woken).
+    Fair(Option<Duration>),
 }
 
 impl Mode {
     fn pick(rng: &mut StdRng) -> Mode {
         let lease = LEASES[rng.random_range(0..LEASES.len())];
         match rng.random_range(0..100) {
-            0..35 => Mode::Watchdog,
-            35..55 => Mode::Lease(lease),
-            55..75 => Mode::Nested,
-            75..90 => Mode::Fenced(None),
-            _ => Mode::Fenced(Some(lease)),
+            0..28 => Mode::Watchdog,
+            28..44 => Mode::Lease(lease),
+            44..60 => Mode::Nested,
+            60..72 => Mode::Fenced(None),
+            72..80 => Mode::Fenced(Some(lease)),
+            80..93 => Mode::Fair(None),
+            _ => Mode::Fair(Some(lease)),
         }
     }
 
@@ -133,12 +137,14 @@ impl Mode {
             Mode::Nested => "nested",
             Mode::Fenced(None) => "fenced",
             Mode::Fenced(Some(_)) => "fenced-lease",
+            Mode::Fair(None) => "fair",
+            Mode::Fair(Some(_)) => "fair-lease",
         }
     }
 
     fn lease(self) -> Option<Duration> {
         match self {
-            Mode::Lease(l) | Mode::Fenced(Some(l)) => Some(l),
+            Mode::Lease(l) | Mode::Fenced(Some(l)) | Mode::Fair(Some(l)) => Some(l),
             _ => None,
         }
     }
@@ -150,6 +156,7 @@ enum Held {
     /// The outer guard and, once re-entered, the inner one.
     Nested(RLockGuard, Option<RLockGuard>),
     Fenced(FencedLockGuard),
+    Fair(FairLockGuard),
 }
 
 impl Held {
@@ -158,6 +165,7 @@ impl Held {
             Held::Plain(g) => g.is_lost(),
             Held::Nested(g, inner) => g.is_lost() || inner.as_ref().is_some_and(|i| i.is_lost()),
             Held::Fenced(g) => g.is_lost(),
+            Held::Fair(g) => g.is_lost(),
         }
     }
 
@@ -165,6 +173,7 @@ impl Held {
         match self {
             Held::Plain(g) | Held::Nested(g, _) => g.owner(),
             Held::Fenced(g) => g.owner(),
+            Held::Fair(g) => g.owner(),
         }
     }
 
@@ -196,6 +205,7 @@ impl Held {
                 first.and(outer)
             }
             Held::Fenced(g) => g.unlock().await,
+            Held::Fair(g) => g.unlock().await,
         }
     }
 }
@@ -257,7 +267,11 @@ async fn worker(args: WorkerArgs) -> Result<(), BoxError> {
     let locks = (0..args.locks)
         .map(|ix| {
             let name = lock_name(ix);
-            (client.lock(&name), client.fenced_lock(&name))
+            (
+                client.lock(&name),
+                client.fenced_lock(&name),
+                client.fair_lock(&name),
+            )
         })
         .collect();
     let ctx = Arc::new(Ctx {
@@ -320,13 +334,15 @@ async fn worker(args: WorkerArgs) -> Result<(), BoxError> {
 
 /// Acquires lock `ix` in `mode` (nested: the outer hold only).
 async fn acquire(ctx: &Ctx, ix: usize, mode: Mode) -> lockwise::Result<Held> {
-    let (rlock, fenced) = &ctx.locks[ix];
+    let (rlock, fenced, fair) = &ctx.locks[ix];
     Ok(match mode {
         Mode::Watchdog => Held::Plain(rlock.lock().await?),
         Mode::Lease(l) => Held::Plain(rlock.lock_with_lease(l).await?),
         Mode::Nested => Held::Nested(rlock.lock().await?, None),
         Mode::Fenced(None) => Held::Fenced(fenced.lock().await?),
         Mode::Fenced(Some(l)) => Held::Fenced(fenced.lock_with_lease(l).await?),
+        Mode::Fair(None) => Held::Fair(fair.lock().await?),
+        Mode::Fair(Some(l)) => Held::Fair(fair.lock_with_lease(l).await?),
     })
 }
 

@@ -385,11 +385,15 @@ pub(super) fn analyse(c: &Coordinator, tl: Timeline) -> Vec<String> {
         }
     }
     println!(
-        "holds             {} recorded ({} fenced), {} lost, {} unlocks found the hold gone \
+        "holds             {} recorded ({} fenced, {} fair), {} lost, {} unlocks found the hold gone \
          (+{} that may have expired first: worker SIGSTOPped between its last check and the \
          unlock's reply, or a lease that ran out before the reply)",
         s.holds.len(),
         s.holds.values().filter(|h| h.token.is_some()).count(),
+        s.holds
+            .values()
+            .filter(|h| h.mode.starts_with("fair"))
+            .count(),
         s.holds.values().filter(|h| h.how == "lost").count(),
         notheld.len(),
         notheld_expired.len()

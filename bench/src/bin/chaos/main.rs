@@ -16,7 +16,8 @@
 //! with `--worker` N times. Each worker has one `Client` (watchdog timeout 1.5 s, so a worker
 //! stopped for longer loses its locks) and 8 tasks. A task picks one of 5 locks and a mode at
 //! random: `lock()` (watchdog), `lock_with_lease` (0.4 s or 3 s), nested re-entry (`lock()`,
-//! then `try_lock(0)` by the same task: hold count 2), or a fenced lock (watchdog or lease).
+//! then `try_lock(0)` by the same task: hold count 2), a fenced lock (watchdog or lease), or
+//! the name's fair lock (watchdog, which a release hands over, or lease, which it wakes).
 //! It holds for 0–3 ms, re-checking its guard every millisecond, then unlocks. Workers stream
 //! every hold to the coordinator as text lines (see `chaos_worker.rs`), stamped with
 //! `CLOCK_MONOTONIC`, which is one clock for all processes of the host.
