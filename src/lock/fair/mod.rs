@@ -121,9 +121,9 @@ const MIN_WAITER_LEASE: Duration = Duration::from_millis(300);
 /// purge stale waiters, one channel subscription per waiting task (instead of one per lock
 /// and client), and one refresh script call per waiter every third of the waiter lease. An
 /// unlock hands the lock to the next waiter, so a handoff costs one round trip: the unlock
-/// script, and then, off the waiter's path, one confirmation script call (see "Handoff" in
-/// the [module docs](self)). A waiter with a lease is woken instead and makes its own lock
-/// script call: two round trips.
+/// script, and then, off the waiter's path, one confirmation script call (see
+/// [the guide](crate::guide::locks#fairlock-first-come-first-served)). A waiter with a lease
+/// is woken instead and makes its own lock script call: two round trips.
 ///
 /// # Example
 ///
