@@ -205,6 +205,50 @@ async fn a_leased_waiter_takes_the_lock_itself() {
     .await;
 }
 
+/// A waiter whose `try_lock` wait leaves it less than half the waiter lease is handed the
+/// lock with that little TTL, so it does not rely on the message: its lock script call finds
+/// the handoff and sets the full TTL, and no confirmation follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_near_its_deadline_takes_the_handoff_through_its_script() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fair-short");
+    let c = client(server.url(), &ns, WATCHDOG).await;
+    let mut conn = server.conn().await;
+    in_task(async move {
+        let lock = c.fair_lock("s");
+        let holder = lock.lock().await.unwrap();
+        let waiter = {
+            let lock = lock.clone();
+            // 1 s to wait: under half the 3 s waiter lease.
+            tokio::spawn(async move { lock.try_lock(Duration::from_secs(1), None).await.unwrap() })
+        };
+        queue_reaches(&lock, 1).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let entry = only_waiter(&mut conn, &lock).await;
+        log_everything(&mut conn).await;
+        holder.unlock().await.unwrap();
+        let guard = waiter.await.unwrap();
+        let calls = script_calls(&mut conn).await;
+        let about_waiter: Vec<&Vec<String>> = calls.iter().filter(|c| names(c, &entry)).collect();
+        assert_eq!(about_waiter.len(), 1, "{calls:?}");
+        assert_eq!(
+            about_waiter[0].len(),
+            11,
+            "a lock script call: {:?}",
+            about_waiter[0]
+        );
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(lock.key())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(pttl > 2_000, "the full TTL: {pttl}");
+        guard.unlock().await.unwrap();
+        assert_clean(&conn, "after the short waiter").await;
+    })
+    .await;
+}
+
 /// The release's message never reaches the head (its subscription connection was killed just
 /// before): the reconnect wakes it, and its next attempt finds the handoff record. The hold
 /// is counted once (the lock script does not count it as a re-entry), and its single unlock

@@ -304,9 +304,10 @@ impl FairLock {
     /// The hold a release handed to this waiter (heard on its `channel`), as if granted by its
     /// latest attempt: the handoff set the key's TTL to what was left of the queue deadline
     /// that attempt set, so the key surely lives until that attempt's send time + its budget.
-    /// `None` when no handoff was heard, when less than half the budget is surely left, when
-    /// the client waits for replicas to acknowledge each lock write, or when the registry cannot
-    /// count it alone (see [`Ticket::handed_over`]): the attempt then asks the server.
+    /// `None` when no handoff was heard, when the budget was under half the waiter lease or
+    /// less than half of it is surely left, when the client waits for replicas to acknowledge
+    /// each lock write, or when the registry cannot count it alone (see
+    /// [`Ticket::handed_over`]): the attempt then asks the server.
     fn handed_over(&self, hold_key: &HoldKey, handoff: &Handoff) -> Option<(Ticket, u32, u64)> {
         let core = &self.inner.base.core;
         let behind = core.listener.take_handoff(&handoff.channel)?;
@@ -316,7 +317,9 @@ impl FairLock {
             return None;
         }
         let (sent, budget) = (*handoff.last.lock().unwrap_or_else(|e| e.into_inner()))?;
-        if sent + budget / 2 <= Instant::now() {
+        // A budget cut short by the caller's own deadline gives a handoff too short to rely on
+        // until the confirmation lands: the script call sets the full TTL instead.
+        if budget < self.inner.waiter_lease / 2 || sent + budget / 2 <= Instant::now() {
             return None;
         }
         let ticket = Ticket::handed_over(&self.inner.base.kind, hold_key, sent, budget)?;

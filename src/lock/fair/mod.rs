@@ -46,10 +46,11 @@
 //! `lock()` costs one lock script call, not two.
 //!
 //! A waiter takes a handoff on a message only when its client's hold registry can count it
-//! alone (no other hold or call of its owner on this lock), at least half of its last budget
-//! is surely left, and its client does not wait for replicas to acknowledge lock writes;
-//! otherwise it asks the server (whose reply then waits for them). A hold with a
-//! lease is never handed over: a TTL other than its lease would break the lease's promise, so
+//! alone (no other hold or call of its owner on this lock), its last budget was at least half
+//! the waiter lease (not cut short by its `try_lock` wait) and half of it is surely left, and
+//! its client does not wait for replicas to acknowledge lock writes; otherwise it asks the
+//! server, whose lock script finds the handoff, raises the TTL to the lease and, with replica
+//! sync, waits for the replicas. A hold with a lease is never handed over: a TTL other than its lease would break the lease's promise, so
 //! such a waiter is woken (`wake`) and takes the lock itself, one more round trip.
 //!
 //! Every script that touches the queue first purges waiters whose deadline has passed, and
