@@ -284,7 +284,9 @@ async fn reentrant_holds_and_single_attempts() {
 
 /// A crashed waiter at the head (it never retries, never leaves) delays the live waiter
 /// behind it by at most its deadline: the live one wakes when that deadline passes, purges
-/// it and takes the lock.
+/// it and takes the lock. Both for a head the release wakes (`crashed:7`) and for one it hands
+/// the lock to (`crashed:g7`, a watchdog waiter): the handoff's TTL is what was left of the
+/// dead head's deadline, so it expires then.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_head_delays_the_queue_at_most_its_deadline() {
     let server = RedisServer::start();
@@ -292,29 +294,49 @@ async fn stale_head_delays_the_queue_at_most_its_deadline() {
     let c = client(server.url(), &ns, WATCHDOG).await;
     let mut conn = server.conn().await;
     in_task(async move {
-        let lock = c.fair_lock("stale");
-        let holder = lock.lock().await.unwrap();
-        let dead_for = Duration::from_millis(1500);
-        let inserted = Instant::now();
-        insert_dead_waiter(&mut conn, &lock, "crashed:7", dead_for).await;
-        let waiter = {
-            let lock = lock.clone();
-            tokio::spawn(async move {
-                let g = lock.lock().await.unwrap();
-                let at = Instant::now();
-                g.unlock().await.unwrap();
-                at
-            })
-        };
-        queue_reaches(&lock, 2).await;
-        // The unlock wakes the (dead) head only.
-        holder.unlock().await.unwrap();
-        let acquired = waiter.await.unwrap();
-        let delay = acquired - inserted;
-        println!("waiter behind a dead head acquired {delay:?} after it was queued (deadline {dead_for:?})");
-        assert!(delay >= dead_for - Duration::from_millis(100), "{delay:?}");
-        assert!(delay <= dead_for + Duration::from_millis(800), "{delay:?}");
-        assert_clean(&conn, "after the stale head").await;
+        for (name, dead) in [("stale", "crashed:7"), ("stale-handed", "crashed:g7")] {
+            let lock = c.fair_lock(name);
+            let holder = lock.lock().await.unwrap();
+            let dead_for = Duration::from_millis(1500);
+            let inserted = Instant::now();
+            insert_dead_waiter(&mut conn, &lock, dead, dead_for).await;
+            let waiter = {
+                let lock = lock.clone();
+                tokio::spawn(async move {
+                    let g = lock.lock().await.unwrap();
+                    let at = Instant::now();
+                    g.unlock().await.unwrap();
+                    at
+                })
+            };
+            queue_reaches(&lock, 2).await;
+            // The unlock serves the (dead) head only.
+            holder.unlock().await.unwrap();
+            if dead.contains(":g") {
+                let holds: Option<u32> = redis::cmd("HGET")
+                    .arg(lock.key())
+                    .arg("crashed")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                assert_eq!(holds, Some(1), "the release handed the lock to the head");
+                let pttl: i64 = redis::cmd("PTTL")
+                    .arg(lock.key())
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                assert!(pttl > 0 && pttl <= dead_for.as_millis() as i64, "{pttl}");
+            }
+            let acquired = waiter.await.unwrap();
+            let delay = acquired - inserted;
+            println!(
+                "waiter behind dead head {dead} acquired {delay:?} after it was queued \
+                 (deadline {dead_for:?})"
+            );
+            assert!(delay >= dead_for - Duration::from_millis(100), "{delay:?}");
+            assert!(delay <= dead_for + Duration::from_millis(800), "{delay:?}");
+            assert_clean(&conn, "after the stale head").await;
+        }
     })
     .await;
 }

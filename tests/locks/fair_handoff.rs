@@ -1,8 +1,10 @@
 //! FairLock handoff: a release gives the lock to the head of the queue inside the unlock
 //! script, and the head's `lock()` returns on the message, without a lock-script call of its
-//! own. What happens when the message is lost, when the head is dead, when a handed waiter
-//! leaves before it heard, and for a waiter with a lease (not handed: it takes the lock
-//! itself). Script calls are read from the server's SLOWLOG (every command logged, in order).
+//! own. What happens when the message is lost, when a handed waiter leaves before it heard,
+//! and for a waiter with a lease or near its deadline (it takes the lock through its script).
+//! A dead head handed the lock is in `fair.rs` (`stale_head_delays_the_queue_at_most_its_
+//! deadline`). Script calls are read from the server's SLOWLOG (every command logged, in
+//! order).
 
 use std::time::{Duration, Instant};
 
@@ -82,8 +84,11 @@ fn names(call: &[String], waiter: &str) -> bool {
     call.iter().any(|a| a == waiter)
 }
 
-/// The queue entry of the only waiter (`<owner>:g<n>` or `<owner>:<n>`).
-async fn only_waiter(conn: &mut Conn, lock: &lockwise::FairLock) -> String {
+/// Waits until one waiter queued on `lock` and made its look after subscribing; returns its
+/// queue entry (`<owner>:g<n>` or `<owner>:<n>`).
+async fn queued(conn: &mut Conn, lock: &lockwise::FairLock) -> String {
+    queue_reaches(lock, 1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let (list, _) = queue_entries(conn, lock).await;
     assert_eq!(list.len(), 1, "{list:?}");
     list[0].clone()
@@ -112,10 +117,7 @@ async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
                 (g, Instant::now())
             })
         };
-        queue_reaches(&lock, 1).await;
-        // Let the waiter finish its attempt after subscribing.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let entry = only_waiter(&mut conn, &lock).await;
+        let entry = queued(&mut conn, &lock).await;
         assert!(
             entry.contains(":g"),
             "a watchdog waiter asks for a handoff: {entry}"
@@ -164,87 +166,53 @@ async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
     .await;
 }
 
-/// A waiter with a lease is not handed the lock (a handoff would set a TTL other than its
-/// lease): the release wakes it and its own lock attempt takes the lock.
+/// Waiters that do not rely on a handoff's message take the lock with their own lock script
+/// call after the release, which sets their full TTL, and no confirmation follows: a waiter
+/// with a lease (never handed over: a handoff would set a TTL other than its lease; the release
+/// wakes it), and a `try_lock` waiter whose wait leaves it less than half the waiter lease
+/// (handed over with that little TTL: its script finds the handoff).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_leased_waiter_takes_the_lock_itself() {
+async fn waiters_that_cannot_rely_on_a_handoff_take_the_lock_with_their_script() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-leased");
+    let ns = support::unique_ns("fair-script");
     let c = client(server.url(), &ns, WATCHDOG).await;
     let mut conn = server.conn().await;
     in_task(async move {
-        let lock = c.fair_lock("l");
-        let holder = lock.lock().await.unwrap();
-        let waiter = {
-            let lock = lock.clone();
-            tokio::spawn(
-                async move { lock.lock_with_lease(Duration::from_secs(20)).await.unwrap() },
-            )
-        };
-        queue_reaches(&lock, 1).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let entry = only_waiter(&mut conn, &lock).await;
-        assert!(!entry.contains(":g"), "{entry}");
-        log_everything(&mut conn).await;
-        holder.unlock().await.unwrap();
-        let guard = waiter.await.unwrap();
-        let calls = script_calls(&mut conn).await;
-        let about_waiter: Vec<&Vec<String>> = calls.iter().filter(|c| names(c, &entry)).collect();
-        assert_eq!(about_waiter.len(), 1, "{calls:?}");
-        // numkeys, 4 keys, then the lock attempt's six arguments.
-        assert_eq!(about_waiter[0].len(), 11, "{:?}", about_waiter[0]);
-        let pttl: i64 = redis::cmd("PTTL")
-            .arg(lock.key())
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        assert!(pttl > 19_000, "{pttl}");
-        guard.unlock().await.unwrap();
-        assert_clean(&conn, "after the leased waiter").await;
-    })
-    .await;
-}
-
-/// A waiter whose `try_lock` wait leaves it less than half the waiter lease is handed the
-/// lock with that little TTL, so it does not rely on the message: its lock script call finds
-/// the handoff and sets the full TTL, and no confirmation follows.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiter_near_its_deadline_takes_the_handoff_through_its_script() {
-    let server = RedisServer::start();
-    let ns = support::unique_ns("fair-short");
-    let c = client(server.url(), &ns, WATCHDOG).await;
-    let mut conn = server.conn().await;
-    in_task(async move {
-        let lock = c.fair_lock("s");
-        let holder = lock.lock().await.unwrap();
-        let waiter = {
-            let lock = lock.clone();
-            // 1 s to wait: under half the 3 s waiter lease.
-            tokio::spawn(async move { lock.try_lock(Duration::from_secs(1), None).await.unwrap() })
-        };
-        queue_reaches(&lock, 1).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let entry = only_waiter(&mut conn, &lock).await;
-        log_everything(&mut conn).await;
-        holder.unlock().await.unwrap();
-        let guard = waiter.await.unwrap();
-        let calls = script_calls(&mut conn).await;
-        let about_waiter: Vec<&Vec<String>> = calls.iter().filter(|c| names(c, &entry)).collect();
-        assert_eq!(about_waiter.len(), 1, "{calls:?}");
-        assert_eq!(
-            about_waiter[0].len(),
-            11,
-            "a lock script call: {:?}",
-            about_waiter[0]
-        );
-        let pttl: i64 = redis::cmd("PTTL")
-            .arg(lock.key())
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        assert!(pttl > 2_000, "the full TTL: {pttl}");
-        guard.unlock().await.unwrap();
-        assert_clean(&conn, "after the short waiter").await;
+        // (lock name, leased?, the least PTTL right after)
+        for (name, leased, least_ttl) in [("leased", true, 19_000), ("short", false, 2_000)] {
+            let lock = c.fair_lock(name);
+            let holder = lock.lock().await.unwrap();
+            let waiter = {
+                let lock = lock.clone();
+                tokio::spawn(async move {
+                    match leased {
+                        true => lock.lock_with_lease(Duration::from_secs(20)).await,
+                        // 1 s to wait: under half the 3 s waiter lease.
+                        false => lock.try_lock(Duration::from_secs(1), None).await,
+                    }
+                    .unwrap()
+                })
+            };
+            let entry = queued(&mut conn, &lock).await;
+            assert_eq!(entry.contains(":g"), !leased, "{entry}");
+            log_everything(&mut conn).await;
+            holder.unlock().await.unwrap();
+            let guard = waiter.await.unwrap();
+            let calls = script_calls(&mut conn).await;
+            let about_waiter: Vec<&Vec<String>> =
+                calls.iter().filter(|c| names(c, &entry)).collect();
+            assert_eq!(about_waiter.len(), 1, "{name}: {calls:?}");
+            // numkeys, 4 keys, then the lock attempt's six arguments.
+            assert_eq!(about_waiter[0].len(), 11, "{name}: {:?}", about_waiter[0]);
+            let pttl: i64 = redis::cmd("PTTL")
+                .arg(lock.key())
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert!(pttl > least_ttl, "{name}: {pttl}");
+            guard.unlock().await.unwrap();
+            assert_clean(&conn, name).await;
+        }
     })
     .await;
 }
@@ -267,9 +235,7 @@ async fn a_lost_handoff_message_is_found_by_the_next_attempt() {
             let lock = lock.clone();
             tokio::spawn(async move { lock.lock().await.unwrap() })
         };
-        queue_reaches(&lock, 1).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let entry = only_waiter(&mut conn, &lock).await;
+        let entry = queued(&mut conn, &lock).await;
         assert!(support::kill_pubsub(&mut conn).await >= 1);
         holder.unlock().await.unwrap();
         let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
@@ -298,56 +264,6 @@ async fn a_lost_handoff_message_is_found_by_the_next_attempt() {
             .unwrap();
         assert!(!exists, "one unlock frees the handed lock");
         assert_clean(&conn, "after the lost message").await;
-    })
-    .await;
-}
-
-/// A dead head that asked for a handoff is handed the lock by the release, which sets the TTL
-/// to what is left of its queue deadline: the waiter behind it gets the lock when that
-/// deadline passes, as it would without the handoff.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_head_blocks_no_longer_than_its_deadline() {
-    let server = RedisServer::start();
-    let ns = support::unique_ns("fair-dead-head");
-    let c = client(server.url(), &ns, Duration::from_secs(30)).await;
-    let mut conn = server.conn().await;
-    in_task(async move {
-        let lock = c.fair_lock("d");
-        let holder = lock.lock().await.unwrap();
-        let dead_for = Duration::from_millis(1500);
-        let inserted = Instant::now();
-        insert_dead_waiter(&mut conn, &lock, "crashed:g7", dead_for).await;
-        let waiter = {
-            let lock = lock.clone();
-            tokio::spawn(async move {
-                let g = lock.lock().await.unwrap();
-                let at = Instant::now();
-                g.unlock().await.unwrap();
-                at
-            })
-        };
-        queue_reaches(&lock, 2).await;
-        holder.unlock().await.unwrap();
-        // The dead head holds it now, until its deadline.
-        let holds: Option<u32> = redis::cmd("HGET")
-            .arg(lock.key())
-            .arg("crashed")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        assert_eq!(holds, Some(1), "the release handed the lock to the head");
-        let pttl: i64 = redis::cmd("PTTL")
-            .arg(lock.key())
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        assert!(pttl > 0 && pttl <= dead_for.as_millis() as i64, "{pttl}");
-        let acquired = waiter.await.unwrap();
-        let delay = acquired - inserted;
-        println!("waiter behind a dead, handed head acquired {delay:?} after it was queued (deadline {dead_for:?})");
-        assert!(delay >= dead_for - Duration::from_millis(100), "{delay:?}");
-        assert!(delay <= dead_for + Duration::from_millis(800), "{delay:?}");
-        assert_clean(&conn, "after the dead head").await;
     })
     .await;
 }
