@@ -257,7 +257,8 @@ impl FairLock {
         self.inner.base.keys.script_keys()
     }
 
-    /// Deletes the lock whoever holds it and wakes the head of the queue; the queue is kept.
+    /// Deletes the lock whoever holds it and serves the head of the queue (hands it the lock,
+    /// or wakes it: see "Handoff" in the guide's FairLock section); the queue is kept.
     /// Returns whether it was locked. The former holders' guards then fail to unlock with
     /// [`Error::NotHeld`](crate::Error::NotHeld); watchdog holders also see [`FairLockGuard::lost`] fire at their
     /// next renewal.
@@ -350,7 +351,8 @@ pub struct FairLockGuard {
 }
 
 impl FairLockGuard {
-    /// Releases this hold; the last hold frees the lock and wakes only the head of the queue.
+    /// Releases this hold; the last hold hands the lock to the head of the queue (or wakes
+    /// only that head, if it waits with a lease).
     ///
     /// Not retried on failure: a retried unlock could release a hold that is no longer this
     /// guard's. On an error the hold is left to expire with its TTL.
