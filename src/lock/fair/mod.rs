@@ -258,7 +258,8 @@ impl FairLock {
     }
 
     /// Deletes the lock whoever holds it and serves the head of the queue (hands it the lock,
-    /// or wakes it: see "Handoff" in the guide's FairLock section); the queue is kept.
+    /// or wakes it: see [the guide](crate::guide::locks#fairlock-first-come-first-served));
+    /// the queue is kept.
     /// Returns whether it was locked. The former holders' guards then fail to unlock with
     /// [`Error::NotHeld`](crate::Error::NotHeld); watchdog holders also see [`FairLockGuard::lost`] fire at their
     /// next renewal.
