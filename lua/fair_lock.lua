@@ -33,7 +33,7 @@
 --         {0, wait}   not acquired; wait = ms after which retrying is useful: for the head,
 --                     the lock's pttl; for others, until the earliest queue deadline (when
 --                     a stale waiter ahead could be purged); -1 = unknown
--- (queue, deadlines, now, clock, purge_expired, live_head, tidy, shrink, hand_over:
+-- (queue, deadlines, now, clock, purge_expired, live_head, tidy, grow, shrink, hand_over:
 -- lua/fair_queue.lua, prepended)
 local lock = KEYS[1]
 local owner, waiter = ARGV[2], ARGV[3]
@@ -84,10 +84,10 @@ end
 
 local budget = tonumber(ARGV[4])
 if budget > 0 then
-    if not redis.call('zscore', deadlines, waiter) then
+    -- ZADD answers 1 for a new member: only then does the waiter join the list's tail.
+    if redis.call('zadd', deadlines, now + budget, waiter) == 1 then
         redis.call('rpush', queue, waiter)
     end
-    redis.call('zadd', deadlines, now + budget, waiter)
 end
 if purged > 0 then
     head = tidy()
@@ -97,7 +97,10 @@ if purged > 0 then
         head = redis.call('lindex', queue, 0)
     end
 elseif budget > 0 then
-    head = tidy()
+    -- Nothing was removed and the caller is in the queue (at its tail if it was empty): the
+    -- head stands, and only the TTLs may need raising.
+    head = head or waiter
+    grow()
 end
 
 if head == waiter or budget == 0 then

@@ -37,6 +37,8 @@
 --                           are empty too (handoff records stay until their deadline); sets
 --                           the TTL of what is left to "latest deadline + 1 s"; Returns the
 --                           head (or false)
+--   grow()                  after entries were added or refreshed, nothing removed, and the
+--                           queue is not empty: sets both keys' TTL to "latest deadline + 1 s"
 --   shrink()                after removals only (nothing added or refreshed, so no TTL needs
 --                           raising): deletes the queue when it is empty and the deadlines when
 --                           they are empty too; Returns the queue's length
@@ -90,6 +92,13 @@ local function tidy()
     redis.call('pexpire', queue, ttl)
     redis.call('pexpire', deadlines, ttl)
     return redis.call('lindex', queue, 0)
+end
+
+local function grow()
+    local last = redis.call('zrange', deadlines, -1, -1, 'withscores')
+    local ttl = math.max(tonumber(last[2]) - now, 0) + 1000
+    redis.call('pexpire', queue, ttl)
+    redis.call('pexpire', deadlines, ttl)
 end
 
 local function shrink()
