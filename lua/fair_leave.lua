@@ -41,7 +41,7 @@ if redis.call('zrem', deadlines, '!' .. ARGV[1]) == 1 then
     live_head()
     local head = tidy()
     if head and redis.call('exists', lock) == 0 then
-        hand_over(lock, head, tonumber(redis.call('zscore', deadlines, head)), pub, ARGV[2])
+        hand_over(lock, head, pub, ARGV[2])
     end
     return 2
 end
@@ -53,7 +53,7 @@ redis.call('zrem', deadlines, ARGV[1])
 live_head()
 local head = tidy()
 if head and head ~= old_head and redis.call('exists', lock) == 0 then
-    hand_over(lock, head, tonumber(redis.call('zscore', deadlines, head)), pub, ARGV[2])
+    hand_over(lock, head, pub, ARGV[2])
 end
 if removed > 0 then
     return 1

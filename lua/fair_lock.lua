@@ -93,7 +93,7 @@ if purged > 0 then
     head = tidy()
     if free and head and head ~= waiter then
         local pub = ARGV[6] == 'spublish' and 'spublish' or 'publish'
-        hand_over(lock, head, tonumber(redis.call('zscore', deadlines, head)), pub, ARGV[5])
+        hand_over(lock, head, pub, ARGV[5])
         head = redis.call('lindex', queue, 0)
     end
 elseif budget > 0 then

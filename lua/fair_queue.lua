@@ -20,9 +20,10 @@
 --   wake_head(lock, pub, prefix)
 --                           wake_fair for a caller that already saw the queue exist; only
 --                           removes entries, so it never touches the keys' TTLs
---   hand_over(lock, head, deadline, pub, prefix)
---                           `lock` is free and `head` heads the queue with this deadline
---                           (a number, or false): a waiter "<owner>:g<n>"
+--   hand_over(lock, head, pub, prefix, deadline)
+--                           `lock` is free and `head` heads the queue; `deadline` is its
+--                           deadline if the caller read it already (else read here): a
+--                           waiter "<owner>:g<n>"
 --                           is given the lock (its owner field set to 1, TTL = what is left
 --                           of its deadline, so a dead head blocks no longer than its queue
 --                           entry would), leaves the queue, is recorded as "!<waiter id>" in
@@ -113,7 +114,8 @@ local function shrink()
     return left
 end
 
-local function hand_over(lock, head, deadline, pub, prefix)
+local function hand_over(lock, head, pub, prefix, deadline)
+    deadline = deadline or tonumber(redis.call('zscore', deadlines, head))
     local owner = string.match(head, '^(.+):g%d+$')
     if owner and deadline and deadline > now then
         redis.call('hset', lock, owner, 1)
@@ -137,7 +139,7 @@ local function wake_head(lock, pub, prefix)
     local purged = purge_expired()
     local head, dropped, deadline = live_head()
     if head and redis.call('exists', lock) == 0 then
-        hand_over(lock, head, deadline, pub, prefix)
+        hand_over(lock, head, pub, prefix, deadline)
     elseif purged + dropped > 0 then
         shrink()
     end
