@@ -47,6 +47,27 @@ pub(super) async fn assert_clean(conn: &Conn, context: &str) {
     }
 }
 
+/// Spawns a task that takes `lock`, notes when, and releases it; returns that instant.
+pub(super) fn spawn_timed_waiter(lock: &FairLock) -> tokio::task::JoinHandle<Instant> {
+    let lock = lock.clone();
+    tokio::spawn(async move {
+        let g = lock.lock().await.unwrap();
+        let at = Instant::now();
+        g.unlock().await.unwrap();
+        at
+    })
+}
+
+/// The hold count `owner` has in `lock`'s hash (`None`: no field).
+pub(super) async fn holds_of(conn: &mut Conn, lock: &FairLock, owner: &str) -> Option<u32> {
+    redis::cmd("HGET")
+        .arg(lock.key())
+        .arg(owner)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
 /// Redis server time in ms (the clock the queue deadlines use).
 async fn server_ms(conn: &mut Conn) -> u64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
@@ -300,25 +321,12 @@ async fn stale_head_delays_the_queue_at_most_its_deadline() {
             let dead_for = Duration::from_millis(1500);
             let inserted = Instant::now();
             insert_dead_waiter(&mut conn, &lock, dead, dead_for).await;
-            let waiter = {
-                let lock = lock.clone();
-                tokio::spawn(async move {
-                    let g = lock.lock().await.unwrap();
-                    let at = Instant::now();
-                    g.unlock().await.unwrap();
-                    at
-                })
-            };
+            let waiter = spawn_timed_waiter(&lock);
             queue_reaches(&lock, 2).await;
             // The unlock serves the (dead) head only.
             holder.unlock().await.unwrap();
             if dead.contains(":g") {
-                let holds: Option<u32> = redis::cmd("HGET")
-                    .arg(lock.key())
-                    .arg("crashed")
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
+                let holds = holds_of(&mut conn, &lock, "crashed").await;
                 assert_eq!(holds, Some(1), "the release handed the lock to the head");
                 let pttl: i64 = redis::cmd("PTTL")
                     .arg(lock.key())

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use redis::Value;
 use support::{in_task, queue_reaches, Conn, RedisServer};
 
-use super::fair::{assert_clean, client, insert_dead_waiter, queue_entries};
+use super::fair::{
+    assert_clean, client, holds_of, insert_dead_waiter, queue_entries, spawn_timed_waiter,
+};
 
 /// 3 s: a waiter lease of 3 s, renewals every second.
 const WATCHDOG: Duration = Duration::from_secs(3);
@@ -153,12 +155,7 @@ async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
         // The hold lives on past the handoff's TTL (at most the 3 s waiter lease).
         tokio::time::sleep(WATCHDOG + Duration::from_secs(1)).await;
         assert!(!guard.is_lost());
-        let holds: Option<u32> = redis::cmd("HGET")
-            .arg(lock.key())
-            .arg(guard.owner())
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let holds = holds_of(&mut conn, &lock, guard.owner()).await;
         assert_eq!(holds, Some(1));
         guard.unlock().await.unwrap();
         assert_clean(&conn, "after the handoff").await;
@@ -249,12 +246,7 @@ async fn a_lost_handoff_message_is_found_by_the_next_attempt() {
                 .contains(&format!("!{entry}")),
             "the attempt consumed the record"
         );
-        let holds: Option<u32> = redis::cmd("HGET")
-            .arg(lock.key())
-            .arg(guard.owner())
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let holds = holds_of(&mut conn, &lock, guard.owner()).await;
         assert_eq!(holds, Some(1), "counted once");
         guard.unlock().await.unwrap();
         let exists: bool = redis::cmd("EXISTS")
@@ -309,15 +301,7 @@ async fn a_handed_waiter_that_leaves_gives_the_lock_back() {
         let holder = lock.lock().await.unwrap();
         // A waiter of another process, which will leave (by the script it would run).
         insert_dead_waiter(&mut conn, &lock, "gone:g3", Duration::from_secs(20)).await;
-        let waiter = {
-            let lock = lock.clone();
-            tokio::spawn(async move {
-                let g = lock.lock().await.unwrap();
-                let at = Instant::now();
-                g.unlock().await.unwrap();
-                at
-            })
-        };
+        let waiter = spawn_timed_waiter(&lock);
         queue_reaches(&lock, 2).await;
         holder.unlock().await.unwrap();
         let (list, zset) = queue_entries(&mut conn, &lock).await;
