@@ -7,6 +7,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`kit`] | small helpers: clients with the suite's watchdog, key inspection, timeouts |
+//! | [`redisson`] | a Redisson-protocol peer (`RedissonPeer`): the "Java service" of the interop tests |
 //! | [`child`] | the parent side of child processes (`ChildProc`) |
 //! | [`scenarios`] | the overtake scenarios: a busy `Client`, a remote task's waits, a claimant leaving a free lock |
 //! | [`seen`] | what a metrics `DebuggingRecorder` saw, by name and labels (`Seen`) |
@@ -16,6 +17,7 @@
 
 pub mod child;
 pub mod kit;
+pub mod redisson;
 pub mod scenarios;
 pub mod seen;
 pub mod stock;
