@@ -27,6 +27,7 @@ mod pubsub;
 mod rwlock;
 pub mod scripts;
 mod sync;
+pub mod sync_scripts;
 #[cfg(test)]
 mod tests;
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use super::pubsub::Kind;
-use super::scripts::*;
+use super::sync_scripts::*;
 use super::*;
 
 impl RedissonPeer {
