@@ -50,7 +50,7 @@
 //   wire/             what lockwise writes to Redis
 //     keys.rs         every key and channel name (`Role`), argument checks
 //     scripts.rs      every Lua script (lua/*.lua), the runner, the header test
-//   error.rs          the one error enum
+//   error/            the one error enum (tests.rs: its classification)
 //   guide.rs          the guide: docs/guide/*.md as documentation-only modules
 //
 // Cargo features: `tls-rustls`, `tls-rustls-webpki-roots`, `tls-native-tls` only switch on
