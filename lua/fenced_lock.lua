@@ -57,29 +57,15 @@
 -- overtaken by the clock the same way.
 -- Lua numbers are doubles: counter and clock are compared as numbers (exact below 2^53), and
 -- the counter is written from the clock's string or by INCR, never formatted from a number.
-local MAX_TOKEN = 9007199254740991 -- 2^53 - 1
+-- (next_fence_token: lua/fence_counter.lua, prepended)
 
 -- Issues the next token into KEYS[2] and the hash; returns it, or nil and an error message.
 local function next_token()
-    local now = redis.call('time') -- {seconds, microseconds} as strings
-    local clock = now[1] .. string.sub('000000' .. now[2], -6)
-    local counter = redis.call('get', KEYS[2])
-    if counter and not string.find(counter, '^%-?%d+$') then
-        return nil, 'lockwise: fencing counter is not an integer'
+    local token, err = next_fence_token(KEYS[2])
+    if token then
+        redis.call('hset', KEYS[1], 'token', token)
     end
-    local count_on = counter and tonumber(counter) >= tonumber(clock)
-    local next_value = count_on and tonumber(counter) + 1 or tonumber(clock)
-    if next_value > MAX_TOKEN then
-        return nil, 'lockwise: fencing counter exhausted'
-    end
-    if count_on then
-        redis.call('incr', KEYS[2])
-    else
-        redis.call('set', KEYS[2], clock)
-    end
-    local token = redis.call('get', KEYS[2])
-    redis.call('hset', KEYS[1], 'token', token)
-    return tonumber(token)
+    return token, err
 end
 
 local lease = tonumber(ARGV[1])

@@ -11,17 +11,37 @@
 -- is kept. A read-write lock's readers hash (a key whose name has ':rwread') also keeps a
 -- deadline per reader in the field "~" .. owner: it is raised to now + ttl (server clock,
 -- one TIME per call at most), so the watchdog renews only this client's own reader holds.
--- Other keys cost no command more than before.
+-- A read-write lock in Redisson's format (KeyLayout::Redisson: the hash has a field `mode`,
+-- which no other hash of either layout has) keeps, for each read hold n of a reader
+-- (an owner field not ending in ':write'), the key <prefix>:<owner>:rwlock_timeout:<n>,
+-- prefix = '{' .. KEYS[i] .. '}' (KEYS[i] itself when it contains '{'): those of holds
+-- 1..count are extended the same way, as Redisson's ReadLockTask does for its own readers.
+-- Other keys cost no command more than before (the field and `mode` come in one HMGET).
 local ttl = tonumber(ARGV[1])
 local result = {}
 local now
 for i = 1, #KEYS do
-    if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then
+    local owner = ARGV[i + 1]
+    local got = redis.call('hmget', KEYS[i], owner, 'mode')
+    if got[1] then
         if redis.call('pttl', KEYS[i]) < ttl then
             redis.call('pexpire', KEYS[i], ttl)
         end
-        if string.find(KEYS[i], ':rwread', 1, true) then
-            local field = '~' .. ARGV[i + 1]
+        if got[2] then
+            if string.sub(owner, -6) ~= ':write' then
+                local prefix = KEYS[i]
+                if not string.find(prefix, '{', 1, true) then
+                    prefix = '{' .. prefix .. '}'
+                end
+                prefix = prefix .. ':' .. owner .. ':rwlock_timeout:'
+                for n = 1, tonumber(got[1]) or 0 do
+                    if redis.call('pttl', prefix .. n) < ttl then
+                        redis.call('pexpire', prefix .. n, ttl)
+                    end
+                end
+            end
+        elseif string.find(KEYS[i], ':rwread', 1, true) then
+            local field = '~' .. owner
             local deadline = redis.call('hget', KEYS[i], field)
             if deadline then
                 if not now then

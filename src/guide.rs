@@ -13,6 +13,7 @@
 //! | [`performance`] | measured figures and how to reproduce them |
 //! | [`internals`] | keys, scripts, waiting and the watchdog |
 //! | [`migration`] | from Redisson and from rslock |
+//! | [`redisson`] | mixed fleets with Redisson: one lock, Java and Rust on each side |
 
 #[doc = include_str!("../docs/guide/concepts.md")]
 pub mod concepts {}
@@ -32,3 +33,5 @@ pub mod performance {}
 pub mod internals {}
 #[doc = include_str!("../docs/guide/migration.md")]
 pub mod migration {}
+#[doc = include_str!("../docs/guide/redisson.md")]
+pub mod redisson {}

@@ -50,7 +50,9 @@
 //   wire/             what lockwise writes to Redis
 //     keys.rs         every key and channel name (`Role`), argument checks
 //     scripts.rs      every Lua script (lua/*.lua), the runner, the header test
+//     redisson.rs     Redisson's key and channel names and payloads (`KeyLayout::Redisson`)
 //   error/            the one error enum (tests.rs: its classification)
+//   layout.rs         `KeyLayout`: lockwise's own key names, or Redisson's
 //   guide.rs          the guide: docs/guide/*.md as documentation-only modules
 //
 // Cargo features: `tls-rustls`, `tls-rustls-webpki-roots`, `tls-native-tls` only switch on
@@ -62,6 +64,7 @@ mod deploy;
 mod engine;
 mod error;
 pub mod guide;
+mod layout;
 mod lock;
 mod redlock;
 mod sync;
@@ -82,6 +85,7 @@ pub use engine::observe::describe_metrics;
 /// tracing" in the crate docs.
 pub use engine::observe::names as metric_names;
 pub use error::{Error, Result};
+pub use layout::KeyLayout;
 pub use lock::contract::{Held, Lock, LockGuard};
 pub use lock::fair::{FairLock, FairLockGuard};
 pub use lock::fenced::{FencedLock, FencedLockGuard};

@@ -26,11 +26,25 @@ struct Cli {
     /// Key namespace of the locks (the library's `ClientBuilder::namespace`).
     #[arg(long, global = true, default_value = DEFAULT_NAMESPACE)]
     namespace: String,
+    /// Read locks in Redisson's key layout (`redisson`: the hashes Java services using
+    /// Redisson, and lockwise clients built with `KeyLayout::Redisson`, lock with) instead
+    /// of lockwise's own (`lockwise`).
+    #[arg(long, global = true, value_enum, default_value = "lockwise")]
+    layout: Layout,
     /// Machine-readable output (one JSON document).
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The key layout to read (`--layout`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// lockwise's own keys, `<namespace>:<role>:{<name>}`.
+    Lockwise,
+    /// Redisson's: the lock hash is the bare name.
+    Redisson,
 }
 
 /// Where the servers are: a URL, a Sentinel set, or a Cluster.
@@ -181,8 +195,13 @@ async fn connect(cli: &Cli) -> lockwise::Result<Client> {
     // Only `force-unlock` writes: every other command runs on a read-only client, which
     // sends reads alone and so works under a Redis user that may only read.
     let read_only = !matches!(cli.command, Command::ForceUnlock { .. });
+    let layout = match cli.layout {
+        Layout::Lockwise => lockwise::KeyLayout::Lockwise,
+        Layout::Redisson => lockwise::KeyLayout::Redisson,
+    };
     builder
         .namespace(cli.namespace.clone())
+        .key_layout(layout)
         .read_only(read_only)
         .build()
         .await

@@ -154,9 +154,23 @@ impl Admin {
             .filter(|(role, _)| *role != crate::wire::keys::Role::Client)
             .map(|(_, name)| name)
             .collect();
+        let redisson = self.client.core().layout == crate::KeyLayout::Redisson;
+        let names: BTreeSet<String> = match redisson {
+            // Every hash: the names are the keys themselves.
+            true => scan.keys.iter().cloned().collect(),
+            false => names,
+        };
         let (mut locks, mut unreadable) = (Vec::new(), Vec::new());
         for name in names {
             match read::lock_infos(self.client.core(), &name).await {
+                // In Redisson's layout a hash is a lock when each field is an owner
+                // (`<client uuid>:<thread>`): other hashes are the application's.
+                Ok(infos) if redisson => locks.extend(
+                    infos
+                        .into_iter()
+                        .filter(|i| !i.holders.is_empty() && i.holders.iter().all(is_owner)),
+                ),
+                Err(Error::UnexpectedReply(_)) if redisson => {}
                 Ok(infos) => locks.extend(infos),
                 Err(Error::UnexpectedReply(why)) => unreadable.push((name, why)),
                 Err(e) => return Err(e),
@@ -263,7 +277,13 @@ impl Admin {
         let mut released = Vec::new();
         let infos = read::lock_infos(self.client.core(), name).await?;
         let fair = infos.iter().any(|i| i.kind == LockKind::FairLock);
-        if fair {
+        let rw = infos.iter().any(|i| i.kind == LockKind::RwLock);
+        if rw && self.client.core().layout == crate::KeyLayout::Redisson {
+            // Redisson's read-write lock is the name's hash itself.
+            if self.client.rw_lock(name).force_unlock().await? {
+                released.push(LockKind::RwLock);
+            }
+        } else if fair {
             if self.client.fair_lock(name).force_unlock().await? {
                 released.push(LockKind::FairLock);
             }
@@ -275,11 +295,22 @@ impl Admin {
                 LockKind::Lock
             });
         }
-        if self.client.rw_lock(name).force_unlock().await? {
+        if self.client.core().layout == crate::KeyLayout::Lockwise
+            && self.client.rw_lock(name).force_unlock().await?
+        {
             released.push(LockKind::RwLock);
         }
         Ok(released)
     }
+}
+
+/// Whether a hash field names an owner as both lockwise and Redisson write them:
+/// `<client uuid>:<thread or task>`.
+fn is_owner(holder: &Holder) -> bool {
+    holder
+        .owner
+        .split_once(':')
+        .is_some_and(|(id, rest)| !rest.is_empty() && uuid::Uuid::try_parse(id).is_ok())
 }
 
 /// A reply that did not have the expected shape.

@@ -87,12 +87,18 @@ pub(super) struct Scan {
     pub(super) complete: bool,
 }
 
-/// The keys `<ns>:*` of every master, at most `limit` of them.
+/// The keys `<ns>:*` of every master, at most `limit` of them. In Redisson's layout, whose
+/// lock keys are bare names: every hash instead (`SCAN .. TYPE hash`), for the caller to
+/// sort out which are locks.
 pub(super) async fn scan(core: &Core, limit: usize) -> Result<Scan> {
     if limit == 0 {
         return Err(Error::invalid("limit", "must be at least 1 key"));
     }
-    let pattern = format!("{}:*", glob_escape(&core.namespace));
+    let redisson = core.layout == crate::KeyLayout::Redisson;
+    let pattern = match redisson {
+        true => "*".to_string(),
+        false => format!("{}:*", glob_escape(&core.namespace)),
+    };
     let mut keys = Vec::new();
     for node in masters(core).await? {
         let mut cursor = 0u64;
@@ -111,7 +117,8 @@ pub(super) async fn scan(core: &Core, limit: usize) -> Result<Scan> {
                         .arg("MATCH")
                         .arg(&pattern)
                         .arg("COUNT")
-                        .arg(SCAN_COUNT.min(limit)),
+                        .arg(SCAN_COUNT.min(limit))
+                        .arg(redisson.then_some(&["TYPE", "hash"][..])),
                 )
                 .await?;
             keys.extend(batch);

@@ -8,6 +8,7 @@ use super::{nodes, unexpected, HoldMode, Holder, KeyInfo, LockInfo, LockKind, Qu
 use crate::engine::Core;
 use crate::error::Result;
 use crate::wire::keys::{Keys, Role};
+use crate::KeyLayout;
 
 /// Queue entries shown per lock, at most (the length is always exact).
 const QUEUE_SHOWN: isize = 100;
@@ -29,15 +30,21 @@ const KEY_ROLES: [Role; 11] = [
 
 /// One [`LockInfo`] per kind of `name` whose keys exist.
 pub(super) async fn lock_infos(core: &Core, name: &str) -> Result<Vec<LockInfo>> {
-    let keys = Keys::new(&core.namespace, name);
+    let keys = Keys::in_layout(core.layout, &core.namespace, name);
+    // In Redisson's layout the lock, latch and semaphores of a name share one key: read it
+    // as the lock hash it is for the kinds this layout serves (and its token counter).
+    let roles = match core.layout {
+        KeyLayout::Redisson => &KEY_ROLES[..4],
+        _ => &KEY_ROLES[..],
+    };
     let mut pipe = redis::pipe();
-    for role in KEY_ROLES {
+    for &role in roles {
         pipe.cmd("PTTL").arg(keys.key(role));
     }
     let replies: Vec<redis::Value> = pipe.query_async(&mut core.conn.clone()).await?;
     let now_ms = server_now_ms(core).await?;
     let mut present: HashMap<Role, KeyInfo> = HashMap::new();
-    for (role, reply) in KEY_ROLES.into_iter().zip(replies) {
+    for (&role, reply) in roles.iter().zip(replies) {
         let pttl: i64 = redis::from_redis_value(reply).map_err(|e| unexpected("PTTL", e))?;
         if pttl == -2 {
             continue;
@@ -177,7 +184,52 @@ impl Reader<'_> {
             .collect()
     }
 
+    /// A Redisson read-write lock: the name's hash with a `mode` field, readers
+    /// `<owner>` and writers `<owner>:write` (`None` for any other key).
+    async fn redisson_rwlock(&self) -> Result<Option<LockInfo>> {
+        if self.core.layout != KeyLayout::Redisson || !self.present.contains_key(&Role::Lock) {
+            return Ok(None);
+        }
+        let key = self.keys.key(Role::Lock);
+        // The name's key may be a semaphore's or latch's string: not a read-write lock.
+        let moded: redis::RedisResult<bool> = redis::cmd("HEXISTS")
+            .arg(&key)
+            .arg("mode")
+            .query_async(&mut self.core.conn.clone())
+            .await;
+        match moded {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(e) if e.code() == Some("WRONGTYPE") => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        let fields: Vec<(String, String)> = self.query(redis::cmd("HGETALL").arg(&key)).await?;
+        let Some(mut info) = self.info(LockKind::RwLock, &[Role::Lock], Role::Lock) else {
+            return Ok(None);
+        };
+        for (owner, count) in fields.into_iter().filter(|(f, _)| f != "mode") {
+            let count = count
+                .parse()
+                .map_err(|e| unexpected("a read-write lock's hold count", e))?;
+            let mode = match owner.ends_with(":write") {
+                true => HoldMode::Write,
+                false => HoldMode::Read,
+            };
+            info.holders.push(Holder {
+                owner,
+                count,
+                mode,
+                expires_in: None,
+            });
+        }
+        info.waiters = self.waiters(&[Role::RwReadChannel], Vec::new()).await?;
+        Ok(Some(info))
+    }
+
     async fn mutex(&self) -> Result<Option<LockInfo>> {
+        if let Some(info) = self.redisson_rwlock().await? {
+            return Ok(Some(info));
+        }
         let roles = [Role::Lock, Role::Fence, Role::FairQueue, Role::FairTimeouts];
         let fair = self.present.contains_key(&Role::FairQueue)
             || self.present.contains_key(&Role::FairTimeouts);

@@ -31,6 +31,8 @@ pub(crate) struct Core {
     /// How long a waiter may be overtaken before it claims the lock (`None`: never); see
     /// [`claim`](super::claim).
     pub(crate) overtake_limit: Option<std::time::Duration>,
+    /// Whose key names the client writes ([`ClientBuilder::key_layout`](crate::ClientBuilder::key_layout)).
+    pub(crate) layout: crate::KeyLayout,
     /// Whose holds a new handle's acquires take ([`ClientBuilder::ownership`](crate::ClientBuilder::ownership)).
     pub(crate) default_owner: super::Owner,
     /// How long a waiting acquire or an unlock retries through a failover before it returns

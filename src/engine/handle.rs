@@ -23,7 +23,9 @@ use super::wait::{pttl_from, wait_loop, Attempt, Owner, Wake};
 use super::{inspect, observe, Core};
 use crate::error::{Error, Result};
 use crate::wire::keys::{check_millis, check_name, ClaimKeys, Keys, Role};
-use crate::wire::scripts::FORCE_UNLOCK;
+use crate::wire::redisson;
+use crate::wire::scripts::{FORCE_UNLOCK, REDISSON_FORCE_UNLOCK};
+use crate::KeyLayout;
 
 /// A lock handle's name, checked once, and its keys. A rejected name is kept as its reason
 /// and reported by every method, so building a handle never fails.
@@ -48,13 +50,21 @@ impl Base {
     /// Checks `name` and derives the keys; `hash` is the role of the hold-counting hash
     /// ([`Role::Lock`] for the reentrant layout).
     pub(crate) fn new(core: Arc<Core>, name: &str, hash: Role) -> Base {
-        let invalid = check_name(name).err().map(|e| match e {
+        let layout = core.layout;
+        let checked = check_name(name).and_then(|()| match layout {
+            KeyLayout::Redisson => redisson::check_name(name, hash == Role::Latch),
+            _ => Ok(()),
+        });
+        let invalid = checked.err().map(|e| match e {
             Error::InvalidArgument { reason, .. } => ("name", reason),
             other => ("name", other.to_string()),
         });
         let name = if invalid.is_some() { "" } else { name };
-        let keys = Keys::new(&core.namespace, name);
-        let release = Release::unlock(&keys, &core.id_str);
+        let keys = Keys::in_layout(layout, &core.namespace, name);
+        let release = match layout {
+            KeyLayout::Redisson => Release::redisson_unlock(&keys),
+            _ => Release::unlock(&keys, &core.id_str),
+        };
         Base {
             kind: Kind::new(core.clone(), name, release),
             key: keys.key(hash).into(),
@@ -132,6 +142,19 @@ impl Base {
     pub(crate) async fn force_unlock(&self) -> Result<bool> {
         self.check()?;
         let (core, keys) = (&self.core, &self.keys);
+        if core.layout == KeyLayout::Redisson {
+            let deleted: i64 = REDISSON_FORCE_UNLOCK
+                .run(
+                    &mut core.conn.clone(),
+                    &[&keys.lock, &keys.channel],
+                    &[&core.publish],
+                )
+                .await?;
+            if deleted == 1 {
+                core.listener.notify_local(&keys.channel);
+            }
+            return Ok(deleted == 1);
+        }
         let deleted: i64 = FORCE_UNLOCK
             .run(
                 &mut core.conn.clone(),

@@ -15,6 +15,7 @@ use super::registry::{HoldKey, Release};
 use super::settle::{finish, outcome_unknown, send_release, spawn_settle};
 use super::wait::Owner;
 use crate::error::{Error, Result};
+use crate::wire::redisson;
 use crate::wire::scripts::REKEY;
 
 /// One hold of a lock of kind `K`: the state and release logic every guard type shares.
@@ -96,7 +97,14 @@ impl Hold {
         let Some(state) = self.state.as_ref() else {
             return Ok(());
         };
-        let to = Owner::PerHold.field(&state.kind.core().id_str);
+        let core = state.kind.core();
+        let mut to = Owner::PerHold.field(&core.id_str);
+        // A Redisson read-write lock's writer field keeps its suffix (lua/rekey.lua).
+        if core.layout == crate::KeyLayout::Redisson
+            && state.hold_key.1.ends_with(redisson::WRITE_SUFFIX)
+        {
+            to = redisson::write_field(&to).into();
+        }
         self.detach_to(to).await
     }
 

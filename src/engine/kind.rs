@@ -11,7 +11,7 @@ use futures::FutureExt;
 use super::Core;
 use crate::error::Result;
 use crate::wire::keys::Keys;
-use crate::wire::scripts::{Script, ToRedisArgsDyn, UNLOCK};
+use crate::wire::scripts::{Script, ToRedisArgsDyn, REDISSON_FAIR_UNLOCK, REDISSON_UNLOCK, UNLOCK};
 
 /// How one hold of a kind is released: `script` runs with `keys` and the arguments
 /// `owner, message, expected, publish` followed by `extra`, and replies as `lua/unlock.lua`
@@ -30,6 +30,9 @@ pub(crate) struct Release {
     pub(crate) wake_all: Vec<String>,
     /// Channels on which one local waiter is woken in that case.
     pub(crate) wake_one: Vec<String>,
+    /// Whether the script also takes the client's clock (ms since the epoch) as its last
+    /// argument: Redisson's fair queue keeps deadlines on the clients' clocks.
+    pub(crate) clock: bool,
 }
 
 impl Release {
@@ -44,8 +47,46 @@ impl Release {
             extra: vec![keys.fair_channel.clone()],
             wake_all: Vec::new(),
             wake_one: vec![keys.channel.clone()],
+            clock: false,
         }
     }
+}
+
+impl Release {
+    /// `lua/redisson_unlock.lua`: the release of a lock hash in Redisson's layout; the last
+    /// release publishes `0` (Redisson's unlock message) on the lock channel.
+    pub(crate) fn redisson_unlock(keys: &Keys) -> Release {
+        Release {
+            script: &REDISSON_UNLOCK,
+            keys: vec![keys.lock.clone(), keys.channel.clone()],
+            message: "0".to_string(),
+            extra: Vec::new(),
+            wake_all: Vec::new(),
+            wake_one: vec![keys.channel.clone()],
+            clock: false,
+        }
+    }
+
+    /// `lua/redisson_fair_unlock.lua`: the release of a fair lock in Redisson's layout; the
+    /// last release publishes `0` on the queue head's own channel.
+    pub(crate) fn redisson_fair_unlock(keys: &Keys) -> Release {
+        Release {
+            script: &REDISSON_FAIR_UNLOCK,
+            keys: keys.script_keys().map(str::to_string).to_vec(),
+            message: "0".to_string(),
+            extra: vec![keys.fair_channel.clone()],
+            wake_all: Vec::new(),
+            wake_one: Vec::new(),
+            clock: true,
+        }
+    }
+}
+
+/// The client's clock in ms since the epoch, as Redisson's scripts take it.
+pub(crate) fn client_clock_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 struct Inner {
@@ -93,6 +134,10 @@ impl Kind {
             let mut args: Vec<&dyn ToRedisArgsDyn> =
                 vec![&owner, &message, &expected, &core.publish];
             args.extend(spec.extra.iter().map(|a| a as &dyn ToRedisArgsDyn));
+            let now = client_clock_ms();
+            if spec.clock {
+                args.push(&now);
+            }
             let reply: redis::RedisResult<i64> =
                 spec.script.run(&mut core.conn.clone(), &keys, &args).await;
             if matches!(reply, Ok(0) | Err(_)) {

@@ -93,7 +93,7 @@ pub(crate) use call::{run_acquire, Ticket};
 pub(crate) use deadline::safe_until;
 pub(crate) use handle::{acquire_hold, attempt, check_owner_id, plain_reply, Base, Reply};
 pub(crate) use hold::{Hold, HoldRef};
-pub(crate) use kind::{Kind, Release};
+pub(crate) use kind::{client_clock_ms, Kind, Release};
 pub(crate) use registry::HoldKey;
 pub(crate) use wait::{
     deadline_after, never_timed_out, or_timeout, pttl_from, Attempt, Backoff, Owner, Wake,

@@ -118,6 +118,18 @@ pub enum Error {
         /// The refused command, lowercase (`evalsha`, `set`, ...).
         command: String,
     },
+    /// The client's [`KeyLayout`](crate::KeyLayout) has no place for this option: a client
+    /// built with [`KeyLayout::Redisson`](crate::KeyLayout::Redisson) speaks Redisson's
+    /// format, which has no overtake claims, so `build` refuses an explicit
+    /// [`overtake_limit`](crate::ClientBuilder::overtake_limit) (the "Mixed fleets with
+    /// Redisson" guide lists what differs). Refused before anything was sent; nothing is
+    /// ever written in another format instead. Not retryable.
+    Unsupported {
+        /// What was refused (`"overtake_limit"`).
+        what: &'static str,
+        /// The layout that has no place for it.
+        layout: crate::KeyLayout,
+    },
 }
 
 impl Error {
@@ -302,6 +314,30 @@ impl Error {
         matches!(self, Error::ReadOnlyClient { .. })
     }
 
+    /// Whether this is [`Error::Unsupported`]: the client's key layout has no place for
+    /// the option.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// use std::time::Duration;
+    /// use lockwise::{Client, KeyLayout};
+    /// let built = Client::builder("redis://127.0.0.1/")
+    ///     .key_layout(KeyLayout::Redisson)
+    ///     .overtake_limit(Some(Duration::from_millis(200)))
+    ///     .build()
+    ///     .await;
+    /// match built {
+    ///     Err(e) if e.is_unsupported() => println!("no Redisson counterpart: {e}"),
+    ///     other => drop(other?),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, Error::Unsupported { .. })
+    }
+
     /// Whether this is [`Error::ClientClosed`].
     ///
     /// # Example
@@ -400,6 +436,10 @@ impl fmt::Display for Error {
             Error::ReadOnlyClient { command } => write!(
                 f,
                 "this lockwise client is read-only: `{command}` was not sent (nothing written)"
+            ),
+            Error::Unsupported { what, layout } => write!(
+                f,
+                "{what} has no counterpart in the {layout:?} key layout: refused, nothing sent"
             ),
             Error::ClientClosed => write!(
                 f,

@@ -35,7 +35,8 @@ use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::lock::reentrant::RLock;
 use crate::wire::keys::Role;
-use crate::wire::scripts::FENCED_LOCK;
+use crate::wire::scripts::{FENCED_LOCK, REDISSON_FENCED_LOCK};
+use crate::KeyLayout;
 
 /// A reentrant distributed lock that hands out fencing tokens: every acquisition that makes a
 /// new owner returns a token strictly greater than every token this lock issued before, also
@@ -290,7 +291,13 @@ impl FencedLock {
                         [&key, &fence, &base.claims.queue, &base.claims.deadlines];
                     let args: [&dyn crate::wire::scripts::ToRedisArgsDyn; 4] =
                         [&lease_ms, &&*owner, &claim_ms, &waited_ms];
-                    engine::run_acquire(&base.kind, &owner, &FENCED_LOCK, &keys, &args).await
+                    // Redisson's layout: RFencedLock's hash (owner fields only) and counter,
+                    // a new token on every acquire.
+                    let (script, keys, args) = match base.core.layout {
+                        KeyLayout::Redisson => (&REDISSON_FENCED_LOCK, &keys[..2], &args[..2]),
+                        _ => (&FENCED_LOCK, &keys[..], &args[..]),
+                    };
+                    engine::run_acquire(&base.kind, &owner, script, keys, args).await
                 }
                 .boxed();
                 engine::attempt(

@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::wire::keys::Role;
 use crate::wire::scripts::LOCK;
+use crate::KeyLayout;
 
 /// A reentrant distributed lock, like Redisson's `RLock`: a Redis hash whose one field
 /// `<client id>:<task id>` counts the holder's holds.
@@ -246,10 +247,16 @@ impl RLock {
                 let (claim_ms, waited_ms) = (claim.ms(), claim.waited_ms());
                 let call = async move {
                     let base = &lock.base;
-                    let keys: [&str; 3] = [&base.key, &base.claims.queue, &base.claims.deadlines];
+                    let all: [&str; 3] = [&base.key, &base.claims.queue, &base.claims.deadlines];
+                    // Redisson's layout has no claim queue: lua/lock.lua without one is
+                    // Redisson's RLock acquire, byte for byte in its effects.
+                    let keys = match base.core.layout {
+                        KeyLayout::Redisson => &all[..1],
+                        _ => &all[..],
+                    };
                     let args: [&dyn crate::wire::scripts::ToRedisArgsDyn; 4] =
                         [&lease_ms, &&*owner, &claim_ms, &waited_ms];
-                    engine::run_acquire(&base.kind, &owner, &LOCK, &keys, &args).await
+                    engine::run_acquire(&base.kind, &owner, &LOCK, keys, &args).await
                 }
                 .boxed();
                 engine::attempt(&self.base.kind, hold_key, call, engine::plain_reply, "lock")

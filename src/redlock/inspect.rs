@@ -11,7 +11,7 @@ use super::round::quorum;
 use super::RedLock;
 use crate::engine::{inspect, Owner};
 use crate::error::{Error, Result};
-use crate::wire::scripts::FORCE_UNLOCK;
+use crate::wire::scripts::{FORCE_UNLOCK, REDISSON_FORCE_UNLOCK};
 
 impl RedLock {
     /// Whether any owner holds the lock on a majority of the nodes.
@@ -145,17 +145,27 @@ impl RedLock {
         self.check()?;
         let calls = self.inner.nodes.iter().map(|n| async move {
             let keys = n.keys.script_keys();
-            let deleted: i64 = FORCE_UNLOCK
-                .run(
-                    &mut n.core.conn.clone(),
-                    &keys,
-                    &[
-                        &n.core.id_str.as_str(),
-                        &n.core.publish,
-                        &n.keys.fair_channel.as_str(),
-                    ],
-                )
-                .await?;
+            let deleted: i64 = match n.core.layout {
+                // Redisson's forceUnlock: DEL, and `0` on the lock channel.
+                crate::KeyLayout::Redisson => {
+                    REDISSON_FORCE_UNLOCK
+                        .run(&mut n.core.conn.clone(), &keys[..2], &[&n.core.publish])
+                        .await?
+                }
+                _ => {
+                    FORCE_UNLOCK
+                        .run(
+                            &mut n.core.conn.clone(),
+                            &keys,
+                            &[
+                                &n.core.id_str.as_str(),
+                                &n.core.publish,
+                                &n.keys.fair_channel.as_str(),
+                            ],
+                        )
+                        .await?
+                }
+            };
             if deleted == 1 {
                 n.core.listener.notify_local(&n.keys.channel);
             }

@@ -66,6 +66,8 @@ use crate::engine::{self, Owner, Release};
 use crate::error::{Error, Result};
 use crate::lock::api::owner_methods;
 use crate::wire::keys::{check_millis, check_name, Keys};
+use crate::wire::redisson;
+use crate::KeyLayout;
 
 mod guard;
 mod inspect;
@@ -182,6 +184,13 @@ impl RedLock {
         } else {
             [
                 check_name(name).err(),
+                // A client in Redisson's layout takes Redisson's RLock on its node (what
+                // Redisson's RedissonRedLock does on each master).
+                set.clients
+                    .iter()
+                    .any(|c| c.core().layout == KeyLayout::Redisson)
+                    .then(|| redisson::check_name(name, false).err())
+                    .flatten(),
                 check_millis("ttl", o.ttl).err(),
                 check_millis("node_timeout", o.node_timeout).err(),
                 check_millis("retry_delay", o.retry_delay).err(),
@@ -201,10 +210,13 @@ impl RedLock {
                 .iter()
                 .map(|c| {
                     let core = c.core().clone();
-                    let keys = Keys::new(&core.namespace, name);
+                    let keys = Keys::in_layout(core.layout, &core.namespace, name);
                     // The last release on a node publishes the set's id, which the
-                    // set's own clients skip as their echo.
-                    let release = Release::unlock(&keys, &set.id_str);
+                    // set's own clients skip as their echo; Redisson's `0` in its layout.
+                    let release = match core.layout {
+                        KeyLayout::Redisson => Release::redisson_unlock(&keys),
+                        _ => Release::unlock(&keys, &set.id_str),
+                    };
                     NodeLock {
                         key: keys.lock.as_str().into(),
                         kind: engine::Kind::new(core.clone(), name, release),

@@ -10,6 +10,13 @@
 //! waiter that finds the latch open wakes the others of its client too (a subscription loss
 //! wakes only one waiter per channel). Between wakeups a waiter sleeps until the key's TTL
 //! at most: a latch that expires is open.
+//!
+//! In Redisson's key layout the latch is Redisson's `RCountDownLatch`: the count is the
+//! string key `name`, and the channel `redisson_countdownlatch__channel__{name}` carries `0`
+//! when the count reaches zero (which wakes every waiter, as `*` does) and `1` when a count
+//! is set (`lua/redisson_latch_*.lua`). The key still gets `try_set_count`'s TTL (Java
+//! ignores it); a key Java wrote has none, and then a waiter looks again at the watchdog
+//! timeout at the latest (Java's count-downs and deletes publish).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +26,11 @@ use tokio::time::Instant;
 use crate::engine::{self, pttl_from, Attempt, Core};
 use crate::error::{Error, Result};
 use crate::wire::keys::{check_millis, check_name, Keys, Role, MAX_MILLIS};
-use crate::wire::scripts::{LATCH_COUNT_DOWN, LATCH_SET, LATCH_STATE};
+use crate::wire::redisson;
+use crate::wire::scripts::{
+    Script, LATCH_COUNT_DOWN, LATCH_SET, LATCH_STATE, REDISSON_LATCH_COUNT_DOWN, REDISSON_LATCH_SET,
+};
+use crate::KeyLayout;
 
 /// The largest count: Lua numbers are exact up to 2<sup>53</sup>.
 const MAX_COUNT: u64 = MAX_MILLIS as u64;
@@ -39,6 +50,18 @@ const MAX_COUNT: u64 = MAX_MILLIS as u64;
 /// The key always has a TTL: a latch nobody counts down to zero (its counters crashed)
 /// opens by itself when the TTL runs out, so waiters are never stuck for good. Choose the
 /// TTL longer than the work it waits for.
+///
+/// # In Redisson's key layout
+///
+/// With [`KeyLayout::Redisson`] this is Redisson's `RCountDownLatch` of the same name, byte
+/// for byte: the key is the name itself (a string holding the count), and reaching zero
+/// publishes `0` on `redisson_countdownlatch__channel__{name}`, so Java services and
+/// lockwise count down and wait on the same latch. The TTL of
+/// [`try_set_count`](Self::try_set_count) still applies (Java ignores it); a latch Java set
+/// has no TTL, and a lockwise waiter then relies on Java's message, looking again at the
+/// watchdog timeout at the latest. A name with a brace is refused with
+/// [`Error::InvalidArgument`]: Redisson wraps the name in braces in the channel's name
+/// whatever it holds.
 ///
 /// # Example
 ///
@@ -75,12 +98,17 @@ struct Inner {
 
 impl CountDownLatch {
     pub(crate) fn new(core: Arc<Core>, name: &str) -> CountDownLatch {
-        let invalid = check_name(name).err().map(|e| match e {
+        let layout = core.layout;
+        let checked = check_name(name).and_then(|()| match layout {
+            KeyLayout::Redisson => redisson::check_name(name, true),
+            _ => Ok(()),
+        });
+        let invalid = checked.err().map(|e| match e {
             Error::InvalidArgument { reason, .. } => reason,
             other => other.to_string(),
         });
         let name = if invalid.is_some() { "" } else { name };
-        let keys = Keys::new(&core.namespace, name);
+        let keys = Keys::in_layout(layout, &core.namespace, name);
         CountDownLatch {
             inner: Arc::new(Inner {
                 key: keys.key(Role::Latch),
@@ -112,7 +140,8 @@ impl CountDownLatch {
         &self.inner.name
     }
 
-    /// The Redis key of the count (`<namespace>:latch:{<name>}`).
+    /// The Redis key of the count (`<namespace>:latch:{<name>}`; in Redisson's key layout
+    /// the name itself).
     ///
     /// # Example
     ///
@@ -157,14 +186,24 @@ impl CountDownLatch {
             ));
         }
         let ttl_ms = check_millis("ttl", ttl)?;
-        let core = &self.inner.core;
-        let set: i64 = LATCH_SET
-            .run(
-                &mut core.conn.clone(),
-                &[&self.inner.key],
-                &[&count, &ttl_ms],
-            )
-            .await?;
+        let (core, i) = (&self.inner.core, &self.inner);
+        let set: i64 = match self.redisson() {
+            // Redisson's also publishes `1` (a count was set) for Java's waiters.
+            true => {
+                REDISSON_LATCH_SET
+                    .run(
+                        &mut core.conn.clone(),
+                        &[&i.key, &i.channel],
+                        &[&count, &ttl_ms, &core.publish],
+                    )
+                    .await?
+            }
+            false => {
+                LATCH_SET
+                    .run(&mut core.conn.clone(), &[&i.key], &[&count, &ttl_ms])
+                    .await?
+            }
+        };
         Ok(set == 1)
     }
 
@@ -191,7 +230,11 @@ impl CountDownLatch {
     pub async fn count_down(&self) -> Result<u64> {
         self.check()?;
         let core = &self.inner.core;
-        let left: i64 = LATCH_COUNT_DOWN
+        let script: &Script = match self.redisson() {
+            true => &REDISSON_LATCH_COUNT_DOWN,
+            false => &LATCH_COUNT_DOWN,
+        };
+        let left: i64 = script
             .run(
                 &mut core.conn.clone(),
                 &[&self.inner.key, &self.inner.channel],
@@ -222,7 +265,13 @@ impl CountDownLatch {
         Ok(self.state().await?.0)
     }
 
-    /// The count and the key's remaining TTL.
+    /// Whether the client uses Redisson's key layout (`lua/redisson_latch_*.lua`).
+    fn redisson(&self) -> bool {
+        self.inner.core.layout == KeyLayout::Redisson
+    }
+
+    /// The count and the key's remaining TTL (`lua/latch_state.lua` reads either layout's
+    /// string key).
     async fn state(&self) -> Result<(u64, Option<Duration>)> {
         let core = &self.inner.core;
         let reply: Vec<i64> = LATCH_STATE
@@ -293,6 +342,9 @@ impl CountDownLatch {
         let attempt = || async {
             match self.state().await? {
                 (0, _) => Ok(Attempt::Acquired(())),
+                // A key Java wrote has no TTL: its count-downs and deletes publish, so look
+                // again at the watchdog timeout only (not every half second).
+                (_, None) if self.redisson() => Ok(Attempt::Held(Some(core.watchdog_timeout))),
                 (_, ttl) => Ok(Attempt::Held(ttl)),
             }
         };

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+pub(crate) use crate::layout::KeyLayout;
 
 /// Longest accepted lock name, in bytes. Names end up in keys and channel names that travel
 /// with every call; a longer one is almost certainly a bug (e.g. a payload used as a name).
@@ -156,12 +157,19 @@ pub(crate) struct Keys {
     pub(crate) fair_channel: String,
     namespace: String,
     name: String,
+    layout: KeyLayout,
 }
 
 impl Keys {
     /// The keys of the lock named `name` in `namespace`.
     pub(crate) fn new(namespace: &str, name: &str) -> Keys {
+        Keys::in_layout(KeyLayout::Lockwise, namespace, name)
+    }
+
+    /// The keys of the lock named `name` in `layout` (`namespace` is lockwise's only).
+    pub(crate) fn in_layout(layout: KeyLayout, namespace: &str, name: &str) -> Keys {
         let mut keys = Keys {
+            layout,
             lock: String::new(),
             channel: String::new(),
             queue: String::new(),
@@ -211,7 +219,16 @@ impl Keys {
     /// The key (or channel) of `role` for this lock, in the same Cluster slot as the others:
     /// `key(Role::Fence)` is `<ns>:fence:{<name>}`. Append a suffix after it for per-waiter
     /// names (`key(Role::FairChannel) + ":" + waiter`): the tag stays the same.
+    ///
+    /// In [`KeyLayout::Redisson`] a role Redisson has a name for gets that name
+    /// ([`redisson::key`](super::redisson::key)); the others keep lockwise's (a client
+    /// in that layout never writes them: it refuses what needs them).
     pub(crate) fn key(&self, role: Role) -> String {
+        if self.layout == KeyLayout::Redisson {
+            if let Some(key) = super::redisson::key(role, &self.name) {
+                return key;
+            }
+        }
         derive(&self.namespace, role.as_str(), &self.name)
     }
 }

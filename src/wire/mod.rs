@@ -1,6 +1,8 @@
-//! What lockwise writes to Redis: every key and channel name ([`keys`]) and every Lua
+//! What lockwise writes to Redis: every key and channel name ([`keys`]; Redisson's, for
+//! [`KeyLayout::Redisson`](crate::KeyLayout::Redisson), in [`redisson`]) and every Lua
 //! script with its runner ([`scripts`], the scripts themselves in `lua/`). The layer every
-//! other module stands on, apart from the error type.
+//! other module stands on, apart from the error type and the layout choice.
 
 pub(crate) mod keys;
+pub(crate) mod redisson;
 pub(crate) mod scripts;

@@ -204,8 +204,8 @@ scripts! {
     LEASE_SEM_ADD = "lease_sem_common.lua" + "lease_sem_add.lua";
     /// `lua/lease_sem_state.lua`, after the shared `lua/lease_sem_common.lua`
     LEASE_SEM_STATE = "lease_sem_common.lua" + "lease_sem_state.lua";
-    /// `lua/fenced_lock.lua`, after the shared `lua/claim.lua`
-    FENCED_LOCK = "claim.lua" + "fenced_lock.lua";
+    /// `lua/fenced_lock.lua`, after the shared `lua/claim.lua` and `lua/fence_counter.lua`
+    FENCED_LOCK = "claim.lua" + "fence_counter.lua" + "fenced_lock.lua";
     /// `lua/fenced_write.lua`
     FENCED_WRITE = "fenced_write.lua";
     /// `lua/multi_check.lua`: whether members are still held by their owners.
@@ -228,6 +228,68 @@ scripts! {
     RW_LEAVE = "rw_prelude.lua" + "rw_leave.lua";
     /// `lua/rw_force_unlock.lua`
     RW_FORCE_UNLOCK = "rw_force_unlock.lua";
+    /// `lua/redisson_unlock.lua`: a release in Redisson's layout
+    REDISSON_UNLOCK = "redisson_unlock.lua";
+    /// `lua/redisson_force_unlock.lua`: a force unlock in Redisson's layout
+    REDISSON_FORCE_UNLOCK = "redisson_force_unlock.lua";
+    /// `lua/redisson_fenced_lock.lua`, after the shared `lua/fence_counter.lua`
+    REDISSON_FENCED_LOCK = "fence_counter.lua" + "redisson_fenced_lock.lua";
+    /// `lua/redisson_fair_lock.lua`, after the shared `lua/redisson_fair_prelude.lua`
+    REDISSON_FAIR_LOCK = "redisson_fair_prelude.lua" + "redisson_fair_lock.lua";
+    /// `lua/redisson_fair_leave.lua`, after the shared `lua/redisson_fair_prelude.lua`
+    REDISSON_FAIR_LEAVE = "redisson_fair_prelude.lua" + "redisson_fair_leave.lua";
+    /// `lua/redisson_fair_unlock.lua`, after the shared `lua/redisson_fair_prelude.lua`
+    REDISSON_FAIR_UNLOCK = "redisson_fair_prelude.lua" + "redisson_fair_unlock.lua";
+    /// `lua/redisson_fair_force_unlock.lua`, after the shared `lua/redisson_fair_prelude.lua`
+    REDISSON_FAIR_FORCE_UNLOCK = "redisson_fair_prelude.lua" + "redisson_fair_force_unlock.lua";
+    /// `lua/redisson_semaphore_set.lua`, after the shared `lua/redisson_semaphore_prelude.lua`:
+    /// `try_set_permits` in Redisson's layout
+    REDISSON_SEMAPHORE_SET = "redisson_semaphore_prelude.lua" + "redisson_semaphore_set.lua";
+    /// `lua/redisson_semaphore_acquire.lua`, after the shared
+    /// `lua/redisson_semaphore_prelude.lua`: an acquire in Redisson's layout
+    REDISSON_SEMAPHORE_ACQUIRE =
+        "redisson_semaphore_prelude.lua" + "redisson_semaphore_acquire.lua";
+    /// `lua/redisson_semaphore_add.lua`, after the shared `lua/redisson_semaphore_prelude.lua`:
+    /// a release or `add_permits` in Redisson's layout
+    REDISSON_SEMAPHORE_ADD = "redisson_semaphore_prelude.lua" + "redisson_semaphore_add.lua";
+    /// `lua/redisson_semaphore_drain.lua`, after the shared
+    /// `lua/redisson_semaphore_prelude.lua`: a drain in Redisson's layout
+    REDISSON_SEMAPHORE_DRAIN = "redisson_semaphore_prelude.lua" + "redisson_semaphore_drain.lua";
+    /// `lua/redisson_latch_set.lua`: `try_set_count` in Redisson's layout
+    REDISSON_LATCH_SET = "redisson_latch_set.lua";
+    /// `lua/redisson_latch_count_down.lua`: `count_down` in Redisson's layout
+    REDISSON_LATCH_COUNT_DOWN = "redisson_latch_count_down.lua";
+    /// `lua/redisson_rw_read.lua`: a read acquire of a `RwLock` in Redisson's layout
+    REDISSON_RW_READ = "redisson_rw_read.lua";
+    /// `lua/redisson_rw_write.lua`: a write acquire of a `RwLock` in Redisson's layout
+    REDISSON_RW_WRITE = "redisson_rw_write.lua";
+    /// `lua/redisson_rw_unlock_read.lua`: a read release in Redisson's layout
+    REDISSON_RW_UNLOCK_READ = "redisson_rw_unlock_read.lua";
+    /// `lua/redisson_rw_unlock_write.lua`: a write release in Redisson's layout
+    REDISSON_RW_UNLOCK_WRITE = "redisson_rw_unlock_write.lua";
+    /// `lua/redisson_rw_force_unlock.lua`: a `RwLock` force unlock in Redisson's layout
+    REDISSON_RW_FORCE_UNLOCK = "redisson_rw_force_unlock.lua";
+    /// `lua/redisson_lease_sem_acquire.lua`, after the shared
+    /// `lua/redisson_lease_sem_prelude.lua`: a `LeaseSemaphore` acquire in Redisson's layout
+    REDISSON_LEASE_SEM_ACQUIRE =
+        "redisson_lease_sem_prelude.lua" + "redisson_lease_sem_acquire.lua";
+    /// `lua/redisson_lease_sem_release.lua`, after the shared
+    /// `lua/redisson_lease_sem_prelude.lua`: a release by id in Redisson's layout
+    REDISSON_LEASE_SEM_RELEASE =
+        "redisson_lease_sem_prelude.lua" + "redisson_lease_sem_release.lua";
+    /// `lua/redisson_lease_sem_update.lua`, after the shared
+    /// `lua/redisson_lease_sem_prelude.lua`: `update_lease` in Redisson's layout
+    REDISSON_LEASE_SEM_UPDATE =
+        "redisson_lease_sem_prelude.lua" + "redisson_lease_sem_update.lua";
+    /// `lua/redisson_lease_sem_add.lua`, after the shared
+    /// `lua/redisson_lease_sem_prelude.lua`: `try_set_permits` / `add_permits` in Redisson's
+    /// layout
+    REDISSON_LEASE_SEM_ADD = "redisson_lease_sem_prelude.lua" + "redisson_lease_sem_add.lua";
+    /// `lua/redisson_lease_sem_state.lua`, after the shared
+    /// `lua/redisson_lease_sem_prelude.lua`: the available and leased counts in Redisson's
+    /// layout
+    REDISSON_LEASE_SEM_STATE =
+        "redisson_lease_sem_prelude.lua" + "redisson_lease_sem_state.lua";
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! The failover scenarios record every hold in the checker's history (`lockwise_testkit::checker`)
 //! and fail on overlapping holds or fencing tokens that do not rise.
 //!
-//! The fixtures themselves are smoke-tested in [`fixture`].
+//! The fixtures themselves are smoke-tested in [`fixture`]. [`redisson`] is the mixed fleet:
+//! lockwise in Redisson's key layout beside a Redisson-protocol peer (standalone and Cluster).
 //!
 //! A missing `redis-server`, `redis-cli` or `redis-sentinel` fails these tests with an install
 //! hint (`bash scripts/with-redis.sh cargo test` installs them).
@@ -18,6 +19,7 @@ mod fair;
 mod fixture;
 mod observed;
 mod overtake;
+mod redisson;
 mod synchronizers;
 
 use std::collections::{HashMap, HashSet};

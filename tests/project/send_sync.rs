@@ -25,6 +25,7 @@ fn send<T: Send>(_: &T) {}
 fn handles_guards_and_errors_are_send_and_sync() {
     send_sync::<Client>();
     send_sync::<ClientBuilder>();
+    send_sync::<lockwise::KeyLayout>();
     send_sync::<RLock>();
     send_sync::<RLockGuard>();
     send_sync::<lockwise::SpinLock>();

@@ -17,6 +17,7 @@ use crate::engine::{Core, Owner};
 use crate::error::{Error, Result};
 use crate::wire::keys::{check_millis, check_namespace};
 use crate::wire::scripts::ReplicaSync;
+use crate::KeyLayout;
 
 impl ClientBuilder {
     /// Checks the settings, connects (command and subscription connections, RESP3 or RESP2,
@@ -60,6 +61,16 @@ impl ClientBuilder {
         check_millis("sentinel_check_interval", sentinel_check_interval)?;
         let replica_sync = self.check_replica_sync()?;
         self.check_deployment()?;
+        let overtake_limit = match self.key_layout {
+            KeyLayout::Redisson if self.overtake_chosen && self.overtake_limit.is_some() => {
+                return Err(Error::Unsupported {
+                    what: "overtake_limit",
+                    layout: KeyLayout::Redisson,
+                });
+            }
+            KeyLayout::Redisson => None,
+            _ => self.overtake_limit,
+        };
 
         let id = Uuid::new_v4();
         let id_str = id.to_string();
@@ -104,7 +115,8 @@ impl ClientBuilder {
             presence,
             watchdog_timeout: self.watchdog_timeout,
             watchdog_ms,
-            overtake_limit: self.overtake_limit,
+            overtake_limit,
+            layout: self.key_layout,
             failover_retry: self.failover_retry,
             default_owner: match self.ownership {
                 Ownership::Task => Owner::Task,

@@ -11,6 +11,7 @@ use super::{
     DEFAULT_OVERTAKE_LIMIT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_WATCHDOG_TIMEOUT,
 };
 use crate::deploy::{Deployment, MasterAuth, Protocol};
+use crate::KeyLayout;
 
 /// Settings for a [`Client`](crate::Client); from [`Client::builder`](crate::Client::builder),
 /// [`Client::cluster_builder`](crate::Client::cluster_builder) or
@@ -45,6 +46,9 @@ pub struct ClientBuilder {
     protocol: Protocol,
     metrics_lock_names: bool,
     overtake_limit: Option<Duration>,
+    /// Whether `overtake_limit` was called (a Redisson-layout client refuses a limit then).
+    overtake_chosen: bool,
+    key_layout: KeyLayout,
     sentinel_check_interval: Option<Duration>,
     failover_retry: Duration,
     ownership: Ownership,
@@ -72,6 +76,7 @@ impl std::fmt::Debug for ClientBuilder {
             .field("force_resp2", &(self.protocol == Protocol::Resp2))
             .field("metrics_lock_names", &self.metrics_lock_names)
             .field("overtake_limit", &self.overtake_limit)
+            .field("key_layout", &self.key_layout)
             .field("sentinel_check_interval", &self.sentinel_check_interval)
             .field("failover_retry", &self.failover_retry)
             .field("ownership", &self.ownership)
@@ -93,6 +98,8 @@ impl ClientBuilder {
             protocol: Protocol::Auto,
             metrics_lock_names: false,
             overtake_limit: Some(DEFAULT_OVERTAKE_LIMIT),
+            overtake_chosen: false,
+            key_layout: KeyLayout::Lockwise,
             sentinel_check_interval: None,
             failover_retry: DEFAULT_FAILOVER_RETRY,
             ownership: Ownership::Task,
@@ -206,6 +213,33 @@ impl ClientBuilder {
     /// ```
     pub fn overtake_limit(mut self, limit: Option<Duration>) -> Self {
         self.overtake_limit = limit;
+        self.overtake_chosen = true;
+        self
+    }
+
+    /// Whose key layout the client's locks and synchronizers use: lockwise's own (the
+    /// default), or [`KeyLayout::Redisson`], to share locks by name with Java services that
+    /// use Redisson 3.45 – 4.7. In Redisson's layout the overtake limit is off (Redisson's
+    /// format has no claim queue: `build` refuses an explicit limit with
+    /// [`Error::Unsupported`](crate::Error::Unsupported)), and kinds without a Redisson
+    /// counterpart return that error from every call; see the "Mixed fleets with Redisson"
+    /// guide.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo() -> lockwise::Result<()> {
+    /// use lockwise::KeyLayout;
+    /// let client = lockwise::Client::builder("redis://127.0.0.1/")
+    ///     .key_layout(KeyLayout::Redisson)
+    ///     .build()
+    ///     .await?;
+    /// // The hash `orders` and channel `redisson_lock__channel:{orders}`, as RLock uses them:
+    /// assert_eq!(client.lock("orders").key(), "orders");
+    /// # Ok(()) }
+    /// ```
+    pub fn key_layout(mut self, layout: KeyLayout) -> Self {
+        self.key_layout = layout;
         self
     }
 

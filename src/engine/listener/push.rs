@@ -8,6 +8,10 @@ use std::sync::Arc;
 use redis::{PushInfo, PushKind, Value};
 
 use super::{Channel, Shared, SubState};
+use crate::wire::redisson::{self, Wake};
+
+/// At most this many local waiters are woken by one message (a Redisson semaphore's count).
+const MAX_WAKE: u64 = 1024;
 
 impl Shared {
     pub(super) fn on_push(self: &Arc<Self>, push: PushInfo) {
@@ -31,7 +35,19 @@ impl Shared {
                     return;
                 };
                 if let Some(c) = self.channels.get(channel) {
-                    if payload.starts_with(b"*") {
+                    if let Some(wake) = redisson::wake_for(channel, payload) {
+                        // Redisson's layout: a decimal payload whose meaning depends on
+                        // the channel (`wire::redisson`). lockwise's own payloads never are.
+                        match wake {
+                            Wake::One => c.wake_for_release(),
+                            Wake::All => {
+                                c.notify.notify_waiters();
+                                // And a permit for a waiter about to wait.
+                                c.notify.notify_one();
+                            }
+                            Wake::Up(n) => (0..n.min(MAX_WAKE)).for_each(|_| c.notify.notify_one()),
+                        }
+                    } else if payload.starts_with(b"*") {
                         // A broadcast (a latch opened): every waiter, not one.
                         c.notify.notify_waiters();
                     } else if let Some(left) = payload.strip_prefix(b"grant:") {

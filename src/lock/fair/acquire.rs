@@ -121,6 +121,9 @@ impl FairLock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<FairLockGuard>> {
+        if self.inner.base.core.layout == crate::KeyLayout::Redisson {
+            return self.acquire_redisson(deadline, lease).await;
+        }
         self.inner.base.check()?;
         let owner = self.inner.base.owner_field();
         // The queue entry is per call, not per owner: a late leave of an abandoned call of
@@ -403,7 +406,7 @@ struct Handoff {
 
 /// Reads the fair lock script's reply: `[1, holds, queued]` granted (`queued` waiters left
 /// behind, for metrics), `[0, pttl]` held.
-fn fair_reply(reply: &[i64]) -> Option<Reply<u64>> {
+pub(super) fn fair_reply(reply: &[i64]) -> Option<Reply<u64>> {
     match reply {
         [1, holds, queued] if *holds >= 1 => {
             Some(Reply::Granted(*holds as u32, (*queued).max(0) as u64))

@@ -78,14 +78,16 @@
 //!   attempts, leaving.
 
 mod acquire;
+mod redisson;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{Base, Core, Hold, Owner};
+use crate::engine::{Base, Core, Hold, Owner, Release};
 use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::wire::keys::Role;
+use crate::KeyLayout;
 
 /// Upper bound of the waiter lease (see the module docs).
 const MAX_WAITER_LEASE: Duration = Duration::from_secs(5);
@@ -154,6 +156,14 @@ impl FairLock {
             .watchdog_timeout
             .clamp(MIN_WAITER_LEASE, MAX_WAITER_LEASE.max(MIN_WAITER_LEASE));
         let base = Base::new(core, name, Role::Lock);
+        // Redisson's layout: RFairLock's release, to the head's own channel.
+        let base = match base.core.layout {
+            KeyLayout::Redisson => {
+                let release = Release::redisson_fair_unlock(&base.keys);
+                base.with_release(release)
+            }
+            _ => base,
+        };
         FairLock {
             inner: Arc::new(Inner { waiter_lease, base }),
         }
@@ -281,6 +291,9 @@ impl FairLock {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
+        if self.inner.base.core.layout == KeyLayout::Redisson {
+            return self.force_unlock_redisson().await;
+        }
         self.inner.base.force_unlock().await
     }
 

@@ -24,8 +24,13 @@
 //!
 //! Reads and writes are holds of the engine (hold registry, watchdog, settlements,
 //! cancellation), on `(R, owner)` and `(W, owner)` respectively.
+//!
+//! In Redisson's key layout the lock is RReadWriteLock's one hash instead, with its own
+//! scripts ([`redisson`]): reads are holds on `(<name>, owner)`, writes on
+//! `(<name>, owner:write)`.
 
 mod read;
+mod redisson;
 mod write;
 
 use std::sync::Arc;
@@ -34,6 +39,7 @@ use crate::engine::{Base, Core, Owner, Release};
 use crate::error::Result;
 use crate::lock::api::owner_methods;
 use crate::wire::keys::{Keys, Role};
+use crate::wire::redisson::rw_key_prefix;
 use crate::wire::scripts::{RW_FORCE_UNLOCK, RW_UNLOCK_READ, RW_UNLOCK_WRITE};
 
 pub use read::{ReadLock, ReadLockGuard};
@@ -58,6 +64,14 @@ pub use write::{WriteLock, WriteLockGuard};
 ///
 /// The read-write lock's keys are its own: an [`RLock`](crate::RLock) of the same name is a
 /// different lock.
+///
+/// In Redisson's key layout ([`KeyLayout::Redisson`](crate::KeyLayout::Redisson)) it is
+/// Redisson's `RReadWriteLock` of the name, shared with Java services: one hash with
+/// Redisson's fields and per-read-hold timeout keys, Redisson's channel and payloads. There a
+/// crashed reader's hold ends with its timeout key (the hash lives as long as the longest
+/// one, from the next unlock on), and there is no writer preference: new readers may keep
+/// a waiting writer out, as in Redisson. Upgrades are refused as above; the side handles'
+/// `force_unlock` are Redisson's (each deletes the lock only while its side holds it).
 ///
 /// # Example
 ///
@@ -86,13 +100,16 @@ pub(crate) struct Shared {
     pub(crate) writers: String,
     pub(crate) read_channel: String,
     pub(crate) write_channel: String,
+    /// Redisson's layout: the prefix of the readers' timeout keys (`{<name>}`).
+    pub(crate) prefix: String,
 }
 
 impl RwLock {
     pub(crate) fn new(core: Arc<Core>, name: &str) -> RwLock {
         // Base::new checks the name; an invalid one is kept as "" here too.
         let probe = Base::new(core.clone(), name, Role::RwRead);
-        let keys = Keys::new(&core.namespace, &probe.name);
+        // In Redisson's layout both hashes are the name's one, both channels its one.
+        let keys = Keys::in_layout(core.layout, &core.namespace, &probe.name);
         let owner = core.default_owner.clone();
         RwLock {
             shared: Arc::new(Shared {
@@ -101,6 +118,7 @@ impl RwLock {
                 writers: keys.key(Role::RwWriters),
                 read_channel: keys.key(Role::RwReadChannel),
                 write_channel: keys.key(Role::RwWriteChannel),
+                prefix: rw_key_prefix(&probe.name),
                 name: name.to_string(),
                 core,
             }),
@@ -199,7 +217,11 @@ impl RwLock {
     /// ```
     pub async fn hold_count(&self) -> Result<u32> {
         let reads = self.side(Role::RwRead).hold_count().await?;
-        Ok(reads + self.side(Role::RwWrite).hold_count().await?)
+        let writes = match self.shared.redisson() {
+            true => redisson::write_holds(&self.side(Role::RwWrite)).await?,
+            false => self.side(Role::RwWrite).hold_count().await?,
+        };
+        Ok(reads + writes)
     }
 
     /// Whether the calling task (or this handle's named owner) holds the lock, reading or
@@ -246,11 +268,16 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn is_write_locked(&self) -> Result<bool> {
+        if self.shared.redisson() {
+            self.base().check()?;
+            return Ok(self.shared.redisson_mode().await?.as_deref() == Some("write"));
+        }
         self.side(Role::RwWrite).is_locked().await
     }
 
     /// How many owners hold read locks, counting only those whose deadline has not passed
-    /// (a crashed reader stops counting at its deadline, before any script purged it).
+    /// (a crashed reader stops counting at its deadline, before any script purged it). In
+    /// Redisson's layout: the owners with a read hold whose timeout key still lives.
     ///
     /// # Errors
     /// As for [`is_write_locked`](Self::is_write_locked).
@@ -269,6 +296,9 @@ impl RwLock {
     /// ```
     pub async fn reader_count(&self) -> Result<usize> {
         self.base().check()?;
+        if self.shared.redisson() {
+            return self.shared.redisson_reader_count().await;
+        }
         let mut conn = self.shared.core.conn.clone();
         let (fields, time): (Vec<(String, i64)>, (u64, u64)) = redis::pipe()
             .cmd("HGETALL")
@@ -305,7 +335,7 @@ impl RwLock {
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.base().check()?;
-        self.shared.force_unlock().await
+        self.shared.force_unlock(None).await
     }
 
     /// Whether anyone holds the lock, reading or writing.
@@ -327,6 +357,10 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
+        if self.shared.redisson() {
+            self.base().check()?;
+            return Ok(self.shared.redisson_mode().await?.is_some());
+        }
         Ok(self.is_write_locked().await? || self.reader_count().await? > 0)
     }
 }
@@ -335,6 +369,9 @@ impl Shared {
     /// How a read hold is released (`lua/rw_unlock_read.lua`): the last reader wakes one
     /// local writer, as this client hears no echo of its own message.
     fn read_release(&self) -> Release {
+        if self.redisson() {
+            return self.redisson_read_release();
+        }
         Release {
             script: &RW_UNLOCK_READ,
             keys: vec![self.read.clone(), self.write_channel.clone()],
@@ -342,12 +379,16 @@ impl Shared {
             extra: Vec::new(),
             wake_all: Vec::new(),
             wake_one: vec![self.write_channel.clone()],
+            clock: false,
         }
     }
 
     /// How a write hold is released (`lua/rw_unlock_write.lua`): the local readers all
     /// wake, and one local writer.
     fn write_release(&self) -> Release {
+        if self.redisson() {
+            return self.redisson_write_release();
+        }
         Release {
             script: &RW_UNLOCK_WRITE,
             keys: vec![
@@ -360,11 +401,16 @@ impl Shared {
             extra: Vec::new(),
             wake_all: vec![self.read_channel.clone()],
             wake_one: vec![self.write_channel.clone()],
+            clock: false,
         }
     }
 
-    /// `lua/rw_force_unlock.lua` on this lock, and the local waiters of both sides woken.
-    async fn force_unlock(&self) -> Result<bool> {
+    /// `lua/rw_force_unlock.lua` on this lock, and the local waiters of both sides woken;
+    /// in Redisson's layout, Redisson's forceUnlock of `side` (`None`: either side's).
+    async fn force_unlock(&self, side: Option<redisson::Side>) -> Result<bool> {
+        if self.redisson() {
+            return self.redisson_force_unlock(side).await;
+        }
         let held: i64 = RW_FORCE_UNLOCK
             .run(
                 &mut self.core.conn.clone(),

@@ -6,6 +6,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::time::Instant;
 
+use super::redisson::{self, Inspect, Side};
 use super::Shared;
 use crate::engine::{self, Base, Hold};
 use crate::error::Result;
@@ -31,12 +32,19 @@ use crate::wire::scripts::RW_READ;
 pub struct ReadLock {
     shared: Arc<Shared>,
     base: Arc<Base>,
+    inspect: Inspect,
 }
 
 impl ReadLock {
     pub(super) fn new(shared: Arc<Shared>, base: Base) -> ReadLock {
+        let base = Arc::new(base.with_release(shared.read_release()));
         ReadLock {
-            base: Arc::new(base.with_release(shared.read_release())),
+            inspect: Inspect {
+                base: base.clone(),
+                shared: shared.clone(),
+                side: Side::Read,
+            },
+            base,
             shared,
         }
     }
@@ -57,7 +65,8 @@ impl ReadLock {
         &self.base.name
     }
 
-    /// The Redis key of the readers hash (`<namespace>:rwread:{<name>}`).
+    /// The Redis key of the readers hash (`<namespace>:rwread:{<name>}`); in Redisson's
+    /// layout the lock's one hash, the name itself.
     ///
     /// # Example
     ///
@@ -161,6 +170,11 @@ impl ReadLock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<ReadLockGuard>> {
+        if self.shared.redisson() {
+            let hold =
+                redisson::acquire(&self.base, &self.shared, Side::Read, deadline, lease).await?;
+            return Ok(hold.map(|hold| ReadLockGuard { hold }));
+        }
         let granted = engine::acquire_hold(
             &self.base,
             self.base.owner_field(),
@@ -198,7 +212,7 @@ impl ReadLock {
     }
 }
 
-inspect_methods!(ReadLock: base, lock: "client.rw_lock(\"catalog\").read()");
+inspect_methods!(ReadLock: inspect, lock: "client.rw_lock(\"catalog\").read()");
 crate::lock::api::owner_methods!(ReadLock, lock: "client.rw_lock(\"catalog\").read()");
 
 impl ReadLock {
@@ -213,6 +227,8 @@ impl ReadLock {
     /// Deletes the whole read-write lock whoever holds it (the writer, every reader, the
     /// waiting writers' intents) and wakes every waiter, as
     /// [`RwLock::force_unlock`](super::RwLock::force_unlock). Returns whether it was held.
+    /// In Redisson's layout this is `RReadLock.forceUnlock`: only a read-locked lock is
+    /// deleted (`false` while a writer holds it).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or
@@ -233,7 +249,7 @@ impl ReadLock {
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.base.check()?;
-        self.shared.force_unlock().await
+        self.shared.force_unlock(Some(Side::Read)).await
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::time::Instant;
 
+use super::redisson::{self, Inspect, Side};
 use super::Shared;
 use crate::engine::{self, Base, Hold};
 use crate::error::{Error, Result};
@@ -34,12 +35,19 @@ use crate::wire::scripts::{RW_LEAVE, RW_WRITE};
 pub struct WriteLock {
     shared: Arc<Shared>,
     base: Arc<Base>,
+    inspect: Inspect,
 }
 
 impl WriteLock {
     pub(super) fn new(shared: Arc<Shared>, base: Base) -> WriteLock {
+        let base = Arc::new(base.with_release(shared.write_release()));
         WriteLock {
-            base: Arc::new(base.with_release(shared.write_release())),
+            inspect: Inspect {
+                base: base.clone(),
+                shared: shared.clone(),
+                side: Side::Write,
+            },
+            base,
             shared,
         }
     }
@@ -60,7 +68,8 @@ impl WriteLock {
         &self.base.name
     }
 
-    /// The Redis key of the writer hash (`<namespace>:rwwrite:{<name>}`).
+    /// The Redis key of the writer hash (`<namespace>:rwwrite:{<name>}`); in Redisson's
+    /// layout the lock's one hash, the name itself.
     ///
     /// # Example
     ///
@@ -170,6 +179,11 @@ impl WriteLock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<WriteLockGuard>> {
+        if self.shared.redisson() {
+            let hold =
+                redisson::acquire(&self.base, &self.shared, Side::Write, deadline, lease).await?;
+            return Ok(hold.map(|hold| WriteLockGuard { hold }));
+        }
         self.base.check()?;
         let owner = self.base.owner_field();
         let single = deadline.is_some_and(|d| d <= Instant::now());
@@ -302,7 +316,7 @@ impl Drop for Intent {
     }
 }
 
-inspect_methods!(WriteLock: base, lock: "client.rw_lock(\"catalog\").write()");
+inspect_methods!(WriteLock: inspect, lock: "client.rw_lock(\"catalog\").write()");
 crate::lock::api::owner_methods!(WriteLock, lock: "client.rw_lock(\"catalog\").write()");
 
 impl WriteLock {
@@ -317,6 +331,8 @@ impl WriteLock {
     /// Deletes the whole read-write lock whoever holds it (the writer, every reader, the
     /// waiting writers' intents) and wakes every waiter, as
     /// [`RwLock::force_unlock`](super::RwLock::force_unlock). Returns whether it was held.
+    /// In Redisson's layout this is `RWriteLock.forceUnlock`: only a write-locked lock is
+    /// deleted (`false` while only readers hold it).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or
@@ -337,7 +353,7 @@ impl WriteLock {
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.base.check()?;
-        self.shared.force_unlock().await
+        self.shared.force_unlock(Some(Side::Write)).await
     }
 }
 

@@ -5,19 +5,23 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use tokio::time::Instant;
-use uuid::Uuid;
 
+use super::redisson::REDISSON_RECHECK;
 use super::waiters::Waiter;
 use super::{unexpected, LeaseSemaphore, LeasedPermit, LeasedPermits};
 use crate::engine::call::Inflight;
 use crate::engine::{self, Attempt};
 use crate::error::{Error, Result};
 use crate::wire::keys::check_millis;
-use crate::wire::scripts::{ToRedisArgsDyn, LEASE_SEM_ACQUIRE};
+use crate::wire::scripts::{ToRedisArgsDyn, LEASE_SEM_ACQUIRE, REDISSON_LEASE_SEM_ACQUIRE};
 
 impl LeaseSemaphore {
     /// Acquires one permit leased for `lease` (1 ms ..= 2<sup>53</sup> ms), waiting as long
     /// as it takes.
+    ///
+    /// In Redisson's key layout the permit expires at now + `lease` on this client's clock
+    /// (capped at 922337203685477, Redisson's "no lease"), its id is 32 hex digits, and
+    /// the same holds for the other acquire methods.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an invalid name, idle TTL or lease; [`Error::Redis`]
@@ -184,16 +188,18 @@ impl LeaseSemaphore {
         lease_ms: u64,
         waiter: &Waiter,
     ) -> Result<Attempt<(Vec<String>, Instant)>> {
-        let ids: Vec<String> = (0..k).map(|_| Uuid::new_v4().to_string()).collect();
+        let ids: Vec<String> = (0..k).map(|_| self.new_id()).collect();
         let sent_at = Instant::now();
         let this = self.clone();
-        let sent = ids.clone();
+        let sent: Vec<Vec<u8>> = ids.iter().filter_map(|id| self.wire_id(id)).collect();
         let call = async move {
             let i = &this.inner;
+            let stamp = this.stamp();
             let mut args: Vec<&dyn ToRedisArgsDyn> =
-                vec![&k, &lease_ms, &i.idle_ms, &i.core.publish, &i.core.id_str];
+                vec![&k, &lease_ms, &i.idle_ms, &i.core.publish, &stamp];
             args.extend(sent.iter().map(|id| id as &dyn ToRedisArgsDyn));
-            this.run::<Vec<i64>>(&LEASE_SEM_ACQUIRE, &args).await
+            let script = this.script(&LEASE_SEM_ACQUIRE, &REDISSON_LEASE_SEM_ACQUIRE);
+            this.run::<Vec<i64>>(script, &args).await
         }
         .boxed();
         let this = self.clone();
@@ -237,9 +243,13 @@ impl LeaseSemaphore {
                 // Until the earliest lease ends (or, with none, a wakeup: `try_set_permits`
                 // and `add_permits` publish), but never longer than the watchdog timeout,
                 // so a lost wakeup costs at most that.
-                let bound = u64::try_from(*wait)
+                let mut bound = u64::try_from(*wait)
                     .map_or(Duration::MAX, Duration::from_millis)
                     .min(self.inner.core.watchdog_timeout);
+                if self.redisson() && *free > 0 {
+                    // Too few for us: look again soon (see `redisson`'s "Waiting").
+                    bound = bound.min(REDISSON_RECHECK);
+                }
                 Ok(Attempt::Held(Some(bound)))
             }
             other => Err(unexpected("acquire", other)),

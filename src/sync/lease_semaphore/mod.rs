@@ -23,17 +23,24 @@
 //! only when a script purges them, so a leases key gone by its own TTL would take the
 //! permits of its unpurged leases with it.)
 //!
+//! In Redisson's key layout the semaphore is Redisson's `RPermitExpirableSemaphore`: see
+//! [`redisson`].
+//!
 //! # Layout
 //!
-//! - this file: the handle, its arguments and its script calls but acquiring.
+//! - this file: the handle, its arguments and its script calls but acquiring and by id.
 //! - [`acquire`]: the acquire methods, their wait loop and their cancellation.
 //! - [`permit`]: the [`LeasedPermit`] guard.
 //! - [`permits`]: the [`LeasedPermits`] guard, several permits of one `acquire_many`.
+//! - [`release`]: releasing permits and updating leases by id.
 //! - [`waiters`]: the local waiters' permit counts, for passing wakeups on.
+//! - [`redisson`]: Redisson's key layout: its ids, clock and scripts.
 
 mod acquire;
 mod permit;
 mod permits;
+mod redisson;
+mod release;
 mod waiters;
 
 use std::sync::Arc;
@@ -48,8 +55,10 @@ use crate::engine::Core;
 use crate::error::{Error, Result};
 use crate::wire::keys::{check_millis, check_name, Keys, Role, MAX_MILLIS};
 use crate::wire::scripts::{
-    Script, ToRedisArgsDyn, LEASE_SEM_ADD, LEASE_SEM_RELEASE, LEASE_SEM_STATE, LEASE_SEM_UPDATE,
+    Script, ToRedisArgsDyn, LEASE_SEM_ADD, LEASE_SEM_STATE, REDISSON_LEASE_SEM_ADD,
+    REDISSON_LEASE_SEM_STATE,
 };
+use crate::KeyLayout;
 
 /// The largest permit count: Lua numbers are exact up to 2<sup>53</sup>.
 const MAX_PERMITS: u64 = MAX_MILLIS as u64;
@@ -83,6 +92,17 @@ const MAX_PERMITS: u64 = MAX_MILLIS as u64;
 ///   ([`with_idle_ttl`](Self::with_idle_ttl), default [`DEFAULT_IDLE_TTL`](Self::DEFAULT_IDLE_TTL)) after the last
 ///   write and never less than the latest lease; a semaphore untouched that long is
 ///   forgotten (unset), and `try_set_permits` creates it again.
+///
+/// # In Redisson's key layout
+///
+/// With [`KeyLayout::Redisson`] this is Redisson's `RPermitExpirableSemaphore` of the same
+/// name, byte for byte: the name itself holds the available permits, `{name}:timeout` the
+/// leased ones (16-byte ids scored by their expiry on the *clients'* clocks, so hosts must
+/// be NTP-synced), and releases publish the new count on `redisson_sc:{name}`. Java services
+/// and lockwise share the permits, reclaim each other's expired ones and wake each other's
+/// waiters. Permit ids are shown as 32 hex digits, as Redisson's Java API shows them. The
+/// idle TTL still applies to lockwise's writes (Java ignores it). A name whose Redisson keys
+/// would fall in different Cluster slots is refused with [`Error::InvalidArgument`].
 ///
 /// # Example
 ///
@@ -127,9 +147,14 @@ impl LeaseSemaphore {
     pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(24 * 3600);
 
     pub(crate) fn new(core: Arc<Core>, name: &str) -> LeaseSemaphore {
-        let invalid = check_name(name).err().map(|e| ("name", reason(e)));
+        let layout = core.layout;
+        let checked = check_name(name).and_then(|()| match layout {
+            KeyLayout::Redisson => crate::wire::redisson::check_name(name, false),
+            _ => Ok(()),
+        });
+        let invalid = checked.err().map(|e| ("name", reason(e)));
         let name = if invalid.is_some() { "" } else { name };
-        let keys = Keys::new(&core.namespace, name);
+        let keys = Keys::in_layout(layout, &core.namespace, name);
         LeaseSemaphore {
             inner: Arc::new(Inner {
                 key: keys.key(Role::LeaseSem),
@@ -194,7 +219,8 @@ impl LeaseSemaphore {
         &self.inner.name
     }
 
-    /// The Redis key of the available count (`<namespace>:leasesem:{<name>}`).
+    /// The Redis key of the available count (`<namespace>:leasesem:{<name>}`; in Redisson's
+    /// key layout the name itself).
     ///
     /// # Example
     ///
@@ -208,7 +234,8 @@ impl LeaseSemaphore {
     }
 
     /// The Redis key of the leases, a sorted set of permit id -> deadline in server ms
-    /// (`<namespace>:leasesemleases:{<name>}`).
+    /// (`<namespace>:leasesemleases:{<name>}`; in Redisson's key layout `{<name>}:timeout`,
+    /// 16-byte ids -> expiry in client ms).
     ///
     /// # Example
     ///
@@ -231,6 +258,9 @@ impl LeaseSemaphore {
     /// Sets the available permits to `n` (0 ..= 2<sup>53</sup>) if the semaphore is unset
     /// (never set, or forgotten after its idle TTL). Returns `false`, changing nothing, when
     /// it is set already: use [`add_permits`](Self::add_permits) to change a set semaphore.
+    ///
+    /// In Redisson's key layout: Redisson's `trySetPermits` (the name holds `n`, and `n` is
+    /// published); leases left in `{name}:timeout` are not touched.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an invalid name or idle TTL, or `n` above
@@ -308,10 +338,11 @@ impl LeaseSemaphore {
 
     async fn add_call(&self, mode: &str, n: i64) -> Result<(bool, u64)> {
         let i = &self.inner;
+        let stamp = self.stamp();
         let reply: Vec<i64> = self
             .run(
-                &LEASE_SEM_ADD,
-                &[&mode, &n, &i.idle_ms, &i.core.publish, &i.core.id_str],
+                self.script(&LEASE_SEM_ADD, &REDISSON_LEASE_SEM_ADD),
+                &[&mode, &n, &i.idle_ms, &i.core.publish, &stamp],
             )
             .await?;
         if reply.first() == Some(&1) {
@@ -346,7 +377,8 @@ impl LeaseSemaphore {
         Ok(self.state().await?.0 as i64)
     }
 
-    /// The permits leased now (whose lease has not run out).
+    /// The permits leased now (whose lease has not run out). In Redisson's key layout Java's
+    /// permits without lease count too.
     ///
     /// # Errors
     /// As for [`available_permits`](Self::available_permits).
@@ -369,108 +401,17 @@ impl LeaseSemaphore {
     async fn state(&self) -> Result<(u64, u64)> {
         self.check()?;
         let i = &self.inner;
+        let stamp = self.stamp();
         let reply: Vec<i64> = self
             .run(
-                &LEASE_SEM_STATE,
-                &[&i.idle_ms, &i.core.publish, &i.core.id_str],
+                self.script(&LEASE_SEM_STATE, &REDISSON_LEASE_SEM_STATE),
+                &[&i.idle_ms, &i.core.publish, &stamp],
             )
             .await?;
         match reply.as_slice() {
             [available, leased] => Ok(((*available).max(0) as u64, (*leased).max(0) as u64)),
             other => Err(unexpected("state", other)),
         }
-    }
-
-    /// Releases `ids` in the background path (a cancelled acquire, a dropped permit): errors
-    /// are only logged, the leases are the backstop.
-    async fn give_back(&self, ids: &[String]) {
-        if let Err(e) = self.release_ids(ids).await {
-            tracing::debug!(semaphore = %self.inner.name, error = %e,
-                "returning permits failed; their lease returns them");
-        }
-    }
-
-    /// Releases the permit `id`, returning it to the pool. Returns `false`, changing
-    /// nothing, when `id` is not leased: released already, expired (it came back by
-    /// itself), or never one of this semaphore's (any string is accepted).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name or idle TTL; [`Error::Redis`] when
-    /// Redis fails.
-    ///
-    /// # Cancel safety
-    /// Dropping the future may or may not have released the permit; releasing again is
-    /// harmless (it answers `false`).
-    ///
-    /// # Example
-    ///
-    /// ```rust,no_run
-    /// use std::time::Duration;
-    ///
-    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
-    /// let sem = client.lease_semaphore("gpu-slots");
-    /// let id = sem.acquire(Duration::from_secs(300)).await?.into_id();
-    /// // ... later, from any process that knows the id:
-    /// if !sem.release(&id).await? {
-    ///     println!("the lease had run out already");
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn release(&self, id: &str) -> Result<bool> {
-        self.check()?;
-        Ok(self.release_ids(&[id]).await? == 1)
-    }
-
-    async fn release_ids<S: AsRef<str>>(&self, ids: &[S]) -> Result<u64> {
-        let i = &self.inner;
-        let ids: Vec<&str> = ids.iter().map(AsRef::as_ref).collect();
-        let mut args: Vec<&dyn ToRedisArgsDyn> = vec![&i.idle_ms, &i.core.publish, &i.core.id_str];
-        args.extend(ids.iter().map(|id| id as &dyn ToRedisArgsDyn));
-        let released: i64 = self.run(&LEASE_SEM_RELEASE, &args).await?;
-        if released > 0 {
-            i.core.listener.notify_local(&i.channel);
-        }
-        Ok(released.max(0) as u64)
-    }
-
-    /// Gives the permit `id` a new lease of `lease` (1 ms ..= 2<sup>53</sup> ms) counted from
-    /// now, longer or shorter than the old one. Returns `false`, changing nothing, when `id`
-    /// is not leased (released, expired, or never one of this semaphore's): the permit may
-    /// be someone else's by now, so do not go on as its holder.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name, idle TTL or lease; [`Error::Redis`]
-    /// when Redis fails.
-    ///
-    /// # Cancel safety
-    /// Dropping the future may or may not have updated the lease; updating again is
-    /// harmless.
-    ///
-    /// # Example
-    ///
-    /// ```rust,no_run
-    /// use std::time::Duration;
-    ///
-    /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
-    /// let sem = client.lease_semaphore("gpu-slots");
-    /// let id = sem.acquire(Duration::from_secs(60)).await?.into_id();
-    /// // ... the job takes longer than planned:
-    /// if !sem.update_lease(&id, Duration::from_secs(60)).await? {
-    ///     eprintln!("the lease ran out: the slot may be someone else's");
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn update_lease(&self, id: &str, lease: Duration) -> Result<bool> {
-        self.check()?;
-        let lease_ms = check_millis("lease", lease)?;
-        let i = &self.inner;
-        let updated: i64 = self
-            .run(
-                &LEASE_SEM_UPDATE,
-                &[&i.idle_ms, &i.core.publish, &i.core.id_str, &lease_ms, &id],
-            )
-            .await?;
-        Ok(updated == 1)
     }
 
     async fn run<T: FromRedisValue>(

@@ -236,7 +236,9 @@ impl LeasedPermit {
         self.deadline.lost.clone()
     }
 
-    /// The permit's id: random and unguessable (a UUID v4 as text).
+    /// The permit's id: random and unguessable (a UUID v4 as text; in Redisson's key layout
+    /// the 32 lower-case hex digits of its 16 random bytes, as Redisson's Java API shows
+    /// permit ids).
     ///
     /// # Example
     ///

@@ -1,9 +1,24 @@
 //! [`Semaphore`]'s acquire methods: the wait loop on the semaphore's channel, which passes
 //! wakeups on among this client's waiters, and the acquire script call that gives back what
 //! a cancelled call was granted.
+//!
+//! # Without a version (Redisson's key layout)
+//!
+//! Redisson's semaphore is a bare count, so its acquire script answers the available count
+//! where lockwise's answers the version. A waiter still passes the wakeup on when it fails
+//! at a count it has not failed at before, but a count can come back to a value (a take,
+//! then a release) while the waiters behind have not looked at it: "failed at this version
+//! already" no longer proves that the chain went round. So a waiter that fails while some
+//! permits are free (too few for it) looks again within [`REDISSON_RECHECK`], and passes
+//! the wakeup on again once that long has passed since it last did. No waiter then sleeps
+//! longer than about that past the moment its permits are free: each addition publishes
+//! the new count and wakes up to that many waiters of each client (`wire::redisson`), and
+//! a woken waiter that cannot use them keeps the chain going at least at that pace. A
+//! waiter that finds no permit free sleeps until the next message (or its bound), as in
+//! lockwise's layout: only an addition, which publishes, can help it.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -13,7 +28,12 @@ use super::{check_count, Inner, Semaphore, SemaphorePermits};
 use crate::engine::call::Inflight;
 use crate::engine::{self, Attempt};
 use crate::error::{Error, Result};
-use crate::wire::scripts::SEMAPHORE_ACQUIRE;
+use crate::wire::scripts::{REDISSON_SEMAPHORE_ACQUIRE, SEMAPHORE_ACQUIRE};
+
+/// In Redisson's key layout, the longest sleep of a waiter that found some permits free but
+/// too few for it, and the shortest time between two of its passes of a wakeup at the same
+/// count (see the module docs).
+pub(super) const REDISSON_RECHECK: Duration = Duration::from_millis(500);
 
 impl Semaphore {
     /// Waits until a permit is available and takes it.
@@ -126,6 +146,9 @@ impl Semaphore {
         let i = &self.inner;
         // The version of this call's last failed attempt (MIN: none yet).
         let failed_at = AtomicI64::new(i64::MIN);
+        // Redisson's layout: when this call last passed a wakeup on (see the module docs).
+        let redisson = i.redisson();
+        let passed_at = Mutex::new(None::<Instant>);
         let attempt = || async {
             let reply = self.inner.clone().try_take(permits).await?;
             match reply.as_slice() {
@@ -138,16 +161,28 @@ impl Semaphore {
                 }
                 [0, available, version, pttl] => {
                     let before = failed_at.swap(*version, Ordering::SeqCst);
-                    if *available > 0 && before != *version {
+                    let mut pass = *available > 0 && before != *version;
+                    if redisson && *available > 0 {
+                        // The count stands for the version: pass on again at a steady pace.
+                        let mut last = passed_at.lock().unwrap_or_else(|e| e.into_inner());
+                        pass |= last.is_none_or(|at| at.elapsed() >= REDISSON_RECHECK);
+                        if pass {
+                            *last = Some(Instant::now());
+                        }
+                    }
+                    if pass {
                         // Not enough for us, but maybe for a waiter behind us.
                         i.core.listener.notify_local(&i.channel);
                     }
                     // The count only changes by writes that publish; sleep until then, but
                     // at most until the key's TTL and at most the watchdog timeout, so a
                     // lost wakeup costs at most that (the idle TTL is 24 h by default).
-                    let bound = engine::pttl_from(*pttl)
+                    let mut bound = engine::pttl_from(*pttl)
                         .unwrap_or(i.idle_ttl)
                         .min(i.core.watchdog_timeout);
+                    if redisson && *available > 0 {
+                        bound = bound.min(REDISSON_RECHECK);
+                    }
                     Ok(Attempt::Held(Some(bound)))
                 }
                 other => Err(Error::UnexpectedReply(format!(
@@ -183,7 +218,7 @@ impl Inner {
         let handle = self.core.cleanups.clone();
         let this = self.clone();
         let call = async move {
-            SEMAPHORE_ACQUIRE
+            this.script(&SEMAPHORE_ACQUIRE, &REDISSON_SEMAPHORE_ACQUIRE)
                 .run::<Vec<i64>, _>(
                     &mut this.core.conn.clone(),
                     &[&this.key],

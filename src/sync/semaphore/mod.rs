@@ -25,6 +25,18 @@
 //! about 8 script calls per acquire + release pair and a third of the scripts' ceiling,
 //! against about 4 calls and half the ceiling for the chain.
 //!
+//! # In Redisson's key layout
+//!
+//! With [`KeyLayout::Redisson`] the semaphore is Redisson's `RSemaphore`: a string key, the
+//! bare name, holding the available permits as a decimal, and the channel
+//! `redisson_sc:{name}`, whose messages carry the new available count
+//! (`lua/redisson_semaphore_*.lua`). Java services and lockwise clients then take and give
+//! back the same permits and wake each other's waiters. The string has no version: the
+//! scripts answer the available count in its place, and a waiter that finds some permits
+//! free but too few for it re-checks within [`acquire::REDISSON_RECHECK`] and passes the
+//! wakeup on again at that pace (see [`acquire`]). lockwise's writes keep the idle TTL on
+//! the key (Redisson itself writes none; Java ignores it).
+//!
 //! # Layout
 //!
 //! - this file: the handle, its arguments and its script calls but acquiring.
@@ -37,7 +49,12 @@ use std::time::Duration;
 use crate::engine::Core;
 use crate::error::{Error, Result};
 use crate::wire::keys::{check_millis, check_name, Keys, Role, MAX_MILLIS};
-use crate::wire::scripts::{SEMAPHORE_ADD, SEMAPHORE_DRAIN, SEMAPHORE_SET};
+use crate::wire::redisson;
+use crate::wire::scripts::{
+    Script, ToRedisArgsDyn, REDISSON_SEMAPHORE_ADD, REDISSON_SEMAPHORE_DRAIN,
+    REDISSON_SEMAPHORE_SET, SEMAPHORE_ADD, SEMAPHORE_DRAIN, SEMAPHORE_SET,
+};
+use crate::KeyLayout;
 
 mod acquire;
 mod permits;
@@ -70,6 +87,17 @@ const MAX_PERMITS: u64 = MAX_MILLIS as u64;
 /// forgotten (it then has 0 permits; [`try_set_permits`](Self::try_set_permits) creates it
 /// again). Choose the TTL longer than the longest time permits are held with no other
 /// activity on the semaphore.
+///
+/// # In Redisson's key layout
+///
+/// With [`KeyLayout::Redisson`] this is Redisson's `RSemaphore` of the same name, byte for
+/// byte: the key is the name itself (a string holding the available permits), and
+/// releases, additions and [`try_set_permits`](Self::try_set_permits) publish the new count
+/// on `redisson_sc:{name}`, so Java services and lockwise share the permits and wake each
+/// other's waiters. The idle TTL still applies to lockwise's writes
+/// (Java ignores it, and its own writes may clear it until lockwise's next one). A name
+/// whose Redisson keys would fall in different Cluster slots is refused with
+/// [`Error::InvalidArgument`].
 ///
 /// # Negative counts
 ///
@@ -117,9 +145,14 @@ impl Semaphore {
     pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(24 * 3600);
 
     pub(crate) fn new(core: Arc<Core>, name: &str) -> Semaphore {
-        let invalid = check_name(name).err().map(|e| ("name", reason(e)));
+        let layout = core.layout;
+        let checked = check_name(name).and_then(|()| match layout {
+            KeyLayout::Redisson => redisson::check_name(name, false),
+            _ => Ok(()),
+        });
+        let invalid = checked.err().map(|e| ("name", reason(e)));
         let name = if invalid.is_some() { "" } else { name };
-        let keys = Keys::new(&core.namespace, name);
+        let keys = Keys::in_layout(layout, &core.namespace, name);
         Semaphore {
             inner: Arc::new(Inner {
                 key: keys.key(Role::Semaphore),
@@ -187,7 +220,8 @@ impl Semaphore {
         &self.inner.name
     }
 
-    /// The Redis key of the permits (`<namespace>:semaphore:{<name>}`).
+    /// The Redis key of the permits (`<namespace>:semaphore:{<name>}`; in Redisson's key
+    /// layout the name itself).
     ///
     /// # Example
     ///
@@ -239,11 +273,12 @@ impl Semaphore {
         self.check()?;
         check_count("permits", permits, 0)?;
         let i = &self.inner;
-        let set: i64 = SEMAPHORE_SET
+        let set: i64 = i
+            .script(&SEMAPHORE_SET, &REDISSON_SEMAPHORE_SET)
             .run(
                 &mut i.core.conn.clone(),
                 &[&i.key, &i.channel],
-                &[&permits, &i.idle_ttl_ms, &i.core.publish, &i.core.id_str],
+                i.args(&[&permits, &i.idle_ttl_ms, &i.core.publish, &i.core.id_str]),
             )
             .await?;
         if set == 1 && permits > 0 {
@@ -332,11 +367,16 @@ impl Semaphore {
     /// ```
     pub async fn available_permits(&self) -> Result<i64> {
         self.check()?;
-        let p: Option<i64> = redis::cmd("HGET")
-            .arg(&self.inner.key)
-            .arg("p")
-            .query_async(&mut self.inner.core.conn.clone())
-            .await?;
+        let i = &self.inner;
+        let mut read = match i.redisson() {
+            true => redis::cmd("GET"),
+            false => redis::cmd("HGET"),
+        };
+        read.arg(&i.key);
+        if !i.redisson() {
+            read.arg("p");
+        }
+        let p: Option<i64> = read.query_async(&mut i.core.conn.clone()).await?;
         Ok(p.unwrap_or(0))
     }
 
@@ -365,7 +405,8 @@ impl Semaphore {
     pub async fn drain_permits(&self) -> Result<u64> {
         self.check()?;
         let i = &self.inner;
-        let n: i64 = SEMAPHORE_DRAIN
+        let n: i64 = i
+            .script(&SEMAPHORE_DRAIN, &REDISSON_SEMAPHORE_DRAIN)
             .run(&mut i.core.conn.clone(), &[&i.key], &[&i.idle_ttl_ms])
             .await?;
         Ok(n.max(0) as u64)
@@ -373,19 +414,43 @@ impl Semaphore {
 }
 
 impl Inner {
-    /// Adds `delta` permits and wakes this client's waiters at once (the message to this
-    /// client is skipped by its listener).
+    /// Whether the client uses Redisson's key layout (`lua/redisson_semaphore_*.lua`).
+    fn redisson(&self) -> bool {
+        self.core.layout == KeyLayout::Redisson
+    }
+
+    /// The script of the client's key layout: lockwise's own or Redisson's.
+    fn script(&self, own: &'static Script, redisson: &'static Script) -> &'static Script {
+        match self.redisson() {
+            true => redisson,
+            false => own,
+        }
+    }
+
+    /// A script's arguments in the client's key layout: Redisson's scripts take the same
+    /// ones but the last, the client id payload (their messages carry the count instead).
+    fn args<'a>(&self, all: &'a [&'a dyn ToRedisArgsDyn]) -> &'a [&'a dyn ToRedisArgsDyn] {
+        match self.redisson() {
+            true => &all[..all.len() - 1],
+            false => all,
+        }
+    }
+
+    /// Adds `delta` permits and wakes this client's waiters at once (in lockwise's layout
+    /// the message to this client is skipped by its listener; Redisson's count message
+    /// wakes them again, which costs one more look).
     async fn add(&self, delta: i64) -> Result<i64> {
-        let reply: Vec<i64> = SEMAPHORE_ADD
+        let reply: Vec<i64> = self
+            .script(&SEMAPHORE_ADD, &REDISSON_SEMAPHORE_ADD)
             .run(
                 &mut self.core.conn.clone(),
                 &[&self.key, &self.channel],
-                &[
+                self.args(&[
                     &delta,
                     &self.idle_ttl_ms,
                     &self.core.publish,
                     &self.core.id_str,
-                ],
+                ]),
             )
             .await?;
         match reply.as_slice() {

@@ -1,0 +1,249 @@
+//! Redisson's key layout ([`KeyLayout::Redisson`](crate::KeyLayout::Redisson)): the names
+//! and payloads Redisson 3.45 – 4.7 uses for its locks and synchronizers, so that lockwise
+//! and Java services share locks by name. The contract is Redisson's source; each function
+//! says which of its rules it follows.
+//!
+//! Names. The object's own key is its name, unchanged. Every other key and channel is
+//! `prefix_name(p, name)` = `p:{name}`, or `p:name` when the name already contains `{`
+//! (Redisson tests `contains("{")`, not a valid hash tag). A name whose derived keys would
+//! land in a Cluster slot other than the name's own is refused ([`check_name`]): Redisson
+//! would split such an object across slots, which no script can serve on a Cluster.
+
+use crate::error::{Error, Result};
+
+use super::keys::Role;
+
+/// Redisson's `prefixName(prefix, name)`.
+pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// Redisson's `suffixName(name, suffix)`.
+pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
+/// The key or channel of `role` for the object `name`, or `None` where Redisson's format has
+/// no such key (the overtake claim queues, a read-write lock's writer intents, the presence
+/// keys).
+pub(crate) fn key(role: Role, name: &str) -> Option<String> {
+    Some(match role {
+        // The object's own key: the lock hash, the semaphore's permits, the latch's count.
+        // RReadWriteLock's one hash serves both its sides (field `mode`, reader fields
+        // `<owner>`, writer field `<owner>:write`).
+        Role::Lock
+        | Role::Latch
+        | Role::Semaphore
+        | Role::LeaseSem
+        | Role::RwRead
+        | Role::RwWrite => name.to_string(),
+        Role::Channel => prefix_name("redisson_lock__channel", name),
+        // Readers and writers wait on one channel: `0` after a read unlock, `1` after a
+        // write unlock.
+        Role::RwReadChannel | Role::RwWriteChannel => prefix_name("redisson_rwlock", name),
+        Role::Fence => prefix_name("redisson_lock_token", name),
+        Role::FairQueue => prefix_name("redisson_lock_queue", name),
+        Role::FairTimeouts => prefix_name("redisson_lock_timeout", name),
+        // A fair waiter `w` listens on `<this>:w`.
+        Role::FairChannel => prefix_name("redisson_lock__channel", name),
+        // No brace check here: Redisson builds it by hand.
+        Role::LatchChannel => format!("redisson_countdownlatch__channel__{{{name}}}"),
+        Role::SemaphoreChannel | Role::LeaseSemChannel => prefix_name("redisson_sc", name),
+        Role::LeaseSemLeases => suffix_name(name, "timeout"),
+        Role::Claim
+        | Role::ClaimDeadlines
+        | Role::RwClaim
+        | Role::RwClaimDeadlines
+        | Role::RwWriters
+        | Role::Client => return None,
+    })
+}
+
+/// What RReadWriteLock appends to a reader's owner field for its writer field.
+pub(crate) const WRITE_SUFFIX: &str = ":write";
+
+/// RReadWriteLock's writer field of the owner `owner`: `<owner>:write`.
+pub(crate) fn write_field(owner: &str) -> String {
+    format!("{owner}{WRITE_SUFFIX}")
+}
+
+/// The prefix of RReadWriteLock's per-hold timeout keys of `name`: `{name}`, or `name` when
+/// it contains `{` (Redisson's `suffixName` without its suffix). Read hold `n` of owner `o`
+/// is the string `<prefix>:<o>:rwlock_timeout:<n>` ([`rw_timeout_key`]); the scripts build
+/// those names from this prefix.
+pub(crate) fn rw_key_prefix(name: &str) -> String {
+    if name.contains('{') {
+        name.to_string()
+    } else {
+        format!("{{{name}}}")
+    }
+}
+
+/// The timeout key of read hold `n` (1-based) of `owner` on the read-write lock `name`:
+/// `suffixName(name, "<owner>:rwlock_timeout:<n>")`, `"1"` with the hold's lease as TTL.
+pub(crate) fn rw_timeout_key(name: &str, owner: &str, n: u32) -> String {
+    suffix_name(name, &format!("{owner}:rwlock_timeout:{n}"))
+}
+
+/// The bytes Redis Cluster hashes for `key`: its `{tag}` if it has a non-empty one, else the
+/// whole key.
+fn slot_part(key: &str) -> &str {
+    if let Some(open) = key.find('{') {
+        if let Some(len) = key[open + 1..].find('}') {
+            if len > 0 {
+                return &key[open + 1..open + 1 + len];
+            }
+        }
+    }
+    key
+}
+
+/// Refuses a name whose Redisson keys would not share one Cluster slot (`a{b`, `x}y`,
+/// `{}z`...), and, for a count-down latch (`latch`), any name with a brace: its channel
+/// wraps the name in braces whatever it holds.
+pub(crate) fn check_name(name: &str, latch: bool) -> Result<()> {
+    let split = || {
+        Error::invalid(
+            "name",
+            format!(
+                "in Redisson's key layout the keys of `{name}` would fall in different Cluster \
+                 slots (Redisson wraps the name in braces unless it contains `{{`); use a name \
+                 without braces, or one whose `{{tag}}` is not empty"
+            ),
+        )
+    };
+    if slot_part(&prefix_name("p", name)) != slot_part(name)
+        || slot_part(&suffix_name(name, "s")) != slot_part(name)
+    {
+        return Err(split());
+    }
+    if latch && (name.contains('{') || name.contains('}')) {
+        return Err(split());
+    }
+    Ok(())
+}
+
+/// What a message on a Redisson channel asks of the local waiters: Redisson publishes
+/// decimal integers only, whose meaning depends on the channel.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// One waiter (`0` on a lock channel: an unlock).
+    One,
+    /// Every waiter (`1` on a lock channel: a read-write lock's write unlock; `0` on a
+    /// latch channel: the latch opened).
+    All,
+    /// Up to this many (a semaphore channel's new permit count).
+    Up(u64),
+}
+
+/// How a Redisson payload wakes the waiters of `channel`; `None` if the payload is not a
+/// decimal integer (not Redisson's: the caller treats it as lockwise's own).
+pub(crate) fn wake_for(channel: &str, payload: &[u8]) -> Option<Wake> {
+    let text = std::str::from_utf8(payload).ok()?;
+    let value: i64 = text.parse().ok()?;
+    if channel.starts_with("redisson_countdownlatch__channel__") {
+        return Some(if value == 0 { Wake::All } else { Wake::One });
+    }
+    if channel.starts_with("redisson_sc:") {
+        return Some(Wake::Up(value.max(1) as u64));
+    }
+    Some(if value == 1 { Wake::All } else { Wake::One })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_prefix_and_suffix_rules() {
+        assert_eq!(key(Role::Lock, "inv"), Some("inv".into()));
+        assert_eq!(
+            key(Role::Channel, "inv"),
+            Some("redisson_lock__channel:{inv}".into())
+        );
+        assert_eq!(
+            key(Role::Channel, "{inv}:1"),
+            Some("redisson_lock__channel:{inv}:1".into())
+        );
+        assert_eq!(
+            key(Role::Fence, "inv"),
+            Some("redisson_lock_token:{inv}".into())
+        );
+        assert_eq!(
+            key(Role::LatchChannel, "l"),
+            Some("redisson_countdownlatch__channel__{l}".into())
+        );
+        assert_eq!(key(Role::LeaseSemLeases, "s"), Some("{s}:timeout".into()));
+        assert_eq!(
+            key(Role::LeaseSemLeases, "{s}1"),
+            Some("{s}1:timeout".into())
+        );
+        assert_eq!(
+            key(Role::SemaphoreChannel, "s"),
+            Some("redisson_sc:{s}".into())
+        );
+        assert_eq!(key(Role::Claim, "s"), None);
+        assert_eq!(key(Role::RwRead, "rw"), Some("rw".into()));
+        assert_eq!(key(Role::RwWrite, "rw"), Some("rw".into()));
+        assert_eq!(
+            key(Role::RwReadChannel, "rw"),
+            key(Role::RwWriteChannel, "rw")
+        );
+        assert_eq!(
+            key(Role::RwWriteChannel, "rw"),
+            Some("redisson_rwlock:{rw}".into())
+        );
+        assert_eq!(key(Role::RwWriters, "rw"), None);
+    }
+
+    #[test]
+    fn rwlock_timeout_keys_follow_suffix_name() {
+        assert_eq!(write_field("u:7"), "u:7:write");
+        assert_eq!(rw_key_prefix("rw"), "{rw}");
+        assert_eq!(rw_key_prefix("{rw}:1"), "{rw}:1");
+        assert_eq!(rw_timeout_key("rw", "u:7", 2), "{rw}:u:7:rwlock_timeout:2");
+        assert_eq!(
+            rw_timeout_key("{rw}:1", "u:7", 1),
+            "{rw}:1:u:7:rwlock_timeout:1"
+        );
+        for name in ["rw", "{rw}:1", "a:b"] {
+            assert_eq!(
+                rw_timeout_key(name, "o", 3),
+                format!("{}:o:rwlock_timeout:3", rw_key_prefix(name))
+            );
+        }
+    }
+
+    #[test]
+    fn names_that_split_across_slots_are_refused() {
+        for good in ["inv", "{inv}", "{inv}:1", "a:b", "x{y}z"] {
+            assert!(check_name(good, false).is_ok(), "{good}");
+        }
+        for bad in ["a{b", "x}y", "{}z", "}"] {
+            assert!(check_name(bad, false).is_err(), "{bad}");
+        }
+        assert!(check_name("l", true).is_ok());
+        assert!(check_name("{l}", true).is_err());
+    }
+
+    #[test]
+    fn payloads_wake_as_redisson_reads_them() {
+        let lock = "redisson_lock__channel:{a}";
+        assert_eq!(wake_for(lock, b"0"), Some(Wake::One));
+        assert_eq!(wake_for(lock, b"1"), Some(Wake::All));
+        assert_eq!(wake_for("redisson_sc:{s}", b"3"), Some(Wake::Up(3)));
+        assert_eq!(
+            wake_for("redisson_countdownlatch__channel__{l}", b"0"),
+            Some(Wake::All)
+        );
+        assert_eq!(wake_for(lock, b"grant:1"), None);
+    }
+}
