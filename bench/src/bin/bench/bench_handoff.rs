@@ -44,6 +44,16 @@ pub(super) async fn contended(
     kind: LockKind,
     total: usize,
 ) -> Result<Contended, BoxError> {
+    contended_in(url, kind, total, lockwise::KeyLayout::Lockwise).await
+}
+
+/// [`contended`] with clients in `layout`.
+pub(super) async fn contended_in(
+    url: &str,
+    kind: LockKind,
+    total: usize,
+    layout: lockwise::KeyLayout,
+) -> Result<Contended, BoxError> {
     const TOTAL_DEFAULT: usize = 1600;
     let total = if total == 0 { TOTAL_DEFAULT } else { total };
     let mut stats = raw_conn(url).await?;
@@ -53,6 +63,7 @@ pub(super) async fn contended(
         clients.push(
             lockwise::Client::builder(url)
                 .namespace(ns.clone())
+                .key_layout(layout)
                 .build()
                 .await?,
         );

@@ -30,6 +30,7 @@ mod bench_lease_semaphore;
 mod bench_metrics;
 mod bench_overtake;
 mod bench_peers;
+mod bench_redisson;
 mod bench_rwlock;
 mod bench_scale;
 mod bench_semaphore;
@@ -62,6 +63,7 @@ struct Args {
     peers_only: bool,
     waiters_only: bool,
     handoff_only: bool,
+    redisson_only: bool,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -76,6 +78,7 @@ fn parse_args() -> Result<Args, BoxError> {
         peers_only: false,
         waiters_only: false,
         handoff_only: false,
+        redisson_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -91,6 +94,7 @@ fn parse_args() -> Result<Args, BoxError> {
             "--peers-only" => args.peers_only = true,
             "--waiters-only" => args.waiters_only = true,
             "--handoff-only" => args.handoff_only = true,
+            "--redisson-only" => args.redisson_only = true,
             "-h" | "--help" => {
                 println!(
                     "usage: bench [--json PATH] [--seconds N (per timed round, default 3)] \
@@ -98,7 +102,8 @@ fn parse_args() -> Result<Args, BoxError> {
                      [--sweep-only (workload 10 alone)] [--overtake-only (workload 12 alone)] \
                      [--peers-only (workload 13 alone)] \
                      [--waiters-only (workload 5, overtake limit on and off)] \
-                     [--handoff-only (workloads 3 and 6 with PING, three times)]"
+                     [--handoff-only (workloads 3 and 6 with PING, three times)] \
+                     [--redisson-only (workload 14: Redisson's key layout and a mixed fleet)]"
                 );
                 std::process::exit(0);
             }
@@ -148,6 +153,9 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     if args.peers_only {
         bench_peers::run(&url, args.seconds).await?;
         return Ok(());
+    }
+    if args.redisson_only {
+        return bench_redisson::run(&url, args.seconds).await;
     }
     if args.handoff_only {
         for _ in 0..3 {
@@ -506,8 +514,19 @@ async fn uncontended(url: &str, seconds: f64) -> Result<Rate, BoxError> {
 
 /// `lock()` -> `unlock()` with `tasks` tasks of one `Client`, each on its own lock.
 async fn uncontended_at(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
+    uncontended_in(url, seconds, tasks, lockwise::KeyLayout::Lockwise).await
+}
+
+/// [`uncontended_at`] with a client in `layout`.
+async fn uncontended_in(
+    url: &str,
+    seconds: f64,
+    tasks: usize,
+    layout: lockwise::KeyLayout,
+) -> Result<Rate, BoxError> {
     let client = lockwise::Client::builder(url)
         .namespace("bench-uncontended")
+        .key_layout(layout)
         .build()
         .await?;
     let locks: Arc<Vec<lockwise::RLock>> =
