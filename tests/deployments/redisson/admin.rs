@@ -107,6 +107,10 @@ fn cli(url: &str, args: &[&str]) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_reads_and_force_unlocks_a_java_lock() {
+    // Built first (on first use it takes longer than the Java lock's 30 s TTL).
+    tokio::task::spawn_blocking(support::child::cli_exe)
+        .await
+        .unwrap();
     let server = RedisServer::start();
     let peer = RedissonPeer::connect(server.url()).await;
     assert_eq!(peer.try_lock("invoice:42", 9, TTL_MS).await, None);
