@@ -10,9 +10,7 @@ use serde_json::Value;
 use support::redisson::{now_ms, RedissonPeer};
 use support::RedisServer;
 
-use super::client;
-
-const TTL_MS: u64 = 30_000;
+use super::{client, TTL_MS};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_lists_inspects_and_force_unlocks_redisson_locks() {

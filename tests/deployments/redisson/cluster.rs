@@ -12,8 +12,7 @@ use support::kit::within;
 use support::redisson::{Mode, RedissonPeer};
 use support::topology::RedisCluster;
 
-const TTL_MS: u64 = 30_000;
-const WOKEN: Duration = Duration::from_secs(3);
+use super::{TTL_MS, WOKEN};
 
 async fn cluster_client(cluster: &RedisCluster) -> Client {
     Client::cluster_builder(cluster.seed_urls())

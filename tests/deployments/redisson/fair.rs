@@ -10,13 +10,10 @@ use support::kit::within;
 use support::redisson::{fair_channel, fair_queue, fair_timeouts, now_ms, RedissonPeer};
 use support::RedisServer;
 
-use super::{client, keys_without_ttl};
+use super::{client, keys_without_ttl, TTL, TTL_MS, WOKEN};
 
-const TTL: Duration = Duration::from_secs(30);
-const TTL_MS: u64 = 30_000;
 /// Redisson's default `fairLockWaitTimeout`, which both sides queue with here.
 const FAIR_WAIT_MS: u64 = 300_000;
-const WOKEN: Duration = Duration::from_secs(3);
 
 async fn queue(conn: &mut support::Conn, name: &str) -> Vec<String> {
     redis::cmd("LRANGE")

@@ -12,13 +12,7 @@ use support::kit::within;
 use support::redisson::RedissonPeer;
 use support::RedisServer;
 
-use super::{client, keys_without_ttl};
-
-/// The holders' TTL in these tests: a waiter woken only by the TTL would wait about this long.
-const TTL: Duration = Duration::from_secs(30);
-const TTL_MS: u64 = 30_000;
-/// A wakeup faster than this came by pub/sub.
-const WOKEN: Duration = Duration::from_secs(3);
+use super::{client, keys_without_ttl, TTL, TTL_MS, WOKEN};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redisson_waiter_is_woken_by_a_lockwise_unlock() {

@@ -2,37 +2,12 @@
 //! client in Redisson's layout writes and publishes is what Redisson 3.45 – 4.7 writes and
 //! publishes for the same object.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use support::kit::within;
 use support::RedisServer;
 
-use super::{client, fields, is_owner_field, keys_without_ttl};
-
-/// Every message published on `channel` from now on, as (channel, payload) pairs.
-async fn record(server: &RedisServer, channel: &str) -> Arc<Mutex<Vec<Vec<u8>>>> {
-    let mut pubsub = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
-    pubsub.subscribe(channel).await.unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let out = seen.clone();
-    tokio::spawn(async move {
-        let mut stream = pubsub.on_message();
-        while let Some(msg) = stream.next().await {
-            out.lock().unwrap().push(msg.get_payload_bytes().to_vec());
-        }
-    });
-    seen
-}
-
-async fn pttl(conn: &mut support::Conn, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
-}
+use super::{client, fields, is_owner_field, keys_without_ttl, pttl, record};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rlock_is_redissons_hash_channel_and_unlock_message() {
@@ -87,7 +62,7 @@ async fn rlock_is_redissons_hash_channel_and_unlock_message() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
         *seen.lock().unwrap(),
-        vec![b"0".to_vec()],
+        vec!["0".to_string()],
         "exactly one message, Redisson's UNLOCK_MESSAGE `0`, at the last unlock"
     );
 
@@ -104,7 +79,7 @@ async fn rlock_is_redissons_hash_channel_and_unlock_message() {
         })
         .await
     );
-    assert_eq!(seen.lock().unwrap()[1], b"0".to_vec());
+    assert_eq!(seen.lock().unwrap()[1], "0");
     assert!(keys_without_ttl(&mut conn).await.is_empty());
 }
 

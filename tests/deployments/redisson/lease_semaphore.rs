@@ -4,23 +4,20 @@
 //! taken on one side and released on the other, wakeups both ways by pub/sub, expired
 //! permits reclaimed across sides, and never more permits in use than there are.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use lockwise::Error;
 use support::kit::within;
 use support::redisson::{self, RedissonPeer, PES_NEVER};
 use support::{Conn, RedisServer};
 
-use super::{client, keys_without_ttl};
+use super::{client, get, keys_without_ttl, pttl, record, type_of, Holders, WOKEN};
 
 /// The clients' watchdog timeout, which also bounds a waiter's sleep when nothing expires:
 /// a waiter woken only by that bound would wait about this long.
 const WATCHDOG: Duration = Duration::from_secs(30);
-/// A wakeup faster than this came by pub/sub (or by the re-check), not by a bound.
-const WOKEN: Duration = Duration::from_secs(3);
 const MINUTE: Duration = Duration::from_secs(60);
 
 /// The 16 bytes a permit id's 32 hex digits spell.
@@ -48,38 +45,6 @@ async fn leases(conn: &mut Conn, name: &str) -> Vec<(Vec<u8>, f64)> {
         .query_async(conn)
         .await
         .unwrap()
-}
-
-async fn get(conn: &mut Conn, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query_async(conn).await.unwrap()
-}
-
-async fn type_of(conn: &mut Conn, key: &str) -> String {
-    redis::cmd("TYPE").arg(key).query_async(conn).await.unwrap()
-}
-
-async fn pttl(conn: &mut Conn, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
-}
-
-/// Every payload published on `channel` from now on, seen by a raw SUBSCRIBE.
-async fn record(server: &RedisServer, channel: &str) -> Arc<std::sync::Mutex<Vec<String>>> {
-    let mut pubsub = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
-    pubsub.subscribe(channel).await.unwrap();
-    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let out = seen.clone();
-    tokio::spawn(async move {
-        let mut stream = pubsub.on_message();
-        while let Some(msg) = stream.next().await {
-            let payload = String::from_utf8(msg.get_payload_bytes().to_vec()).unwrap();
-            out.lock().unwrap().push(payload);
-        }
-    });
-    seen
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,24 +327,6 @@ async fn a_waiter_for_more_than_is_free_looks_again_without_a_message() {
     let (permits, at) = within(25, waiter).await.unwrap();
     assert!(at - added < WOKEN, "within the re-check: {:?}", at - added);
     permits.release().await.unwrap();
-}
-
-/// The permits held at once, and the most ever held at once.
-#[derive(Default)]
-struct Holders {
-    now: AtomicI64,
-    most: AtomicI64,
-}
-
-impl Holders {
-    fn take(&self, k: i64) {
-        let now = self.now.fetch_add(k, Ordering::SeqCst) + k;
-        self.most.fetch_max(now, Ordering::SeqCst);
-    }
-
-    fn give(&self, k: i64) {
-        self.now.fetch_sub(k, Ordering::SeqCst);
-    }
 }
 
 /// Two lockwise tasks (one of them taking two permits every other round) and two peer

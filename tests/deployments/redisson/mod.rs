@@ -26,7 +26,11 @@ mod refused;
 mod rwlock;
 mod synchronizers;
 
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use futures::StreamExt;
 
 use lockwise::{Client, KeyLayout};
 use support::{Conn, RedisServer};
@@ -79,5 +83,72 @@ fn is_owner_field(field: &str, client_id: &str) -> bool {
                 && thread.bytes().all(|b| b.is_ascii_digit())
         }
         None => false,
+    }
+}
+
+/// A holder's TTL in these tests: a waiter woken only by the TTL would wait about this long.
+const TTL: Duration = Duration::from_secs(30);
+const TTL_MS: u64 = 30_000;
+/// A wakeup faster than this came by pub/sub.
+const WOKEN: Duration = Duration::from_secs(3);
+
+/// Every payload published on `channel` from now on, seen by a raw SUBSCRIBE, as text.
+async fn record(server: &RedisServer, channel: &str) -> Arc<Mutex<Vec<String>>> {
+    let mut pubsub = redis::Client::open(server.url())
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .unwrap();
+    pubsub.subscribe(channel).await.unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let out = seen.clone();
+    tokio::spawn(async move {
+        let mut stream = pubsub.on_message();
+        while let Some(msg) = stream.next().await {
+            let payload = String::from_utf8_lossy(msg.get_payload_bytes()).into_owned();
+            out.lock().unwrap().push(payload);
+        }
+    });
+    seen
+}
+
+/// The payloads `seen` holds once it holds `n` of them (or after 5 s), a little later so
+/// that one that should not be there would have arrived too.
+async fn payloads(seen: &Mutex<Vec<String>>, n: usize) -> Vec<String> {
+    support::eventually(Duration::from_secs(5), || async {
+        seen.lock().unwrap().len() >= n
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    seen.lock().unwrap().clone()
+}
+
+async fn get(conn: &mut Conn, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query_async(conn).await.unwrap()
+}
+
+async fn type_of(conn: &mut Conn, key: &str) -> String {
+    redis::cmd("TYPE").arg(key).query_async(conn).await.unwrap()
+}
+
+async fn pttl(conn: &mut Conn, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
+}
+
+/// The permits held at once, and the most ever held at once.
+#[derive(Default)]
+struct Holders {
+    now: AtomicI64,
+    most: AtomicI64,
+}
+
+impl Holders {
+    fn take(&self, k: i64) {
+        let now = self.now.fetch_add(k, Ordering::SeqCst) + k;
+        self.most.fetch_max(now, Ordering::SeqCst);
+    }
+
+    fn give(&self, k: i64) {
+        self.now.fetch_sub(k, Ordering::SeqCst);
     }
 }

@@ -3,68 +3,20 @@
 //! bound), never hand out more permits than there are under mixed contention, and write
 //! Redisson's bytes (a string with the decimal count, decimal messages).
 
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use lockwise::Error;
 use support::kit::within;
 use support::redisson::{self, RedissonPeer};
 use support::RedisServer;
 
-use super::{client, keys_without_ttl};
+use super::{client, get, keys_without_ttl, payloads, pttl, record, type_of, Holders, WOKEN};
 
 /// The clients' watchdog timeout, which also bounds a waiter's sleep on a key without TTL:
 /// a waiter woken only by that bound would wait about this long.
 const WATCHDOG: Duration = Duration::from_secs(30);
-/// A wakeup faster than this came by pub/sub.
-const WOKEN: Duration = Duration::from_secs(3);
-
-/// Every payload published on `channel` from now on, seen by a raw SUBSCRIBE.
-async fn record(server: &RedisServer, channel: &str) -> Arc<Mutex<Vec<Vec<u8>>>> {
-    let mut pubsub = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
-    pubsub.subscribe(channel).await.unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let out = seen.clone();
-    tokio::spawn(async move {
-        let mut stream = pubsub.on_message();
-        while let Some(msg) = stream.next().await {
-            out.lock().unwrap().push(msg.get_payload_bytes().to_vec());
-        }
-    });
-    seen
-}
-
-/// The recorded payloads once `n` have arrived (or after 5 s), as text.
-async fn payloads(seen: &Mutex<Vec<Vec<u8>>>, n: usize) -> Vec<String> {
-    support::eventually(Duration::from_secs(5), || async {
-        seen.lock().unwrap().len() >= n
-    })
-    .await;
-    // A little longer: a message that should not be there would arrive meanwhile.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let all = seen.lock().unwrap().clone();
-    all.into_iter()
-        .map(|p| String::from_utf8(p).expect("UTF-8 payload"))
-        .collect()
-}
-
-async fn get(conn: &mut support::Conn, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query_async(conn).await.unwrap()
-}
-
-async fn type_of(conn: &mut support::Conn, key: &str) -> String {
-    redis::cmd("TYPE").arg(key).query_async(conn).await.unwrap()
-}
-
-async fn pttl(conn: &mut support::Conn, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
-}
 
 fn assert_decimal(payloads: &[String]) {
     for p in payloads {
@@ -261,24 +213,6 @@ async fn a_redisson_waiter_is_woken_by_a_lockwise_release() {
     assert_eq!(sem.available_permits().await.unwrap(), 0);
     assert_eq!(peer.sem_release("pool", 1).await, 1);
     assert!(peer.bad_payloads().is_empty(), "{:?}", peer.bad_payloads());
-}
-
-/// The permits held at once, and the most ever held at once.
-#[derive(Default)]
-struct Holders {
-    now: AtomicI64,
-    most: AtomicI64,
-}
-
-impl Holders {
-    fn take(&self, k: i64) {
-        let now = self.now.fetch_add(k, Ordering::SeqCst) + k;
-        self.most.fetch_max(now, Ordering::SeqCst);
-    }
-
-    fn give(&self, k: i64) {
-        self.now.fetch_sub(k, Ordering::SeqCst);
-    }
 }
 
 /// Two lockwise tasks (one of them taking two permits every other round) and two peer

@@ -8,60 +8,18 @@
 
 mod contention;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use lockwise::Error;
 use support::kit::within;
 use support::redisson::{rw_timeout_prefix, RedissonPeer};
 use support::{Conn, RedisServer};
 
-use super::{client, fields, is_owner_field, keys_without_ttl};
-
-/// The holders' TTL: a waiter woken only by the TTL would wait about this long.
-const TTL: Duration = Duration::from_secs(30);
-const TTL_MS: u64 = 30_000;
-/// A wakeup faster than this came by pub/sub.
-const WOKEN: Duration = Duration::from_secs(3);
-
-/// Every payload published on `channel` from now on.
-async fn record(server: &RedisServer, channel: &str) -> Arc<Mutex<Vec<String>>> {
-    let mut pubsub = redis::Client::open(server.url())
-        .unwrap()
-        .get_async_pubsub()
-        .await
-        .unwrap();
-    pubsub.subscribe(channel).await.unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let out = seen.clone();
-    tokio::spawn(async move {
-        let mut stream = pubsub.on_message();
-        while let Some(msg) = stream.next().await {
-            let payload = String::from_utf8_lossy(msg.get_payload_bytes()).into_owned();
-            out.lock().unwrap().push(payload);
-        }
-    });
-    seen
-}
-
-/// The payloads `seen` holds once it holds `n` of them (or after 5 s).
-async fn payloads(seen: &Mutex<Vec<String>>, n: usize) -> Vec<String> {
-    support::eventually(Duration::from_secs(5), || async {
-        seen.lock().unwrap().len() >= n
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    seen.lock().unwrap().clone()
-}
-
-async fn pttl(conn: &mut Conn, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
-}
-
-async fn get(conn: &mut Conn, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query_async(conn).await.unwrap()
-}
+use super::{
+    client, fields, get, is_owner_field, keys_without_ttl, payloads, pttl, record, TTL, TTL_MS,
+    WOKEN,
+};
 
 /// The timeout key of read hold `n` of `owner` on `name`.
 fn timeout_key(name: &str, owner: &str, n: u32) -> String {
