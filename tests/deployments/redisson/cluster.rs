@@ -289,3 +289,63 @@ async fn read_write_locks_wake_both_ways_on_a_cluster() {
     }
     assert!(peer.bad_payloads().is_empty(), "{:?}", peer.bad_payloads());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_reentrant_and_multi_locks_wake_both_ways_on_a_cluster() {
+    let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
+    let c = cluster_client(&cluster).await;
+    let peer = Arc::new(RedissonPeer::connect_cluster(&cluster));
+    // Members on different masters: MultiLock takes each as Redisson's RLock.
+    let names = ["m:1", "m:2", "m:3"];
+    let masters: std::collections::BTreeSet<u16> = names
+        .iter()
+        .map(|n| cluster.master_for_slot(cluster.key_slot(n)))
+        .collect();
+    assert!(masters.len() >= 2, "members spread over masters");
+    // Java holds one member: a lockwise MultiLock waits, and the Java unlock wakes it.
+    assert_eq!(peer.try_lock("m:2", 1, TTL_MS).await, None);
+    let multi = c.multi_lock(names);
+    let waiter = tokio::spawn(async move { multi.lock().await.map(|g| (g, Instant::now())) });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    assert_eq!(peer.unlock("m:2", 1, TTL_MS).await, Some(1));
+    let (guard, at) = within(25, waiter).await.unwrap().unwrap();
+    assert!(at - released < WOKEN, "{:?}", at - released);
+    // A Java waiter on a member is woken by the MultiLock's release.
+    let java = {
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            let ok = peer.lock("m:3", 2, TTL_MS, Duration::from_secs(20)).await;
+            (ok, Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    let (ok, at) = within(25, java).await.unwrap();
+    assert!(ok && at - released < WOKEN, "{:?}", at - released);
+    assert_eq!(peer.unlock("m:3", 2, TTL_MS).await, Some(1));
+    // A non-reentrant handle: woken by a Java unlock, and its release wakes a Java waiter.
+    assert_eq!(peer.try_lock("n:1", 1, TTL_MS).await, None);
+    let lock = c.lock("n:1").non_reentrant();
+    let waiter = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    assert_eq!(peer.unlock("n:1", 1, TTL_MS).await, Some(1));
+    let (guard, at) = within(25, waiter).await.unwrap().unwrap();
+    assert!(at - released < WOKEN, "{:?}", at - released);
+    let java = {
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            let ok = peer.lock("n:1", 2, TTL_MS, Duration::from_secs(20)).await;
+            (ok, Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    let (ok, at) = within(25, java).await.unwrap();
+    assert!(ok && at - released < WOKEN, "{:?}", at - released);
+    assert_eq!(peer.unlock("n:1", 2, TTL_MS).await, Some(1));
+    assert!(peer.bad_payloads().is_empty(), "{:?}", peer.bad_payloads());
+}
