@@ -91,12 +91,7 @@ async fn server_now_ms(core: &Core) -> Result<i64> {
         redis::cmd("TIME").query_async(&mut core.conn.clone()).await;
     match reply {
         Ok((secs, micros)) => Ok((secs * 1000 + micros / 1000) as i64),
-        Err(e) if e.code() == Some("NOPERM") => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            Ok(now.as_millis() as i64)
-        }
+        Err(e) if e.code() == Some("NOPERM") => Ok(crate::engine::client_clock_ms() as i64),
         Err(e) => Err(e.into()),
     }
 }

@@ -22,8 +22,7 @@ use super::registry::HoldKey;
 use super::wait::{pttl_from, wait_loop, Attempt, Owner, Wake};
 use super::{inspect, observe, Core};
 use crate::error::{Error, Result};
-use crate::wire::keys::{check_millis, check_name, ClaimKeys, Keys, Role};
-use crate::wire::redisson;
+use crate::wire::keys::{check_millis, check_name_in, ClaimKeys, Keys, Role};
 use crate::wire::scripts::{FORCE_UNLOCK, REDISSON_FORCE_UNLOCK};
 use crate::KeyLayout;
 
@@ -51,14 +50,12 @@ impl Base {
     /// ([`Role::Lock`] for the reentrant layout).
     pub(crate) fn new(core: Arc<Core>, name: &str, hash: Role) -> Base {
         let layout = core.layout;
-        let checked = check_name(name).and_then(|()| match layout {
-            KeyLayout::Redisson => redisson::check_name(name, hash == Role::Latch),
-            _ => Ok(()),
-        });
-        let invalid = checked.err().map(|e| match e {
-            Error::InvalidArgument { reason, .. } => ("name", reason),
-            other => ("name", other.to_string()),
-        });
+        let invalid = check_name_in(layout, name, hash == Role::Latch)
+            .err()
+            .map(|e| match e {
+                Error::InvalidArgument { reason, .. } => ("name", reason),
+                other => ("name", other.to_string()),
+            });
         let name = if invalid.is_some() { "" } else { name };
         let keys = Keys::in_layout(layout, &core.namespace, name);
         let release = match layout {
@@ -141,37 +138,44 @@ impl Base {
     /// those on its channel and the head of its fair queue. Returns whether it was locked.
     pub(crate) async fn force_unlock(&self) -> Result<bool> {
         self.check()?;
-        let (core, keys) = (&self.core, &self.keys);
-        if core.layout == KeyLayout::Redisson {
-            let deleted: i64 = REDISSON_FORCE_UNLOCK
-                .run(
-                    &mut core.conn.clone(),
-                    &[&keys.lock, &keys.channel],
-                    &[&core.publish],
-                )
-                .await?;
-            if deleted == 1 {
-                core.listener.notify_local(&keys.channel);
-            }
-            return Ok(deleted == 1);
-        }
-        let deleted: i64 = FORCE_UNLOCK
-            .run(
-                &mut core.conn.clone(),
-                &keys.script_keys(),
-                &[
-                    &core.id_str.as_str(),
-                    &core.publish,
-                    &keys.fair_channel.as_str(),
-                ],
-            )
-            .await?;
-        if deleted == 1 {
-            core.listener.notify_local(&keys.channel);
+        let deleted = force_unlock(&self.core, &self.keys).await?;
+        if deleted {
             tracing::debug!(lock = %self.name, "lock force-unlocked");
         }
-        Ok(deleted == 1)
+        Ok(deleted)
     }
+}
+
+/// Deletes the lock hash of `keys` on `core`'s server whoever holds it and wakes its
+/// waiters, in the client's layout: lockwise's (`lua/force_unlock.lua`: its channel, and the
+/// head of its fair queue) or Redisson's (`lua/redisson_force_unlock.lua`: `0` on its
+/// channel). Returns whether it was locked.
+pub(crate) async fn force_unlock(core: &Core, keys: &Keys) -> Result<bool> {
+    let mut conn = core.conn.clone();
+    let deleted: i64 = match core.layout {
+        KeyLayout::Redisson => {
+            REDISSON_FORCE_UNLOCK
+                .run(&mut conn, &[&keys.lock, &keys.channel], &[&core.publish])
+                .await?
+        }
+        _ => {
+            FORCE_UNLOCK
+                .run(
+                    &mut conn,
+                    &keys.script_keys(),
+                    &[
+                        &core.id_str.as_str(),
+                        &core.publish,
+                        &keys.fair_channel.as_str(),
+                    ],
+                )
+                .await?
+        }
+    };
+    if deleted == 1 {
+        core.listener.notify_local(&keys.channel);
+    }
+    Ok(deleted == 1)
 }
 
 /// What a kind reads from its acquire script's reply.

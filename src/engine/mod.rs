@@ -91,7 +91,9 @@ pub(crate) mod watchdog;
 pub(crate) use self::core::Core;
 pub(crate) use call::{run_acquire, Ticket};
 pub(crate) use deadline::safe_until;
-pub(crate) use handle::{acquire_hold, attempt, check_owner_id, plain_reply, Base, Reply};
+pub(crate) use handle::{
+    acquire_hold, attempt, check_owner_id, force_unlock, plain_reply, Base, Reply,
+};
 pub(crate) use hold::{Hold, HoldRef};
 pub(crate) use kind::{client_clock_ms, Kind, Release};
 pub(crate) use registry::HoldKey;

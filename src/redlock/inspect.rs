@@ -9,9 +9,8 @@ use futures::future::join_all;
 use super::node::NodeLock;
 use super::round::quorum;
 use super::RedLock;
-use crate::engine::{inspect, Owner};
+use crate::engine::{self, inspect, Owner};
 use crate::error::{Error, Result};
-use crate::wire::scripts::{FORCE_UNLOCK, REDISSON_FORCE_UNLOCK};
 
 impl RedLock {
     /// Whether any owner holds the lock on a majority of the nodes.
@@ -143,34 +142,11 @@ impl RedLock {
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.check()?;
-        let calls = self.inner.nodes.iter().map(|n| async move {
-            let keys = n.keys.script_keys();
-            let deleted: i64 = match n.core.layout {
-                // Redisson's forceUnlock: DEL, and `0` on the lock channel.
-                crate::KeyLayout::Redisson => {
-                    REDISSON_FORCE_UNLOCK
-                        .run(&mut n.core.conn.clone(), &keys[..2], &[&n.core.publish])
-                        .await?
-                }
-                _ => {
-                    FORCE_UNLOCK
-                        .run(
-                            &mut n.core.conn.clone(),
-                            &keys,
-                            &[
-                                &n.core.id_str.as_str(),
-                                &n.core.publish,
-                                &n.keys.fair_channel.as_str(),
-                            ],
-                        )
-                        .await?
-                }
-            };
-            if deleted == 1 {
-                n.core.listener.notify_local(&n.keys.channel);
-            }
-            Ok::<_, Error>(deleted == 1)
-        });
+        let calls = self
+            .inner
+            .nodes
+            .iter()
+            .map(|n| engine::force_unlock(&n.core, &n.keys));
         let mut any = false;
         let mut first_error = None;
         for answer in join_all(calls).await {

@@ -65,8 +65,7 @@ use crate::client::Client;
 use crate::engine::{self, Owner, Release};
 use crate::error::{Error, Result};
 use crate::lock::api::owner_methods;
-use crate::wire::keys::{check_millis, check_name, Keys};
-use crate::wire::redisson;
+use crate::wire::keys::{check_millis, check_name_in, Keys};
 use crate::KeyLayout;
 
 mod guard;
@@ -183,14 +182,11 @@ impl RedLock {
             ))
         } else {
             [
-                check_name(name).err(),
                 // A client in Redisson's layout takes Redisson's RLock on its node (what
                 // Redisson's RedissonRedLock does on each master).
                 set.clients
                     .iter()
-                    .any(|c| c.core().layout == KeyLayout::Redisson)
-                    .then(|| redisson::check_name(name, false).err())
-                    .flatten(),
+                    .find_map(|c| check_name_in(c.core().layout, name, false).err()),
                 check_millis("ttl", o.ttl).err(),
                 check_millis("node_timeout", o.node_timeout).err(),
                 check_millis("retry_delay", o.retry_delay).err(),

@@ -25,8 +25,7 @@ use tokio::time::Instant;
 
 use crate::engine::{self, pttl_from, Attempt, Core};
 use crate::error::{Error, Result};
-use crate::wire::keys::{check_millis, check_name, Keys, Role, MAX_MILLIS};
-use crate::wire::redisson;
+use crate::wire::keys::{check_millis, check_name_in, Keys, Role, MAX_MILLIS};
 use crate::wire::scripts::{
     Script, LATCH_COUNT_DOWN, LATCH_SET, LATCH_STATE, REDISSON_LATCH_COUNT_DOWN, REDISSON_LATCH_SET,
 };
@@ -99,11 +98,7 @@ struct Inner {
 impl CountDownLatch {
     pub(crate) fn new(core: Arc<Core>, name: &str) -> CountDownLatch {
         let layout = core.layout;
-        let checked = check_name(name).and_then(|()| match layout {
-            KeyLayout::Redisson => redisson::check_name(name, true),
-            _ => Ok(()),
-        });
-        let invalid = checked.err().map(|e| match e {
+        let invalid = check_name_in(layout, name, true).err().map(|e| match e {
             Error::InvalidArgument { reason, .. } => reason,
             other => other.to_string(),
         });

@@ -316,6 +316,16 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// [`check_name`], and in [`KeyLayout::Redisson`] Redisson's own rule for the name too
+/// ([`redisson::check_name`](super::redisson::check_name); `latch` for a count-down latch).
+pub(crate) fn check_name_in(layout: KeyLayout, name: &str, latch: bool) -> Result<()> {
+    check_name(name)?;
+    match layout {
+        KeyLayout::Redisson => super::redisson::check_name(name, latch),
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn check_namespace(ns: &str) -> Result<()> {
     if ns.is_empty() {
         return Err(Error::invalid("namespace", "must not be empty"));

@@ -53,12 +53,11 @@ pub use permits::LeasedPermits;
 
 use crate::engine::Core;
 use crate::error::{Error, Result};
-use crate::wire::keys::{check_millis, check_name, Keys, Role, MAX_MILLIS};
+use crate::wire::keys::{check_millis, check_name_in, Keys, Role, MAX_MILLIS};
 use crate::wire::scripts::{
     Script, ToRedisArgsDyn, LEASE_SEM_ADD, LEASE_SEM_STATE, REDISSON_LEASE_SEM_ADD,
     REDISSON_LEASE_SEM_STATE,
 };
-use crate::KeyLayout;
 
 /// The largest permit count: Lua numbers are exact up to 2<sup>53</sup>.
 const MAX_PERMITS: u64 = MAX_MILLIS as u64;
@@ -148,11 +147,9 @@ impl LeaseSemaphore {
 
     pub(crate) fn new(core: Arc<Core>, name: &str) -> LeaseSemaphore {
         let layout = core.layout;
-        let checked = check_name(name).and_then(|()| match layout {
-            KeyLayout::Redisson => crate::wire::redisson::check_name(name, false),
-            _ => Ok(()),
-        });
-        let invalid = checked.err().map(|e| ("name", reason(e)));
+        let invalid = check_name_in(layout, name, false)
+            .err()
+            .map(|e| ("name", reason(e)));
         let name = if invalid.is_some() { "" } else { name };
         let keys = Keys::in_layout(layout, &core.namespace, name);
         LeaseSemaphore {

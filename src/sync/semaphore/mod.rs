@@ -48,8 +48,7 @@ use std::time::Duration;
 
 use crate::engine::Core;
 use crate::error::{Error, Result};
-use crate::wire::keys::{check_millis, check_name, Keys, Role, MAX_MILLIS};
-use crate::wire::redisson;
+use crate::wire::keys::{check_millis, check_name_in, Keys, Role, MAX_MILLIS};
 use crate::wire::scripts::{
     Script, ToRedisArgsDyn, REDISSON_SEMAPHORE_ADD, REDISSON_SEMAPHORE_DRAIN,
     REDISSON_SEMAPHORE_SET, SEMAPHORE_ADD, SEMAPHORE_DRAIN, SEMAPHORE_SET,
@@ -146,11 +145,9 @@ impl Semaphore {
 
     pub(crate) fn new(core: Arc<Core>, name: &str) -> Semaphore {
         let layout = core.layout;
-        let checked = check_name(name).and_then(|()| match layout {
-            KeyLayout::Redisson => redisson::check_name(name, false),
-            _ => Ok(()),
-        });
-        let invalid = checked.err().map(|e| ("name", reason(e)));
+        let invalid = check_name_in(layout, name, false)
+            .err()
+            .map(|e| ("name", reason(e)));
         let name = if invalid.is_some() { "" } else { name };
         let keys = Keys::in_layout(layout, &core.namespace, name);
         Semaphore {
