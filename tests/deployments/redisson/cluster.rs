@@ -12,7 +12,7 @@ use support::kit::within;
 use support::redisson::{Mode, RedissonPeer};
 use support::topology::RedisCluster;
 
-use super::{TTL_MS, WOKEN};
+use super::{wakes, TTL_MS, WOKEN};
 
 async fn cluster_client(cluster: &RedisCluster) -> Client {
     Client::cluster_builder(cluster.seed_urls())
@@ -41,25 +41,15 @@ async fn both_sides_wake_each_other_over_sharded_pubsub() {
         // Redisson → lockwise.
         assert_eq!(peer.try_lock(name, 1, TTL_MS).await, None);
         let lock = c.lock(name);
-        let waiter = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let released = Instant::now();
-        assert_eq!(peer.unlock(name, 1, TTL_MS).await, Some(1));
-        let (guard, at) = within(25, waiter).await.unwrap().unwrap();
-        assert!(at - released < WOKEN, "{name}: {:?}", at - released);
+        let guard = wakes(name, async move { lock.lock().await }, async {
+            assert_eq!(peer.unlock(name, 1, TTL_MS).await, Some(1));
+        })
+        .await
+        .unwrap();
         // lockwise → Redisson.
-        let waiter = {
-            let (peer, name) = (peer.clone(), name.clone());
-            tokio::spawn(async move {
-                let ok = peer.lock(&name, 2, TTL_MS, Duration::from_secs(20)).await;
-                (ok, Instant::now())
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let released = Instant::now();
-        guard.unlock().await.unwrap();
-        let (ok, at) = within(25, waiter).await.unwrap();
-        assert!(ok && at - released < WOKEN, "{name}: {:?}", at - released);
+        let (p, n) = (peer.clone(), name.clone());
+        let java = async move { p.lock(&n, 2, TTL_MS, Duration::from_secs(20)).await };
+        assert!(wakes(name, java, async { guard.unlock().await.unwrap() }).await);
         assert_eq!(peer.unlock(name, 2, TTL_MS).await, Some(1));
     }
     assert!(peer.bad_payloads().is_empty(), "{:?}", peer.bad_payloads());
@@ -305,47 +295,37 @@ async fn non_reentrant_and_multi_locks_wake_both_ways_on_a_cluster() {
     // Java holds one member: a lockwise MultiLock waits, and the Java unlock wakes it.
     assert_eq!(peer.try_lock("m:2", 1, TTL_MS).await, None);
     let multi = c.multi_lock(names);
-    let waiter = tokio::spawn(async move { multi.lock().await.map(|g| (g, Instant::now())) });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let released = Instant::now();
-    assert_eq!(peer.unlock("m:2", 1, TTL_MS).await, Some(1));
-    let (guard, at) = within(25, waiter).await.unwrap().unwrap();
-    assert!(at - released < WOKEN, "{:?}", at - released);
+    let guard = wakes("multi", async move { multi.lock().await }, async {
+        assert_eq!(peer.unlock("m:2", 1, TTL_MS).await, Some(1));
+    })
+    .await
+    .unwrap();
     // A Java waiter on a member is woken by the MultiLock's release.
-    let java = {
-        let peer = peer.clone();
-        tokio::spawn(async move {
-            let ok = peer.lock("m:3", 2, TTL_MS, Duration::from_secs(20)).await;
-            (ok, Instant::now())
+    let p = peer.clone();
+    let java = async move { p.lock("m:3", 2, TTL_MS, Duration::from_secs(20)).await };
+    assert!(
+        wakes("multi member", java, async {
+            guard.unlock().await.unwrap()
         })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let released = Instant::now();
-    guard.unlock().await.unwrap();
-    let (ok, at) = within(25, java).await.unwrap();
-    assert!(ok && at - released < WOKEN, "{:?}", at - released);
+        .await
+    );
     assert_eq!(peer.unlock("m:3", 2, TTL_MS).await, Some(1));
     // A non-reentrant handle: woken by a Java unlock, and its release wakes a Java waiter.
     assert_eq!(peer.try_lock("n:1", 1, TTL_MS).await, None);
     let lock = c.lock("n:1").non_reentrant();
-    let waiter = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let released = Instant::now();
-    assert_eq!(peer.unlock("n:1", 1, TTL_MS).await, Some(1));
-    let (guard, at) = within(25, waiter).await.unwrap().unwrap();
-    assert!(at - released < WOKEN, "{:?}", at - released);
-    let java = {
-        let peer = peer.clone();
-        tokio::spawn(async move {
-            let ok = peer.lock("n:1", 2, TTL_MS, Duration::from_secs(20)).await;
-            (ok, Instant::now())
+    let guard = wakes("non-reentrant", async move { lock.lock().await }, async {
+        assert_eq!(peer.unlock("n:1", 1, TTL_MS).await, Some(1));
+    })
+    .await
+    .unwrap();
+    let p = peer.clone();
+    let java = async move { p.lock("n:1", 2, TTL_MS, Duration::from_secs(20)).await };
+    assert!(
+        wakes("non-reentrant", java, async {
+            guard.unlock().await.unwrap()
         })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let released = Instant::now();
-    guard.unlock().await.unwrap();
-    let (ok, at) = within(25, java).await.unwrap();
-    assert!(ok && at - released < WOKEN, "{:?}", at - released);
+        .await
+    );
     assert_eq!(peer.unlock("n:1", 2, TTL_MS).await, Some(1));
     assert!(peer.bad_payloads().is_empty(), "{:?}", peer.bad_payloads());
 }

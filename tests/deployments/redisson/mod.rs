@@ -26,9 +26,10 @@ mod refused;
 mod rwlock;
 mod synchronizers;
 
+use std::future::Future;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
@@ -151,4 +152,27 @@ impl Holders {
     fn give(&self, k: i64) {
         self.now.fetch_sub(k, Ordering::SeqCst);
     }
+}
+
+/// Starts `waiter`, runs `release` once it waits, and returns the waiter's output, asserting
+/// that it returned within [`WOKEN`] of the release (so by pub/sub, not at the TTL).
+async fn wakes<T: Send + 'static>(
+    what: &str,
+    waiter: impl Future<Output = T> + Send + 'static,
+    release: impl Future<Output = ()>,
+) -> T {
+    let waiter = tokio::spawn(async move {
+        let out = waiter.await;
+        (out, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    release.await;
+    let (out, at) = support::kit::within(25, waiter).await.unwrap();
+    assert!(
+        at - released < WOKEN,
+        "{what}: woken {:?} after the release",
+        at - released
+    );
+    out
 }
