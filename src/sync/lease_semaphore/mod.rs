@@ -94,7 +94,7 @@ const MAX_PERMITS: u64 = MAX_MILLIS as u64;
 ///
 /// # In Redisson's key layout
 ///
-/// With [`KeyLayout::Redisson`] this is Redisson's `RPermitExpirableSemaphore` of the same
+/// With [`KeyLayout::Redisson`](crate::KeyLayout::Redisson) this is Redisson's `RPermitExpirableSemaphore` of the same
 /// name, byte for byte: the name itself holds the available permits, `{name}:timeout` the
 /// leased ones (16-byte ids scored by their expiry on the *clients'* clocks, so hosts must
 /// be NTP-synced), and releases publish the new count on `redisson_sc:{name}`. Java services
