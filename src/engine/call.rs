@@ -244,6 +244,15 @@ pub(crate) struct Synced {
 }
 
 impl Synced {
+    /// The reply of a call without replica sync.
+    pub(crate) fn plain(reply: Vec<i64>) -> Synced {
+        Synced {
+            reply,
+            unsynced: None,
+            unreleased: false,
+        }
+    }
+
     /// Whether the call holds what it was granted (for [`ticketed_call`]).
     pub(crate) fn taken(&self) -> Taken {
         match (self.reply.first(), self.unsynced) {
@@ -280,12 +289,7 @@ pub(crate) async fn run_acquire(
     let core = kind.core();
     let mut conn = core.conn.clone();
     let Some(sync) = core.replica_sync else {
-        let reply = script.run(&mut conn, keys, args).await?;
-        return Ok(Synced {
-            reply,
-            unsynced: None,
-            unreleased: false,
-        });
+        return Ok(Synced::plain(script.run(&mut conn, keys, args).await?));
     };
     let (reply, acks): (Vec<i64>, _) = script.run_synced(&mut conn, keys, args, sync).await?;
     let acked = match acks {

@@ -22,6 +22,8 @@ pub(crate) struct Core {
     pub(crate) publish: &'static str,
     /// `WAIT` after each lock write, if configured and supported by the server.
     pub(crate) replica_sync: Option<ReplicaSync>,
+    /// Batches the uncontended lock and unlock calls that queue on `conn` ([`batch`](super::batch)).
+    pub(crate) batcher: std::sync::Arc<super::batch::Batcher>,
     pub(crate) listener: Listener,
     pub(crate) holds: HoldRegistry,
     /// This client's presence keys (its own id, its `RedLockSet`s' ids).

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
+use super::batch::{Op, Turn, NOT_TRIED};
 use super::Core;
 use crate::error::Result;
 use crate::wire::keys::Keys;
@@ -33,6 +34,9 @@ pub(crate) struct Release {
     /// Whether the script also takes the client's clock (ms since the epoch) as its last
     /// argument: Redisson's fair queue keeps deadlines on the clients' clocks.
     pub(crate) clock: bool,
+    /// Whether a release may go out in a batch of `lua/batch.lua` (see
+    /// [`batch`](super::batch)): `lua/unlock.lua` on a lock hash that is not a fair lock's.
+    pub(crate) batch: bool,
 }
 
 impl Release {
@@ -48,7 +52,15 @@ impl Release {
             wake_all: Vec::new(),
             wake_one: vec![keys.channel.clone()],
             clock: false,
+            batch: true,
         }
+    }
+
+    /// The same release, never batched: a fair lock's, whose release hands the lock to the
+    /// head of its queue when there is one (the batch would leave it to a second call).
+    pub(crate) fn unbatched(mut self) -> Release {
+        self.batch = false;
+        self
     }
 }
 
@@ -64,6 +76,7 @@ impl Release {
             wake_all: Vec::new(),
             wake_one: vec![keys.channel.clone()],
             clock: false,
+            batch: false,
         }
     }
 
@@ -78,6 +91,7 @@ impl Release {
             wake_all: Vec::new(),
             wake_one: Vec::new(),
             clock: true,
+            batch: false,
         }
     }
 }
@@ -114,6 +128,11 @@ impl Kind {
         &self.0.core
     }
 
+    /// The release's keys (see [`Release`]).
+    pub(super) fn release_keys(&self) -> &[String] {
+        &self.0.release.keys
+    }
+
     /// The lock's name, for errors and logs.
     pub(crate) fn name(&self) -> &str {
         &self.0.name
@@ -129,17 +148,33 @@ impl Kind {
         let kind = self.clone();
         async move {
             let (core, spec) = (&kind.0.core, &kind.0.release);
-            let keys: Vec<&str> = spec.keys.iter().map(String::as_str).collect();
-            let (owner, message) = (&*owner, spec.message.as_str());
-            let mut args: Vec<&dyn ToRedisArgsDyn> =
-                vec![&owner, &message, &expected, &core.publish];
-            args.extend(spec.extra.iter().map(|a| a as &dyn ToRedisArgsDyn));
-            let now = client_clock_ms();
-            if spec.clock {
-                args.push(&now);
+            let mut permit = None;
+            let mut reply = Ok(NOT_TRIED);
+            if spec.batch {
+                let op = Op::Unlock {
+                    kind: kind.clone(),
+                    owner: owner.clone(),
+                    expected,
+                };
+                match core.batcher.turn(op).await {
+                    Turn::Alone(alone) => permit = Some(alone),
+                    Turn::Batched(batched) => reply = batched,
+                }
             }
-            let reply: redis::RedisResult<i64> =
-                spec.script.run(&mut core.conn.clone(), &keys, &args).await;
+            // Alone, or not tried in its batch: the script itself.
+            if matches!(reply, Ok(NOT_TRIED)) {
+                let keys: Vec<&str> = spec.keys.iter().map(String::as_str).collect();
+                let (owner, message) = (&*owner, spec.message.as_str());
+                let mut args: Vec<&dyn ToRedisArgsDyn> =
+                    vec![&owner, &message, &expected, &core.publish];
+                args.extend(spec.extra.iter().map(|a| a as &dyn ToRedisArgsDyn));
+                let now = client_clock_ms();
+                if spec.clock {
+                    args.push(&now);
+                }
+                reply = spec.script.run(&mut core.conn.clone(), &keys, &args).await;
+            }
+            drop(permit);
             if matches!(reply, Ok(0) | Err(_)) {
                 for channel in &spec.wake_all {
                     core.listener.notify_all(channel);

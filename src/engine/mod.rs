@@ -58,6 +58,7 @@
 //! - [`wait`]: the wait loop above and its deadline helpers.
 //! - [`claim`]: the overtake limit: a waiter that waited too long claims the next release.
 //! - [`kind`]: what a lock kind gives the engine (its client, name and release script).
+//! - [`batch`]: natural batching of the uncontended lock and unlock calls per connection.
 //! - [`call`]: acquire calls that never leak a hold (cancellation, tickets, replica sync).
 //! - [`registry`]: the local hold registry: guards, calls in flight, doubts, loss deadlines.
 //! - [`settle`]: settlements that bring the server's count back to the guards'.
@@ -71,6 +72,7 @@
 //!
 //! Nothing here imports a lock kind or the `Client`: kinds are built on this module.
 
+pub(crate) mod batch;
 pub(crate) mod call;
 pub(crate) mod claim;
 pub(crate) mod close;

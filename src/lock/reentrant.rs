@@ -234,6 +234,9 @@ impl RLock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<Hold>> {
+        // The first attempt, most likely on a free lock, may go out in a batch with other
+        // calls on the connection (engine::batch); the attempts of a waiter go alone.
+        let mut first = true;
         let granted = engine::acquire_hold(
             &self.base,
             self.base.owner_field(),
@@ -245,9 +248,18 @@ impl RLock {
                 let lock = self.clone();
                 let owner = hold_key.1.clone();
                 let (claim_ms, waited_ms) = (claim.ms(), claim.waited_ms());
+                let core = &self.base.core;
+                let batch = std::mem::take(&mut first)
+                    && claim_ms == 0
+                    && core.replica_sync.is_none()
+                    && core.layout != KeyLayout::Redisson;
                 let call = async move {
                     let base = &lock.base;
                     let all: [&str; 3] = [&base.key, &base.claims.queue, &base.claims.deadlines];
+                    if batch {
+                        return engine::batch::lock(&base.kind, &owner, all, lease_ms, waited_ms)
+                            .await;
+                    }
                     // Redisson's layout has no claim queue: lua/lock.lua without one is
                     // Redisson's RLock acquire, byte for byte in its effects.
                     let keys = match base.core.layout {

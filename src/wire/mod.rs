@@ -1,8 +1,10 @@
 //! What lockwise writes to Redis: every key and channel name ([`keys`]; Redisson's, for
 //! [`KeyLayout::Redisson`](crate::KeyLayout::Redisson), in [`redisson`]) and every Lua
-//! script with its runner ([`scripts`], the scripts themselves in `lua/`). The layer every
+//! script with its runner ([`scripts`], the scripts themselves in `lua/`), and the Cluster
+//! hash slot of a key ([`slot`]). The layer every
 //! other module stands on, apart from the error type and the layout choice.
 
 pub(crate) mod keys;
 pub(crate) mod redisson;
 pub(crate) mod scripts;
+pub(crate) mod slot;

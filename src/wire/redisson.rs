@@ -12,6 +12,7 @@
 use crate::error::{Error, Result};
 
 use super::keys::Role;
+use super::slot::slot_part;
 
 /// Redisson's `prefixName(prefix, name)`.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
@@ -91,19 +92,6 @@ pub(crate) fn rw_key_prefix(name: &str) -> String {
 /// `suffixName(name, "<owner>:rwlock_timeout:<n>")`, `"1"` with the hold's lease as TTL.
 pub(crate) fn rw_timeout_key(name: &str, owner: &str, n: u32) -> String {
     suffix_name(name, &format!("{owner}:rwlock_timeout:{n}"))
-}
-
-/// The bytes Redis Cluster hashes for `key`: its `{tag}` if it has a non-empty one, else the
-/// whole key.
-fn slot_part(key: &str) -> &str {
-    if let Some(open) = key.find('{') {
-        if let Some(len) = key[open + 1..].find('}') {
-            if len > 0 {
-                return &key[open + 1..open + 1 + len];
-            }
-        }
-    }
-    key
 }
 
 /// Refuses a name whose Redisson keys would not share one Cluster slot (`a{b`, `x}y`,

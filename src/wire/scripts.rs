@@ -67,7 +67,14 @@ impl Script {
 /// script, so on a cluster redis-rs sends each to every node.
 pub(crate) async fn preload<C: ConnectionLike + Send>(conn: &mut C) -> RedisResult<()> {
     // MULTI_CHECK: the permission check at connect calls it first.
-    for script in [&*LOCK, &*UNLOCK, &*RENEW, &*FORCE_UNLOCK, &*MULTI_CHECK] {
+    for script in [
+        &*LOCK,
+        &*UNLOCK,
+        &*BATCH,
+        &*RENEW,
+        &*FORCE_UNLOCK,
+        &*MULTI_CHECK,
+    ] {
         let _: redis::Value = redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(script.source)
@@ -169,6 +176,9 @@ scripts! {
     /// `lua/lock.lua`'s fast path, then the shared `lua/claim.lua` and
     /// `lua/lock_contended.lua` (reached only when the lock or its claim exists)
     LOCK = "lock.lua" + "claim.lua" + "lock_contended.lua";
+    /// `lua/batch.lua`: the fast paths of `lua/lock.lua` and `lua/unlock.lua` for calls
+    /// queued on one connection (src/engine/batch.rs)
+    BATCH = "batch.lua";
     /// `lua/claim_drop.lua`: a waiter withdraws its overtake claim
     CLAIM_DROP = "claim_drop.lua";
     /// `lua/unlock.lua`, then the shared `lua/fair_queue.lua` and `lua/unlock_fair.lua`

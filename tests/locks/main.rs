@@ -11,7 +11,9 @@
 //! | [`mutual_exclusion`], [`overtake`], [`wakeup`] | contention: exclusion, the overtake bound, wakeups |
 //! | [`ownership`], [`stale_guard`], [`hold_accounting`] | who holds, guards that no longer do, hold counts |
 //! | [`watchdog`], [`cancellation`] | renewal and loss; dropping a future at any point |
+//! | [`batching`] | calls that queue on the connection go out as one script call: faults and edge cases |
 
+mod batching;
 mod cancellation;
 mod contract;
 mod fair;

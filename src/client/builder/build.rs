@@ -103,11 +103,18 @@ impl ClientBuilder {
             &holds,
         );
         tracing::debug!(client = %id, namespace = %self.namespace, "lockwise client connected");
+        let batcher = Arc::new(crate::engine::batch::Batcher::new(
+            conn.clone(),
+            publish,
+            id_str.clone(),
+            tokio::runtime::Handle::current(),
+        ));
         let core = Arc::new(Core {
             id,
             id_str,
             namespace: self.namespace,
             conn,
+            batcher,
             publish,
             replica_sync,
             listener,

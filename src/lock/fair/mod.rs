@@ -162,7 +162,11 @@ impl FairLock {
                 let release = Release::redisson_fair_unlock(&base.keys);
                 base.with_release(release)
             }
-            _ => base,
+            // A fair lock's release hands the lock to its queue's head: never batched.
+            _ => {
+                let release = Release::unlock(&base.keys, &base.core.id_str).unbatched();
+                base.with_release(release)
+            }
         };
         FairLock {
             inner: Arc::new(Inner { waiter_lease, base }),

@@ -380,6 +380,7 @@ impl Shared {
             wake_all: Vec::new(),
             wake_one: vec![self.write_channel.clone()],
             clock: false,
+            batch: false,
         }
     }
 
@@ -402,6 +403,7 @@ impl Shared {
             wake_all: vec![self.read_channel.clone()],
             wake_one: vec![self.write_channel.clone()],
             clock: false,
+            batch: false,
         }
     }
 

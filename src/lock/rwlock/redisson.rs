@@ -65,6 +65,7 @@ impl Shared {
             wake_all: Vec::new(),
             wake_one: vec![self.read_channel.clone()],
             clock: false,
+            batch: false,
         }
     }
 
@@ -79,6 +80,7 @@ impl Shared {
             wake_all: vec![self.write_channel.clone()],
             wake_one: Vec::new(),
             clock: false,
+            batch: false,
         }
     }
 

@@ -1,0 +1,66 @@
+-- batch.lua: the uncontended paths of lua/lock.lua and lua/unlock.lua for many calls in one
+-- script call. src/engine/batch.rs sends the calls that queued on a connection while another
+-- was in flight. Each item runs only the fast path of its script, with the same commands and
+-- effects; an item that would need more (the lock or its claim queue exists, the name has
+-- a fair queue, or a command was refused) is left untouched and answered -3, and its caller
+-- then sends the full script alone. So an item either did exactly what its script's fast
+-- path does, or nothing.
+--
+-- ARGV[1]  publish command: 'spublish' on a cluster with sharded pub/sub, else 'publish'
+-- ARGV[2]  the message a last release publishes (the releasing client's id, as unlock.lua)
+-- Then two ARGV per item, in order, and its KEYS, taken in order from KEYS[1]:
+--   lock    ARGV: lease in ms (> 0), owner field
+--           KEYS: lock hash, its overtake claim queue
+--   unlock  ARGV: -1 - expected hold count (<= -1; expected 0 = any), owner field
+--           KEYS: lock hash, its channel, the name's fair queue
+--
+-- Returns one integer per item, in order:
+--   lock    1 acquired (a new lock, hold count 1); -3 not tried
+--   unlock  as lua/unlock.lua: n > 0 holds left, 0 last hold released (lock deleted, one
+--           message published), -1 not held by this owner, -2 hold count differs from the
+--           expected one; -3 not tried
+local pub = ARGV[1] == 'spublish' and 'spublish' or 'publish'
+local message = ARGV[2]
+local out = {}
+local k = 1
+for i = 3, #ARGV - 1, 2 do
+    local n = tonumber(ARGV[i])
+    local owner = ARGV[i + 1]
+    local lock = KEYS[k]
+    local reply = -3
+    if n > 0 then
+        if redis.call('exists', lock, KEYS[k + 1]) == 0 then
+            -- pcall: a refused write (OOM) leaves this item untried, not the batch failed.
+            if type(redis.pcall('hset', lock, owner, 1)) == 'number' then
+                redis.call('pexpire', lock, n)
+                reply = 1
+            end
+        end
+        k = k + 2
+    else
+        if redis.call('exists', KEYS[k + 2]) == 0 then
+            local holds = redis.pcall('hget', lock, owner)
+            if not holds then
+                reply = -1
+            elseif type(holds) == 'string' then
+                holds = tonumber(holds)
+                local expected = -1 - n
+                if expected > 0 and holds ~= expected then
+                    reply = -2
+                elseif holds > 1 then
+                    local left = redis.pcall('hincrby', lock, owner, -1)
+                    if type(left) == 'number' then
+                        reply = left
+                    end
+                else
+                    redis.call('del', lock)
+                    redis.pcall(pub, KEYS[k + 1], message)
+                    reply = 0
+                end
+            end
+        end
+        k = k + 3
+    end
+    out[#out + 1] = reply
+end
+return out

@@ -1,0 +1,338 @@
+//! Natural batching of the uncontended lock and unlock calls.
+//!
+//! A call that finds nothing in flight on its lane (the connection; on a Cluster, the hash
+//! slot) goes out at once as its own script, so a lone caller never waits. Calls that come
+//! while [`MAX_IN_FLIGHT`] are in flight queue; when one of those returns, the queue goes
+//! out as **one** call of `lua/batch.lua` (at most [`MAX_BATCH`] items), which runs each
+//! item's fast path: a free lock is taken, a hold is released. So the calls per lock fall as
+//! concurrency rises, and with them what Redis and the client spend per call.
+//!
+//! An item the batch could not settle on its fast path (the lock is held or claimed, the
+//! name has a fair queue, a write was refused) is answered "not tried" and changed nothing;
+//! its caller sends the full script alone. A batch whose reply is lost gives every member
+//! the same error: each is then in doubt and goes through the engine's settlement, as a
+//! single call would. A caller that gives up while its item waits in the queue is dropped
+//! from it and never sent; an acquire's caller never gives up mid-call anyway (the engine's
+//! `Inflight` finishes it in the background).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use redis::{ErrorKind, RedisError, RedisResult};
+use tokio::sync::oneshot;
+
+use super::call::Synced;
+use super::kind::Kind;
+use crate::deploy::CommandConn;
+use crate::wire::scripts::{ToRedisArgsDyn, BATCH, LOCK};
+use crate::wire::slot::hash_slot;
+
+/// Calls in flight per lane before new ones queue. Two let the client build the next batch
+/// while Redis runs the current one.
+const MAX_IN_FLIGHT: usize = 2;
+
+/// Most items in one batch: a batch runs on Redis as one script, so it is kept far below
+/// anything that would stall other clients (128 items take Redis about 0.4 ms).
+const MAX_BATCH: usize = 128;
+
+/// How long a queued call waits for the calls in flight before the lane stops counting them.
+/// A permit lives in its caller's future; a future that is kept but no longer polled would
+/// otherwise hold its lane's place, and every call queued behind it, forever. Counting is only
+/// for batching: calls sent past it are correct, merely not batched.
+const STALL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The batch reply of an item that was not tried (`lua/batch.lua`).
+pub(crate) const NOT_TRIED: i64 = -3;
+
+/// One call that may be batched.
+pub(crate) enum Op {
+    /// `lua/lock.lua` with no claim to stake: take `lock` for `owner` if it and its claim
+    /// queue do not exist.
+    Lock {
+        lock: Arc<str>,
+        claim: String,
+        lease_ms: u64,
+        owner: Arc<str>,
+    },
+    /// `lua/unlock.lua` when the name has no fair queue: release one hold of `owner`.
+    /// The release's keys are `kind`'s: lock hash, channel, fair queue.
+    Unlock {
+        kind: Kind,
+        owner: Arc<str>,
+        expected: u32,
+    },
+}
+
+impl Op {
+    fn lock_key(&self) -> &str {
+        match self {
+            Op::Lock { lock, .. } => lock,
+            Op::Unlock { kind, .. } => &kind.release_keys()[0],
+        }
+    }
+}
+
+/// How a call goes out.
+pub(crate) enum Turn {
+    /// Send the full script now; the lane counts it in flight until the permit drops.
+    Alone(Permit),
+    /// The call went out in a batch: its reply there ([`NOT_TRIED`]: send the full script).
+    Batched(RedisResult<i64>),
+}
+
+struct Item {
+    op: Op,
+    reply: oneshot::Sender<Turn>,
+}
+
+#[derive(Default)]
+struct Lane {
+    in_flight: usize,
+    queue: Vec<Item>,
+    /// Bumped when the lane stops waiting for its permits (see [`STALL`]): older permits
+    /// no longer count.
+    generation: u64,
+}
+
+/// The batching state of one client's command connection.
+pub(crate) struct Batcher {
+    lanes: Mutex<HashMap<u16, Lane>>,
+    conn: CommandConn,
+    /// `"spublish"` or `"publish"` (see `Core::publish`).
+    publish: &'static str,
+    /// What a last release publishes: the client's id.
+    message: String,
+    handle: tokio::runtime::Handle,
+}
+
+/// A call in flight on its lane, as the lane counts it. Dropping it (the call returned or was
+/// dropped) lets the lane's queue go out.
+pub(crate) struct Permit {
+    batcher: Arc<Batcher>,
+    lane: u16,
+    generation: u64,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.batcher.done(self.lane, Some(self.generation));
+    }
+}
+
+impl Batcher {
+    pub(crate) fn new(
+        conn: CommandConn,
+        publish: &'static str,
+        message: String,
+        handle: tokio::runtime::Handle,
+    ) -> Batcher {
+        Batcher {
+            lanes: Mutex::new(HashMap::new()),
+            conn,
+            publish,
+            message,
+            handle,
+        }
+    }
+
+    fn lane(&self, op: &Op) -> u16 {
+        if self.conn.is_cluster() {
+            hash_slot(op.lock_key())
+        } else {
+            0
+        }
+    }
+
+    /// Waits for `op`'s turn: at once alone, or its reply in a batch.
+    ///
+    /// Cancel safe: dropped while the item waits in the queue, the item is never sent;
+    /// dropped with a permit, the permit is given back.
+    pub(crate) async fn turn(self: &Arc<Self>, op: Op) -> Turn {
+        let lane = self.lane(&op);
+        let waiting = {
+            let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+            let entry = lanes.entry(lane).or_default();
+            if entry.in_flight < MAX_IN_FLIGHT && entry.queue.is_empty() {
+                entry.in_flight += 1;
+                return Turn::Alone(Permit {
+                    batcher: self.clone(),
+                    lane,
+                    generation: entry.generation,
+                });
+            }
+            let (reply, waiting) = oneshot::channel();
+            entry.queue.push(Item { op, reply });
+            waiting
+        };
+        tokio::pin!(waiting);
+        loop {
+            match tokio::time::timeout(STALL, &mut waiting).await {
+                Ok(turn) => {
+                    // The sender is dropped unanswered only if the runtime dropped the
+                    // batch's task: the item may have been sent, so no error code (the
+                    // outcome is unknown).
+                    return turn.unwrap_or_else(|_| {
+                        Turn::Batched(Err(RedisError::from((
+                            ErrorKind::Io,
+                            "batched call dropped before its reply",
+                        ))))
+                    });
+                }
+                // Nothing came back for a long while: stop counting the calls in flight,
+                // and send the queue.
+                Err(_) => self.done(lane, None),
+            }
+        }
+    }
+
+    /// A call of `lane` ended (the permit of `generation`), or, with `None`, the lane's
+    /// calls in flight stalled: sends what queued meanwhile, as a batch or (one item) by
+    /// handing that caller the lane's place.
+    fn done(self: &Arc<Self>, lane: u16, generation: Option<u64>) {
+        let (mut items, generation) = {
+            let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(entry) = lanes.get_mut(&lane) else {
+                return;
+            };
+            match generation {
+                Some(g) if g != entry.generation => return,
+                Some(_) => {}
+                None => {
+                    tracing::debug!(lane, "calls in flight stalled; sending the queue");
+                    entry.generation += 1;
+                    entry.in_flight = 1;
+                }
+            }
+            entry.queue.retain(|item| !item.reply.is_closed());
+            if entry.queue.is_empty() {
+                entry.in_flight -= 1;
+                if entry.in_flight == 0 {
+                    lanes.remove(&lane);
+                }
+                return;
+            }
+            let rest = entry.queue.split_off(entry.queue.len().min(MAX_BATCH));
+            (std::mem::replace(&mut entry.queue, rest), entry.generation)
+        };
+        // The lane's place passes on to what goes out now.
+        let permit = Permit {
+            batcher: self.clone(),
+            lane,
+            generation,
+        };
+        if items.len() == 1 {
+            let item = items.pop().expect("one item");
+            // Refused (the caller left meanwhile): the permit drops here and tries the next.
+            let _ = item.reply.send(Turn::Alone(permit));
+            return;
+        }
+        self.handle.spawn(self.clone().send(items, permit));
+    }
+
+    /// Sends `items` as one call of `lua/batch.lua` and answers each.
+    async fn send(self: Arc<Self>, items: Vec<Item>, permit: Permit) {
+        let reply = self.call(&items).await;
+        // The next batch may go out while this one is answered.
+        drop(permit);
+        let replies = match reply {
+            Ok(replies) if replies.len() == items.len() => replies.into_iter().map(Ok).collect(),
+            Ok(replies) => {
+                let e = RedisError::from((
+                    ErrorKind::UnexpectedReturnType,
+                    "batch script answered the wrong number of replies",
+                    format!("{} for {} calls", replies.len(), items.len()),
+                ));
+                vec![Err(e); items.len()]
+            }
+            // A script error mid-batch (`ERR user_script:...`) comes after some items may
+            // have run: every member's outcome is unknown, so each goes to the settlement.
+            Err(e) if e.code() == Some("ERR") => {
+                let e = RedisError::from((
+                    ErrorKind::Io,
+                    "batch script failed after it may have run",
+                    e.to_string(),
+                ));
+                vec![Err(e); items.len()]
+            }
+            Err(e) => vec![Err(e); items.len()],
+        };
+        for (item, reply) in items.into_iter().zip(replies) {
+            let _ = item.reply.send(Turn::Batched(reply));
+        }
+    }
+
+    /// The call of `lua/batch.lua` for `items`.
+    async fn call(&self, items: &[Item]) -> RedisResult<Vec<i64>> {
+        let mut keys: Vec<&str> = Vec::with_capacity(items.len() * 3);
+        let mut numbers: Vec<i64> = Vec::with_capacity(items.len());
+        for item in items {
+            match &item.op {
+                Op::Lock {
+                    lock,
+                    claim,
+                    lease_ms,
+                    ..
+                } => {
+                    keys.extend([&**lock, claim.as_str()]);
+                    numbers.push(i64::try_from(*lease_ms).unwrap_or(i64::MAX));
+                }
+                Op::Unlock { kind, expected, .. } => {
+                    keys.extend(kind.release_keys()[..3].iter().map(String::as_str));
+                    numbers.push(-1 - i64::from(*expected));
+                }
+            }
+        }
+        let owners: Vec<&str> = items
+            .iter()
+            .map(|item| match &item.op {
+                Op::Lock { owner, .. } | Op::Unlock { owner, .. } => &**owner,
+            })
+            .collect();
+        let message = self.message.as_str();
+        let mut args: Vec<&dyn ToRedisArgsDyn> = Vec::with_capacity(2 + items.len() * 2);
+        args.extend([&self.publish as &dyn ToRedisArgsDyn, &message]);
+        for (number, owner) in numbers.iter().zip(&owners) {
+            args.extend([number as &dyn ToRedisArgsDyn, owner]);
+        }
+        tracing::trace!(items = items.len(), "sending a batch of lock calls");
+        BATCH.run(&mut self.conn.clone(), &keys, &args).await
+    }
+}
+
+/// `lua/lock.lua` with no claim to stake, for `owner` on the lock hash `keys[0]` (claim
+/// queue `keys[1]`, its deadlines `keys[2]`: lockwise's layout), through `kind`'s client's
+/// batcher. For an acquire's first attempt, when the lock is most likely free; the client
+/// has no replica sync (a batch has no `WAIT`).
+pub(crate) async fn lock(
+    kind: &Kind,
+    owner: &Arc<str>,
+    keys: [&str; 3],
+    lease_ms: u64,
+    waited_ms: u64,
+) -> RedisResult<Synced> {
+    let core = kind.core();
+    let op = Op::Lock {
+        lock: keys[0].into(),
+        claim: keys[1].to_string(),
+        lease_ms,
+        owner: owner.clone(),
+    };
+    let permit = match core.batcher.turn(op).await {
+        Turn::Alone(permit) => Some(permit),
+        Turn::Batched(Ok(NOT_TRIED)) => None,
+        Turn::Batched(Ok(1)) => return Ok(Synced::plain(vec![1, 1])),
+        Turn::Batched(Ok(other)) => {
+            return Err(RedisError::from((
+                ErrorKind::UnexpectedReturnType,
+                "batch script answered a lock call",
+                other.to_string(),
+            )))
+        }
+        Turn::Batched(Err(e)) => return Err(e),
+    };
+    let no_claim = 0u64;
+    let args: [&dyn ToRedisArgsDyn; 4] = [&lease_ms, &&**owner, &no_claim, &waited_ms];
+    let reply = LOCK.run(&mut core.conn.clone(), &keys, &args).await;
+    drop(permit);
+    Ok(Synced::plain(reply?))
+}
