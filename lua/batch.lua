@@ -1,10 +1,12 @@
 -- batch.lua: the uncontended paths of lua/lock.lua and lua/unlock.lua for many calls in one
 -- script call. src/engine/batch.rs sends the calls that queued on a connection while another
--- was in flight. Each item runs only the fast path of its script, with the same commands and
--- effects; an item that would need more (the lock or its claim queue exists, the name has
--- a fair queue, or a command was refused) is left untouched and answered -3, and its caller
--- then sends the full script alone. So an item either did exactly what its script's fast
--- path does, or nothing.
+-- was in flight. Each item runs the common paths of its script, with the same commands,
+-- effects and answers: a lock item takes a free lock, re-enters its owner's, or reports
+-- another owner's; an unlock item releases one hold. An item that would need more (a free
+-- lock whose claim queue decides, a name with a fair queue, a refused command or a key of
+-- another type) is left untouched and answered -3, and its caller then sends the full script
+-- alone. So an item either did exactly what its script would have done, or nothing. Lock
+-- items never stake an overtake claim (src/engine/batch.rs sends only acquires that do not).
 --
 -- ARGV[1]  publish command: 'spublish' on a cluster with sharded pub/sub, else 'publish'
 -- ARGV[2]  the message a last release publishes (the releasing client's id, as unlock.lua)
@@ -15,7 +17,9 @@
 --           KEYS: lock hash, its channel, the name's fair queue
 --
 -- Returns one integer per item, in order:
---   lock    1 acquired (a new lock, hold count 1); -3 not tried
+--   lock    n >= 1 acquired, n = this owner's hold count after the call (lock.lua's {1, n});
+--           n <= -9 held by another owner, -10 - n = its PTTL (lock.lua's {0, pttl}); -3 not
+--           tried
 --   unlock  as lua/unlock.lua: n > 0 holds left, 0 last hold released (lock deleted, one
 --           message published), -1 not held by this owner, -2 hold count differs from the
 --           expected one; -3 not tried
@@ -34,6 +38,23 @@ for i = 3, #ARGV - 1, 2 do
             if type(redis.pcall('hset', lock, owner, 1)) == 'number' then
                 redis.call('pexpire', lock, n)
                 reply = 1
+            end
+        else
+            -- As lua/lock_contended.lua without a claim to stake.
+            local mine = redis.pcall('hexists', lock, owner)
+            if mine == 1 then
+                local holds = redis.pcall('hincrby', lock, owner, 1)
+                if type(holds) == 'number' then
+                    if redis.call('pttl', lock) < n then
+                        redis.call('pexpire', lock, n)
+                    end
+                    reply = holds
+                end
+            elseif mine == 0 then
+                local pttl = redis.call('pttl', lock)
+                if pttl ~= -2 then
+                    reply = -10 - pttl
+                end
             end
         end
         k = k + 2

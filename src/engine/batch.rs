@@ -4,12 +4,13 @@
 //! slot) goes out at once as its own script, so a lone caller never waits. Calls that come
 //! while [`MAX_IN_FLIGHT`] are in flight queue; when one of those returns, the queue goes
 //! out as **one** call of `lua/batch.lua` (at most [`MAX_BATCH`] items), which runs each
-//! item's fast path: a free lock is taken, a hold is released. So the calls per lock fall as
-//! concurrency rises, and with them what Redis and the client spend per call.
+//! item's common paths: a free lock is taken, an owner's lock re-entered, another owner's
+//! reported with its TTL, a hold released. So the calls per lock fall as concurrency rises,
+//! and with them what Redis and the client spend per call.
 //!
-//! An item the batch could not settle on its fast path (the lock is held or claimed, the
-//! name has a fair queue, a write was refused) is answered "not tried" and changed nothing;
-//! its caller sends the full script alone. A batch whose reply is lost gives every member
+//! An item the batch could not settle so (a free lock whose overtake claim queue decides, a
+//! name with a fair queue, a refused write, a key of another type) is answered "not tried"
+//! and changed nothing; its caller sends the full script alone. A batch whose reply is lost gives every member
 //! the same error: each is then in doubt and goes through the engine's settlement, as a
 //! single call would. A caller that gives up while its item waits in the queue is dropped
 //! from it and never sent; an acquire's caller never gives up mid-call anyway (the engine's
@@ -46,8 +47,8 @@ pub(crate) const NOT_TRIED: i64 = -3;
 
 /// One call that may be batched.
 pub(crate) enum Op {
-    /// `lua/lock.lua` with no claim to stake: take `lock` for `owner` if it and its claim
-    /// queue do not exist.
+    /// `lua/lock.lua` with no claim to stake: take or re-enter `lock` for `owner`, or report
+    /// its holder's TTL.
     Lock {
         lock: Arc<str>,
         claim: String,
@@ -320,7 +321,8 @@ pub(crate) async fn lock(
     let permit = match core.batcher.turn(op).await {
         Turn::Alone(permit) => Some(permit),
         Turn::Batched(Ok(NOT_TRIED)) => None,
-        Turn::Batched(Ok(1)) => return Ok(Synced::plain(vec![1, 1])),
+        Turn::Batched(Ok(holds)) if holds >= 1 => return Ok(Synced::plain(vec![1, holds])),
+        Turn::Batched(Ok(held)) if held <= -9 => return Ok(Synced::plain(vec![0, -10 - held])),
         Turn::Batched(Ok(other)) => {
             return Err(RedisError::from((
                 ErrorKind::UnexpectedReturnType,
