@@ -150,7 +150,9 @@ impl Kind {
             let (core, spec) = (&kind.0.core, &kind.0.release);
             let mut permit = None;
             let mut reply = Ok(NOT_TRIED);
-            if spec.batch {
+            // A batch publishes the client's id: a Redlock set's releases (its own id) go
+            // alone.
+            if spec.batch && spec.message == core.id_str {
                 let op = Op::Unlock {
                     kind: kind.clone(),
                     owner: owner.clone(),
