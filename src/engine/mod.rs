@@ -25,6 +25,16 @@
 //! arrives after the TTL it set ran out (the process was paused meanwhile) takes no guard:
 //! its hold is settled away and the wait goes on.
 //!
+//! # Batching
+//!
+//! An acquire's first attempt and a release go through the client's [`batch`] lanes: alone
+//! when fewer than two calls are in flight on the connection (on a Cluster, the hash slot),
+//! else queued and sent with the others as one call of `lua/batch.lua` when one returns. The
+//! batch answers each item as its own script would, or leaves it untried (the caller then
+//! sends the full script); a lost batch leaves every member in doubt, as a lost call does.
+//! A waiter's later attempts, a fair lock's release and every call of a client with replica
+//! sync go alone.
+//!
 //! # Cancellation
 //!
 //! A script call whose future is dropped may still run on the server. Each acquire attempt is
