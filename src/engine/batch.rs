@@ -17,10 +17,10 @@
 //! `Inflight` finishes it in the background).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use redis::{ErrorKind, RedisError, RedisResult};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 use super::call::Synced;
 use super::kind::Kind;
@@ -36,10 +36,12 @@ const MAX_IN_FLIGHT: usize = 2;
 /// anything that would stall other clients (128 items take Redis about 0.4 ms).
 const MAX_BATCH: usize = 128;
 
-/// How long a queued call waits for the calls in flight before the lane stops counting them.
-/// A permit lives in its caller's future; a future that is kept but no longer polled would
-/// otherwise hold its lane's place, and every call queued behind it, forever. Counting is only
-/// for batching: calls sent past it are correct, merely not batched.
+/// How long a lane's queue waits with none of its calls in flight ending before the lane
+/// stops counting them. A permit lives in its caller's future; a future that is kept but no
+/// longer polled would otherwise hold its lane's place, and every call queued behind it,
+/// forever. One task per client checks the lanes at this period while any has a queue (no
+/// timer per call). Counting is only for batching: calls sent past it are correct, merely
+/// not batched.
 const STALL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The batch reply of an item that was not tried (`lua/batch.lua`).
@@ -93,6 +95,10 @@ struct Lane {
     /// Bumped when the lane stops waiting for its permits (see [`STALL`]): older permits
     /// no longer count.
     generation: u64,
+    /// Calls of this lane that ended: the stall check's sign of progress.
+    ended: u64,
+    /// `ended` as the stall check last saw it.
+    checked: u64,
 }
 
 /// The batching state of one client's command connection.
@@ -104,6 +110,8 @@ pub(crate) struct Batcher {
     /// What a last release publishes: the client's id.
     message: String,
     handle: tokio::runtime::Handle,
+    /// Wakes the stall check when a queue starts (and when the batcher goes away).
+    queued: Arc<Notify>,
 }
 
 /// A call in flight on its lane, as the lane counts it. Dropping it (the call returned or was
@@ -116,24 +124,32 @@ pub(crate) struct Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        self.batcher.done(self.lane, Some(self.generation));
+        self.batcher.ended(self.lane, self.generation);
     }
 }
 
+/// What goes out of a lane now: a batch, or one call handed the lane's place.
+type Sends = Vec<(Vec<Item>, u64)>;
+
 impl Batcher {
-    pub(crate) fn new(
+    /// The batcher of `conn`, with its stall check running on `handle`.
+    pub(crate) fn start(
         conn: CommandConn,
         publish: &'static str,
         message: String,
         handle: tokio::runtime::Handle,
-    ) -> Batcher {
-        Batcher {
+    ) -> Arc<Batcher> {
+        let queued = Arc::new(Notify::new());
+        let batcher = Arc::new(Batcher {
             lanes: Mutex::new(HashMap::new()),
             conn,
             publish,
             message,
-            handle,
-        }
+            handle: handle.clone(),
+            queued: queued.clone(),
+        });
+        handle.spawn(stall_check(Arc::downgrade(&batcher), queued));
+        batcher
     }
 
     fn lane(&self, op: &Op) -> u16 {
@@ -144,6 +160,10 @@ impl Batcher {
         }
     }
 
+    fn lanes(&self) -> std::sync::MutexGuard<'_, HashMap<u16, Lane>> {
+        self.lanes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Waits for `op`'s turn: at once alone, or its reply in a batch.
     ///
     /// Cancel safe: dropped while the item waits in the queue, the item is never sent;
@@ -151,7 +171,7 @@ impl Batcher {
     pub(crate) async fn turn(self: &Arc<Self>, op: Op) -> Turn {
         let lane = self.lane(&op);
         let waiting = {
-            let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+            let mut lanes = self.lanes();
             let entry = lanes.entry(lane).or_default();
             if entry.in_flight < MAX_IN_FLIGHT && entry.queue.is_empty() {
                 entry.in_flight += 1;
@@ -162,72 +182,88 @@ impl Batcher {
                 });
             }
             let (reply, waiting) = oneshot::channel();
+            if entry.queue.is_empty() {
+                self.queued.notify_one();
+            }
             entry.queue.push(Item { op, reply });
             waiting
         };
-        tokio::pin!(waiting);
-        loop {
-            match tokio::time::timeout(STALL, &mut waiting).await {
-                Ok(turn) => {
-                    // The sender is dropped unanswered only if the runtime dropped the
-                    // batch's task: the item may have been sent, so no error code (the
-                    // outcome is unknown).
-                    return turn.unwrap_or_else(|_| {
-                        Turn::Batched(Err(RedisError::from((
-                            ErrorKind::Io,
-                            "batched call dropped before its reply",
-                        ))))
-                    });
-                }
-                // Nothing came back for a long while: stop counting the calls in flight,
-                // and send the queue.
-                Err(_) => self.done(lane, None),
-            }
-        }
+        // The sender is dropped unanswered only if the runtime dropped the batch's task: the
+        // item may have been sent, so no error code (the outcome is unknown).
+        waiting.await.unwrap_or_else(|_| {
+            Turn::Batched(Err(RedisError::from((
+                ErrorKind::Io,
+                "batched call dropped before its reply",
+            ))))
+        })
     }
 
-    /// A call of `lane` ended (the permit of `generation`), or, with `None`, the lane's
-    /// calls in flight stalled: sends what queued meanwhile, as a batch or (one item) by
-    /// handing that caller the lane's place.
-    fn done(self: &Arc<Self>, lane: u16, generation: Option<u64>) {
-        let (mut items, generation) = {
-            let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+    /// A call of `lane` ended (its permit of `generation` dropped): sends what queued
+    /// meanwhile.
+    fn ended(self: &Arc<Self>, lane: u16, generation: u64) {
+        let sends = {
+            let mut lanes = self.lanes();
             let Some(entry) = lanes.get_mut(&lane) else {
                 return;
             };
-            match generation {
-                Some(g) if g != entry.generation => return,
-                Some(_) => {}
-                None => {
-                    tracing::debug!(lane, "calls in flight stalled; sending the queue");
-                    entry.generation += 1;
-                    entry.in_flight = 1;
-                }
-            }
-            entry.queue.retain(|item| !item.reply.is_closed());
-            if entry.queue.is_empty() {
-                entry.in_flight -= 1;
-                if entry.in_flight == 0 {
-                    lanes.remove(&lane);
-                }
+            if generation != entry.generation {
                 return;
             }
-            let rest = entry.queue.split_off(entry.queue.len().min(MAX_BATCH));
-            (std::mem::replace(&mut entry.queue, rest), entry.generation)
+            entry.ended += 1;
+            entry.in_flight -= 1;
+            let sends = fill(entry);
+            if entry.in_flight == 0 && entry.queue.is_empty() {
+                lanes.remove(&lane);
+            }
+            sends
         };
-        // The lane's place passes on to what goes out now.
-        let permit = Permit {
-            batcher: self.clone(),
-            lane,
-            generation,
-        };
-        if items.len() == 1 {
-            let item = items.pop().expect("one item");
-            // Refused (the caller left meanwhile): the permit drops here and tries the next.
-            let _ = item.reply.send(Turn::Alone(permit));
-            return;
+        self.send_all(lane, sends);
+    }
+
+    /// The stall check's round: a lane whose queue waited a whole [`STALL`] while none of
+    /// its calls ended stops counting them and sends its queue. Returns whether any lane
+    /// still has a queue.
+    fn unstick(self: &Arc<Self>) -> bool {
+        let mut queued = false;
+        let mut stalled = Vec::new();
+        {
+            let mut lanes = self.lanes();
+            for (&lane, entry) in lanes.iter_mut() {
+                if entry.queue.is_empty() || entry.ended != entry.checked {
+                    entry.checked = entry.ended;
+                    queued |= !entry.queue.is_empty();
+                    continue;
+                }
+                tracing::debug!(lane, "calls in flight stalled; sending the queue");
+                entry.generation += 1;
+                entry.in_flight = 0;
+                stalled.push((lane, fill(entry)));
+                queued |= !entry.queue.is_empty();
+            }
         }
-        self.handle.spawn(self.clone().send(items, permit));
+        for (lane, sends) in stalled {
+            self.send_all(lane, sends);
+        }
+        queued
+    }
+
+    /// Sends each batch of `lane` (one item: hands that caller the lane's place instead).
+    fn send_all(self: &Arc<Self>, lane: u16, sends: Sends) {
+        for (mut items, generation) in sends {
+            let permit = Permit {
+                batcher: self.clone(),
+                lane,
+                generation,
+            };
+            if items.len() == 1 {
+                let item = items.pop().expect("one item");
+                // Refused (the caller left meanwhile): the permit drops here and tries the
+                // next.
+                let _ = item.reply.send(Turn::Alone(permit));
+            } else {
+                self.handle.spawn(self.clone().send(items, permit));
+            }
+        }
     }
 
     /// Sends `items` as one call of `lua/batch.lua` and answers each.
@@ -297,6 +333,42 @@ impl Batcher {
         }
         tracing::trace!(items = items.len(), "sending a batch of lock calls");
         BATCH.run(&mut self.conn.clone(), &keys, &args).await
+    }
+}
+
+/// Takes the batches `entry` may send now, counting each in flight.
+fn fill(entry: &mut Lane) -> Sends {
+    entry.queue.retain(|item| !item.reply.is_closed());
+    let mut sends = Vec::new();
+    while entry.in_flight < MAX_IN_FLIGHT && !entry.queue.is_empty() {
+        let rest = entry.queue.split_off(entry.queue.len().min(MAX_BATCH));
+        sends.push((std::mem::replace(&mut entry.queue, rest), entry.generation));
+        entry.in_flight += 1;
+    }
+    sends
+}
+
+/// Checks the lanes every [`STALL`] while any has a queue; sleeps otherwise. Ends with the
+/// batcher.
+async fn stall_check(batcher: Weak<Batcher>, queued: Arc<Notify>) {
+    loop {
+        queued.notified().await;
+        loop {
+            tokio::time::sleep(STALL).await;
+            let Some(batcher) = batcher.upgrade() else {
+                return;
+            };
+            if !batcher.unstick() {
+                break;
+            }
+        }
+    }
+}
+
+impl Drop for Batcher {
+    fn drop(&mut self) {
+        // Lets the stall check see that the batcher is gone.
+        self.queued.notify_one();
     }
 }
 

@@ -103,12 +103,12 @@ impl ClientBuilder {
             &holds,
         );
         tracing::debug!(client = %id, namespace = %self.namespace, "lockwise client connected");
-        let batcher = Arc::new(crate::engine::batch::Batcher::new(
+        let batcher = crate::engine::batch::Batcher::start(
             conn.clone(),
             publish,
             id_str.clone(),
             tokio::runtime::Handle::current(),
-        ));
+        );
         let core = Arc::new(Core {
             id,
             id_str,
