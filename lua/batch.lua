@@ -26,27 +26,53 @@
 local pub = ARGV[1] == 'spublish' and 'spublish' or 'publish'
 local message = ARGV[2]
 local out = {}
+local m = 0
 local k = 1
+-- Numbers stay strings where the commands take them: Redis turns a Lua number argument into
+-- a string with printf, which costs more than the command around it.
 for i = 3, #ARGV - 1, 2 do
-    local n = tonumber(ARGV[i])
+    local a = ARGV[i]
     local owner = ARGV[i + 1]
     local lock = KEYS[k]
     local reply = -3
-    if n > 0 then
+    if a == '-1' or string.byte(a) == 45 then
+        -- An unlock ('-1': any hold count; '-1 - n': only while the count is n).
+        if redis.call('exists', KEYS[k + 2]) == 0 then
+            local holds = redis.pcall('hget', lock, owner)
+            if not holds then
+                reply = -1
+            elseif type(holds) == 'string' then
+                if a ~= '-1' and tonumber(holds) ~= -1 - tonumber(a) then
+                    reply = -2
+                elseif holds == '1' or tonumber(holds) <= 1 then
+                    redis.call('del', lock)
+                    redis.pcall(pub, KEYS[k + 1], message)
+                    reply = 0
+                else
+                    local left = redis.pcall('hincrby', lock, owner, '-1')
+                    if type(left) == 'number' then
+                        reply = left
+                    end
+                end
+            end
+        end
+        k = k + 3
+    else
+        -- A lock; `a` is its lease in ms.
         if redis.call('exists', lock, KEYS[k + 1]) == 0 then
             -- pcall: a refused write (OOM) leaves this item untried, not the batch failed.
-            if type(redis.pcall('hset', lock, owner, 1)) == 'number' then
-                redis.call('pexpire', lock, n)
+            if type(redis.pcall('hset', lock, owner, '1')) == 'number' then
+                redis.call('pexpire', lock, a)
                 reply = 1
             end
         else
             -- As lua/lock_contended.lua without a claim to stake.
             local mine = redis.pcall('hexists', lock, owner)
             if mine == 1 then
-                local holds = redis.pcall('hincrby', lock, owner, 1)
+                local holds = redis.pcall('hincrby', lock, owner, '1')
                 if type(holds) == 'number' then
-                    if redis.call('pttl', lock) < n then
-                        redis.call('pexpire', lock, n)
+                    if redis.call('pttl', lock) < tonumber(a) then
+                        redis.call('pexpire', lock, a)
                     end
                     reply = holds
                 end
@@ -58,30 +84,8 @@ for i = 3, #ARGV - 1, 2 do
             end
         end
         k = k + 2
-    else
-        if redis.call('exists', KEYS[k + 2]) == 0 then
-            local holds = redis.pcall('hget', lock, owner)
-            if not holds then
-                reply = -1
-            elseif type(holds) == 'string' then
-                holds = tonumber(holds)
-                local expected = -1 - n
-                if expected > 0 and holds ~= expected then
-                    reply = -2
-                elseif holds > 1 then
-                    local left = redis.pcall('hincrby', lock, owner, -1)
-                    if type(left) == 'number' then
-                        reply = left
-                    end
-                else
-                    redis.call('del', lock)
-                    redis.pcall(pub, KEYS[k + 1], message)
-                    reply = 0
-                end
-            end
-        end
-        k = k + 3
     end
-    out[#out + 1] = reply
+    m = m + 1
+    out[m] = reply
 end
 return out

@@ -34,7 +34,8 @@ else
     busy = redis.call('exists', KEYS[1])
 end
 if busy == 0 then
-    redis.call('hset', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], lease)
+    -- Strings, not numbers: Redis turns a Lua number argument into a string with printf.
+    redis.call('hset', KEYS[1], ARGV[2], '1')
+    redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, 1}
 end

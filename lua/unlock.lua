@@ -42,7 +42,7 @@ else
         return -2
     end
     if holds > 1 then
-        return redis.call('hincrby', lock, ARGV[1], -1)
+        return redis.call('hincrby', lock, ARGV[1], '-1')
     end
     -- The last hold: DEL alone (no HINCRBY to 0 first), one command fewer on the common path.
     redis.call('del', lock)
