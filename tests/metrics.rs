@@ -232,6 +232,39 @@ async fn errors_are_counted_by_kind_operation_and_class() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_and_batched_calls_are_counted() {
+    let _serial = serial().await;
+    let server = RedisServer::start();
+    let mut c = conn(&server).await;
+    let client = named_client(&server, "m_batch", Duration::from_secs(30)).await;
+    take();
+    let tasks: Vec<_> = (0..32)
+        .map(|i| {
+            let lock = client.lock(format!("m-batch-{i}"));
+            tokio::spawn(async move {
+                for _ in 0..20 {
+                    lock.lock().await.unwrap().unlock().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        within(30, task).await.unwrap();
+    }
+    let seen = take();
+    let calls = seen.counter(BATCH_CALLS_TOTAL, &[("result", "ok")]);
+    let batched = seen.counter(BATCHED_TOTAL, &[]);
+    // 1,280 lock and unlock calls from 32 tasks on one connection: most queue.
+    assert!(calls >= 1, "no batch call: {:?}", seen.0);
+    assert!(
+        batched >= 2 * calls && batched <= 1_280,
+        "{batched} calls in {calls} batches"
+    );
+    assert_eq!(seen.counter(BATCH_CALLS_TOTAL, &[("result", "error")]), 0);
+    assert_clean(&mut c, &client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_renewals_and_renew_calls_are_counted() {
     let _serial = serial().await;
     let server = RedisServer::start();
@@ -433,6 +466,8 @@ fn every_metric_name_follows_prometheus_conventions() {
         (RELEASES_TOTAL, "_total"),
         (WATCHDOG_RENEWALS_TOTAL, "_total"),
         (WATCHDOG_RENEW_CALLS_TOTAL, "_total"),
+        (BATCH_CALLS_TOTAL, "_total"),
+        (BATCHED_TOTAL, "_total"),
         (LOCKS_LOST_TOTAL, "_total"),
         (SUBSCRIPTION_RECONNECTS_TOTAL, "_total"),
         (HOLDS, ""),

@@ -24,6 +24,7 @@ use tokio::sync::{oneshot, Notify};
 
 use super::call::Synced;
 use super::kind::Kind;
+use super::observe;
 use crate::deploy::CommandConn;
 use crate::wire::scripts::{ToRedisArgsDyn, BATCH, LOCK};
 use crate::wire::slot::hash_slot;
@@ -271,6 +272,10 @@ impl Batcher {
         let reply = self.call(&items).await;
         // The next batch may go out while this one is answered.
         drop(permit);
+        observe::batch_call(
+            items.len(),
+            matches!(&reply, Ok(r) if r.len() == items.len()),
+        );
         let replies = match reply {
             Ok(replies) if replies.len() == items.len() => replies.into_iter().map(Ok).collect(),
             Ok(replies) => {
@@ -331,7 +336,6 @@ impl Batcher {
         for (number, owner) in numbers.iter().zip(&owners) {
             args.extend([number as &dyn ToRedisArgsDyn, owner]);
         }
-        tracing::trace!(items = items.len(), "sending a batch of lock calls");
         BATCH.run(&mut self.conn.clone(), &keys, &args).await
     }
 }

@@ -61,6 +61,12 @@ pub mod names {
     pub const SUBSCRIPTION_RECONNECTS_TOTAL: &str = "lockwise_subscription_reconnects_total";
     /// Histogram: waiters left in a fair lock's queue when a waiter acquired it. Label `kind`.
     pub const FAIR_QUEUE_LENGTH: &str = "lockwise_fair_queue_length";
+    /// Counter: batch script calls (lock and unlock calls that queued on a connection, sent
+    /// together). Label `result` (`ok` or `error`).
+    pub const BATCH_CALLS_TOTAL: &str = "lockwise_batch_calls_total";
+    /// Counter: lock and unlock calls sent in those batches (batched / batch calls is the
+    /// batching factor).
+    pub const BATCHED_TOTAL: &str = "lockwise_batched_total";
 }
 
 /// Registers the description and unit of every metric with the installed recorder (an
@@ -93,6 +99,11 @@ pub fn describe_metrics() {
         SUBSCRIPTION_RECONNECTS_TOTAL,
         "Reconnections of the subscription connection"
     );
+    describe_counter!(
+        BATCH_CALLS_TOTAL,
+        "Batch script calls: lock and unlock calls that queued on a connection, sent together"
+    );
+    describe_counter!(BATCHED_TOTAL, "Lock and unlock calls sent in batches");
     describe_histogram!(
         FAIR_QUEUE_LENGTH,
         Unit::Count,
@@ -319,6 +330,17 @@ pub(crate) fn renew_call(locks: usize, renewed: Option<usize>) {
         if let Some(n) = renewed {
             metrics::counter!(names::WATCHDOG_RENEWALS_TOTAL).increment(n as u64);
         }
+    }
+}
+
+/// A batch call of `calls` lock and unlock calls answered (`ok`: with a reply per call).
+pub(crate) fn batch_call(calls: usize, ok: bool) {
+    tracing::trace!(calls, ok, "sent a batch of lock calls");
+    #[cfg(feature = "metrics")]
+    {
+        let result = if ok { "ok" } else { "error" };
+        metrics::counter!(names::BATCH_CALLS_TOTAL, "result" => result).increment(1);
+        metrics::counter!(names::BATCHED_TOTAL).increment(calls as u64);
     }
 }
 
