@@ -5,7 +5,8 @@
 //! The failover scenarios record every hold in the checker's history (`lockwise_testkit::checker`)
 //! and fail on overlapping holds or fencing tokens that do not rise.
 //!
-//! The fixtures themselves are smoke-tested in [`fixture`]. [`redisson`] is the mixed fleet:
+//! [`batching`] checks that calls batch per hash slot. The fixtures themselves are
+//! smoke-tested in [`fixture`]. [`redisson`] is the mixed fleet:
 //! lockwise in Redisson's key layout beside a Redisson-protocol peer (standalone and Cluster).
 //!
 //! A missing `redis-server`, `redis-cli` or `redis-sentinel` fails these tests with an install
@@ -14,6 +15,7 @@
 use support::checker;
 use support::topology;
 
+mod batching;
 mod failover;
 mod fair;
 mod fixture;
