@@ -1,20 +1,20 @@
 //! Natural batching of the uncontended lock and unlock calls.
 //!
-//! A call that finds nothing in flight on its lane (the connection; on a Cluster, the hash
-//! slot) goes out at once as its own script, so a lone caller never waits. Calls that come
-//! while [`MAX_IN_FLIGHT`] are in flight queue; when one of those returns, the queue goes
-//! out as **one** call of `lua/batch.lua` (at most [`MAX_BATCH`] items), which runs each
-//! item's common paths: a free lock is taken, an owner's lock re-entered, another owner's
-//! reported with its TTL, a hold released. So the calls per lock fall as concurrency rises,
-//! and with them what Redis and the client spend per call.
+//! A call that finds fewer than [`MAX_IN_FLIGHT`] calls in flight on its lane (the
+//! connection; on a Cluster, the hash slot) goes out at once as its own script, so a lone
+//! caller never waits. Calls that come while that many are in flight queue; when one of those
+//! returns, the queue goes out as **one** call of `lua/batch.lua` (at most [`MAX_BATCH`]
+//! items), which runs each item's common paths: a free lock is taken, an owner's lock
+//! re-entered, another owner's reported with its TTL, a hold released. So the calls per lock
+//! fall as concurrency rises, and with them what Redis and the client spend per call.
 //!
 //! An item the batch could not settle so (a free lock whose overtake claim queue decides, a
 //! name with a fair queue, a refused write, a key of another type) is answered "not tried"
-//! and changed nothing; its caller sends the full script alone. A batch whose reply is lost gives every member
-//! the same error: each is then in doubt and goes through the engine's settlement, as a
-//! single call would. A caller that gives up while its item waits in the queue is dropped
-//! from it and never sent; an acquire's caller never gives up mid-call anyway (the engine's
-//! `Inflight` finishes it in the background).
+//! and changed nothing; its caller sends the full script alone. A batch whose reply is lost
+//! gives every member the same error: each is then in doubt and goes through the engine's
+//! settlement, as a single call would. A caller that gives up while its item waits in the
+//! queue is dropped from it and never sent; an acquire's or an unlock's caller never gives
+//! up mid-call anyway (the engine's `Inflight` finishes it in the background).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -34,7 +34,7 @@ use crate::wire::slot::hash_slot;
 const MAX_IN_FLIGHT: usize = 2;
 
 /// Most items in one batch: a batch runs on Redis as one script, so it is kept far below
-/// anything that would stall other clients (128 items take Redis about 0.4 ms).
+/// anything that would stall other clients (128 items take Redis about 0.3 ms).
 const MAX_BATCH: usize = 128;
 
 /// How long a lane's queue waits with none of its calls in flight ending before the lane
