@@ -35,7 +35,8 @@ pub(crate) struct Release {
     /// argument: Redisson's fair queue keeps deadlines on the clients' clocks.
     pub(crate) clock: bool,
     /// Whether a release may go out in a batch of `lua/batch.lua` (see
-    /// [`batch`](super::batch)): `lua/unlock.lua` on a lock hash that is not a fair lock's.
+    /// [`batch`](super::batch)), which publishes the client's id: `lua/unlock.lua` of a
+    /// client's own lock hash, unless [`Release::unbatched`].
     pub(crate) batch: bool,
 }
 
@@ -57,7 +58,8 @@ impl Release {
     }
 
     /// The same release, never batched: a fair lock's, whose release hands the lock to the
-    /// head of its queue when there is one (the batch would leave it to a second call).
+    /// head of its queue when there is one (the batch would leave it to a second call), and
+    /// a Redlock set's, whose message is the set's id (a batch publishes the client's).
     pub(crate) fn unbatched(mut self) -> Release {
         self.batch = false;
         self
@@ -150,9 +152,7 @@ impl Kind {
             let (core, spec) = (&kind.0.core, &kind.0.release);
             let mut permit = None;
             let mut reply = Ok(NOT_TRIED);
-            // A batch publishes the client's id: a Redlock set's releases (its own id) go
-            // alone.
-            if spec.batch && spec.message == core.id_str {
+            if spec.batch {
                 let op = Op::Unlock {
                     kind: kind.clone(),
                     owner: owner.clone(),

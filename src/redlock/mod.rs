@@ -209,9 +209,10 @@ impl RedLock {
                     let keys = Keys::in_layout(core.layout, &core.namespace, name);
                     // The last release on a node publishes the set's id, which the
                     // set's own clients skip as their echo; Redisson's `0` in its layout.
+                    // Never batched: a batch publishes the client's id.
                     let release = match core.layout {
                         KeyLayout::Redisson => Release::redisson_unlock(&keys),
-                        _ => Release::unlock(&keys, &set.id_str),
+                        _ => Release::unlock(&keys, &set.id_str).unbatched(),
                     };
                     NodeLock {
                         key: keys.lock.as_str().into(),
