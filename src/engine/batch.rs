@@ -23,10 +23,11 @@ use redis::{ErrorKind, RedisError, RedisResult};
 use tokio::sync::{oneshot, Notify};
 
 use super::call::Synced;
+use super::handle::Base;
 use super::kind::Kind;
 use super::observe;
 use crate::deploy::CommandConn;
-use crate::wire::scripts::{ToRedisArgsDyn, BATCH, LOCK};
+use crate::wire::scripts::{ToRedisArgsDyn, BATCH};
 use crate::wire::slot::hash_slot;
 
 /// Calls in flight per lane before new ones queue. Two let the client build the next batch
@@ -52,9 +53,9 @@ pub(crate) const NOT_TRIED: i64 = -3;
 pub(crate) enum Op {
     /// `lua/lock.lua` with no claim to stake: take or re-enter `lock` for `owner`, or report
     /// its holder's TTL.
+    /// The lock hash and its claim queue are `base`'s.
     Lock {
-        lock: Arc<str>,
-        claim: String,
+        base: Arc<Base>,
         lease_ms: u64,
         owner: Arc<str>,
     },
@@ -70,7 +71,7 @@ pub(crate) enum Op {
 impl Op {
     fn lock_key(&self) -> &str {
         match self {
-            Op::Lock { lock, .. } => lock,
+            Op::Lock { base, .. } => &base.key,
             Op::Unlock { kind, .. } => &kind.release_keys()[0],
         }
     }
@@ -309,13 +310,8 @@ impl Batcher {
         let mut numbers: Vec<i64> = Vec::with_capacity(items.len());
         for item in items {
             match &item.op {
-                Op::Lock {
-                    lock,
-                    claim,
-                    lease_ms,
-                    ..
-                } => {
-                    keys.extend([&**lock, claim.as_str()]);
+                Op::Lock { base, lease_ms, .. } => {
+                    keys.extend([&*base.key, base.claims.queue.as_str()]);
                     numbers.push(i64::try_from(*lease_ms).unwrap_or(i64::MAX));
                 }
                 Op::Unlock { kind, expected, .. } => {
@@ -376,41 +372,34 @@ impl Drop for Batcher {
     }
 }
 
-/// `lua/lock.lua` with no claim to stake, for `owner` on the lock hash `keys[0]` (claim
-/// queue `keys[1]`, its deadlines `keys[2]`: lockwise's layout), through `kind`'s client's
-/// batcher. For an acquire's first attempt, when the lock is most likely free; the client
-/// has no replica sync (a batch has no `WAIT`).
-pub(crate) async fn lock(
-    kind: &Kind,
-    owner: &Arc<str>,
-    keys: [&str; 3],
-    lease_ms: u64,
-    waited_ms: u64,
-) -> RedisResult<Synced> {
-    let core = kind.core();
+/// What an acquire's first attempt does after [`lock`].
+pub(crate) enum Lock {
+    /// The batch answered, as `lua/lock.lua` would have.
+    Answered(RedisResult<Synced>),
+    /// Send `lua/lock.lua` now, holding the lane's place if given.
+    Send(Option<Permit>),
+}
+
+/// The turn of `lua/lock.lua` with no claim to stake, for `owner` on `base`'s lock hash
+/// (lockwise's layout), on its client's batcher. For an acquire's first attempt, when the
+/// lock is most likely free; the client has no replica sync (a batch has no `WAIT`).
+pub(crate) async fn lock(base: &Arc<Base>, owner: &Arc<str>, lease_ms: u64) -> Lock {
     let op = Op::Lock {
-        lock: keys[0].into(),
-        claim: keys[1].to_string(),
+        base: base.clone(),
         lease_ms,
         owner: owner.clone(),
     };
-    let permit = match core.batcher.turn(op).await {
-        Turn::Alone(permit) => Some(permit),
-        Turn::Batched(Ok(NOT_TRIED)) => None,
-        Turn::Batched(Ok(holds)) if holds >= 1 => return Ok(Synced::plain(vec![1, holds])),
-        Turn::Batched(Ok(held)) if held <= -9 => return Ok(Synced::plain(vec![0, -10 - held])),
-        Turn::Batched(Ok(other)) => {
-            return Err(RedisError::from((
-                ErrorKind::UnexpectedReturnType,
-                "batch script answered a lock call",
-                other.to_string(),
-            )))
-        }
-        Turn::Batched(Err(e)) => return Err(e),
+    let reply = match base.core.batcher.turn(op).await {
+        Turn::Alone(permit) => return Lock::Send(Some(permit)),
+        Turn::Batched(Ok(NOT_TRIED)) => return Lock::Send(None),
+        Turn::Batched(Ok(holds)) if holds >= 1 => Ok(vec![1, holds]),
+        Turn::Batched(Ok(held)) if held <= -9 => Ok(vec![0, -10 - held]),
+        Turn::Batched(Ok(other)) => Err(RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "batch script answered a lock call",
+            other.to_string(),
+        ))),
+        Turn::Batched(Err(e)) => Err(e),
     };
-    let no_claim = 0u64;
-    let args: [&dyn ToRedisArgsDyn; 4] = [&lease_ms, &&**owner, &no_claim, &waited_ms];
-    let reply = LOCK.run(&mut core.conn.clone(), &keys, &args).await;
-    drop(permit);
-    Ok(Synced::plain(reply?))
+    Lock::Answered(reply.map(Synced::plain))
 }

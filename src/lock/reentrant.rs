@@ -255,11 +255,14 @@ impl RLock {
                     && core.layout != KeyLayout::Redisson;
                 let call = async move {
                     let base = &lock.base;
-                    let all: [&str; 3] = [&base.key, &base.claims.queue, &base.claims.deadlines];
+                    let mut permit = None;
                     if batch {
-                        return engine::batch::lock(&base.kind, &owner, all, lease_ms, waited_ms)
-                            .await;
+                        match engine::batch::lock(base, &owner, lease_ms).await {
+                            engine::batch::Lock::Answered(reply) => return reply,
+                            engine::batch::Lock::Send(alone) => permit = alone,
+                        }
                     }
+                    let all: [&str; 3] = [&base.key, &base.claims.queue, &base.claims.deadlines];
                     // Redisson's layout has no claim queue: lua/lock.lua without one is
                     // Redisson's RLock acquire, byte for byte in its effects.
                     let keys = match base.core.layout {
@@ -268,7 +271,9 @@ impl RLock {
                     };
                     let args: [&dyn crate::wire::scripts::ToRedisArgsDyn; 4] =
                         [&lease_ms, &&*owner, &claim_ms, &waited_ms];
-                    engine::run_acquire(&base.kind, &owner, &LOCK, keys, &args).await
+                    let reply = engine::run_acquire(&base.kind, &owner, &LOCK, keys, &args).await;
+                    drop(permit);
+                    reply
                 }
                 .boxed();
                 engine::attempt(&self.base.kind, hold_key, call, engine::plain_reply, "lock")
