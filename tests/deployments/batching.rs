@@ -5,48 +5,22 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::topology::{connect, RedisCluster};
+use lockwise::Client;
 use support::Interval;
 
-/// Script calls so far, summed over the cluster's masters.
-fn script_calls(cluster: &RedisCluster) -> u64 {
-    cluster
-        .master_ports()
-        .into_iter()
-        .map(|port| {
-            let info: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query(&mut connect(port))
-                .unwrap();
-            info.lines()
-                .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-                .map(|l| {
-                    let calls = l.split("calls=").nth(1).unwrap();
-                    calls.split(',').next().unwrap().parse::<u64>().unwrap()
-                })
-                .sum::<u64>()
-        })
-        .sum()
-}
+use super::topology::RedisCluster;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cluster_batches_calls_of_one_slot_and_keeps_holds_apart() {
-    let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
-    let ns = support::unique_ns("cl-batch");
-    let client = super::cluster_client(&cluster, &ns, Duration::from_secs(30)).await;
-    const TASKS: usize = 32;
-    const ROUNDS: usize = 20;
-    let slot = cluster.key_slot(client.lock("job:{grp}:0").key());
-    assert_eq!(slot, cluster.key_slot(client.lock("job:{grp}:31").key()));
+const TASKS: usize = 32;
+const ROUNDS: usize = 20;
 
-    // One slot: the calls queue on one lane and go out in batches.
-    let before = tokio::task::block_in_place(|| script_calls(&cluster));
+/// `TASKS` tasks, each taking and releasing the lock `name(task)` `ROUNDS` times.
+async fn pairs(client: &Client, name: impl Fn(usize) -> String) {
     let tasks: Vec<_> = (0..TASKS)
-        .map(|who| {
-            let own = client.lock(format!("job:{{grp}}:{who}"));
+        .map(|i| {
+            let lock = client.lock(name(i));
             tokio::spawn(async move {
                 for _ in 0..ROUNDS {
-                    own.lock().await.unwrap().unlock().await.unwrap();
+                    lock.lock().await.unwrap().unlock().await.unwrap();
                 }
             })
         })
@@ -54,11 +28,25 @@ async fn cluster_batches_calls_of_one_slot_and_keeps_holds_apart() {
     for task in tasks {
         support::kit::within(60, task).await.unwrap();
     }
-    let calls = tokio::task::block_in_place(|| script_calls(&cluster)) - before;
-    let pairs = (TASKS * ROUNDS) as u64;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_batches_calls_of_one_slot_and_keeps_holds_apart() {
+    let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
+    let masters = cluster.master_ports();
+    let ns = support::unique_ns("cl-batch");
+    let client = super::cluster_client(&cluster, &ns, Duration::from_secs(30)).await;
+    let slot = cluster.key_slot(client.lock("job:{grp}:0").key());
+    assert_eq!(slot, cluster.key_slot(client.lock("job:{grp}:31").key()));
+
+    // One slot: the calls queue on one lane and go out in batches.
+    let before = tokio::task::block_in_place(|| super::script_calls(&masters));
+    pairs(&client, |i| format!("job:{{grp}}:{i}")).await;
+    let calls = tokio::task::block_in_place(|| super::script_calls(&masters)) - before;
+    let total = (TASKS * ROUNDS) as u64;
     assert!(
-        calls < pairs,
-        "{calls} script calls for {pairs} pairs in one slot"
+        calls < total,
+        "{calls} script calls for {total} pairs in one slot"
     );
 
     // The same slot under contention: no two holds of a name overlap.
@@ -91,30 +79,7 @@ async fn cluster_batches_calls_of_one_slot_and_keeps_holds_apart() {
     support::assert_no_overlap(&mut shared);
 
     // Names on many slots: each lane batches only its own; every call succeeds.
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|i| {
-            let lock = client.lock(format!("solo:{i}"));
-            tokio::spawn(async move {
-                for _ in 0..ROUNDS {
-                    lock.lock().await.unwrap().unlock().await.unwrap();
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        support::kit::within(60, task).await.unwrap();
-    }
-    let keys: Vec<String> = cluster
-        .master_ports()
-        .into_iter()
-        .flat_map(|port| {
-            let keys: Vec<String> = redis::cmd("KEYS")
-                .arg(format!("{ns}*"))
-                .query(&mut connect(port))
-                .unwrap();
-            keys
-        })
-        .filter(|k| !support::is_presence(k))
-        .collect();
+    pairs(&client, |i| format!("solo:{i}")).await;
+    let keys = tokio::task::block_in_place(|| super::keys_on(&masters, &ns));
     assert!(keys.is_empty(), "left behind: {keys:?}");
 }
