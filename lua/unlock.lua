@@ -18,6 +18,10 @@
 --          one the caller read, never a hold the caller did not count.
 -- ARGV[4]  publish command: 'spublish' on a cluster with sharded pub/sub, else 'publish'
 -- ARGV[5]  per-waiter channel prefix of the fair queue: waiter w listens on ARGV[5] .. ':' .. w
+-- ARGV[6]  optional: the handoff record ("!<waiter id>", lua/fair_queue.lua's hand_over) of
+--          the hold being released, removed from KEYS[4]: a fair lock's hold that was handed
+--          over and taken on the message, before its confirmation (lua/fair_confirm.lua)
+--          removed the record. Removals never need a TTL raised; an emptied set is gone.
 --
 -- A fair waiter that asked for a handoff is given the lock here and told 'grant:<n>'; any
 -- other is woken with 'wake' (lua/fair_queue.lua's hand_over; never a client's id, so a head
@@ -31,6 +35,9 @@
 local lock = KEYS[1]
 local pub = ARGV[4] == 'spublish' and 'spublish' or 'publish'
 
+if ARGV[6] then
+    redis.call('zrem', KEYS[4], ARGV[6])
+end
 local result
 local holds = redis.call('hget', lock, ARGV[1])
 if not holds then

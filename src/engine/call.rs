@@ -315,7 +315,7 @@ pub(crate) async fn run_acquire(
         required = sync.replicas,
         "lock write not replicated in time; releasing it (fail closed)"
     );
-    let unreleased = match kind.release(owner.clone(), holds).await {
+    let unreleased = match kind.release(owner.clone(), holds, None).await {
         Ok(_) => false,
         Err(e) => {
             tracing::warn!(lock = %kind.name(), error = %e, "release after failed replica sync failed; settling it");

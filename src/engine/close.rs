@@ -188,7 +188,7 @@ async fn release_all(core: &Core, key: &HoldKey, kind: &super::Kind) -> Result<u
         if count == 0 {
             return Ok(released);
         }
-        match kind.release(key.1.clone(), count).await? {
+        match kind.release(key.1.clone(), count, None).await? {
             n if n >= 0 => released += 1,
             // -2: the count changed meanwhile (a late grant's own release); read again.
             -2 => {}

@@ -32,6 +32,8 @@ struct HoldState {
     epoch: u64,
     /// Its kind, name and acquire span, for metrics and the spans of its background work.
     meta: Arc<Meta>,
+    /// One more argument for this hold's release script (see [`Hold::note_for_release`]).
+    note: Option<Arc<str>>,
 }
 
 impl Hold {
@@ -79,11 +81,21 @@ impl Hold {
                 lost,
                 epoch,
                 meta,
+                note: None,
             }),
         }
     }
 
     /// The span of the acquire that created this hold; `None` once released.
+    /// Gives this hold's release script one more argument, after the kind's own: a fair
+    /// lock's handoff record, which the release removes (`lua/unlock.lua`'s `ARGV[6]`). A
+    /// settlement's release does without it.
+    pub(crate) fn note_for_release(&mut self, note: Arc<str>) {
+        if let Some(state) = self.state.as_mut() {
+            state.note = Some(note);
+        }
+    }
+
     pub(crate) fn span(&self) -> Option<&Span> {
         self.state.as_ref().map(|s| &s.meta.span)
     }
@@ -236,7 +248,7 @@ impl Hold {
             }
             Release::Send => {
                 let span = observe::release_span(&state.meta, &state.hold_key.1, false);
-                let call = send_release(&state.kind, &state.hold_key);
+                let call = send_release(&state.kind, &state.hold_key, state.note.clone());
                 let reply = Inflight::new(core.cleanups.clone(), call, |_| async {}.boxed())
                     .instrument(span.clone())
                     .await;
@@ -323,6 +335,12 @@ impl HoldRef {
         &self.hold_key.1
     }
 
+    /// How long the hold is still known to be valid; zero once it was released (its run
+    /// ended) or lost.
+    pub(crate) fn validity(&self) -> Duration {
+        self.kind.core().holds.validity(&self.hold_key, self.epoch)
+    }
+
     /// Cancelled when the hold is known to be lost.
     pub(crate) fn lost(&self) -> &CancellationToken {
         &self.lost
@@ -367,7 +385,7 @@ impl Drop for Hold {
             Release::Send => {
                 let span = observe::release_span(&state.meta, &state.hold_key.1, true);
                 tracing::debug!(parent: &span, "guard dropped; releasing in the background");
-                let release = send_release(&state.kind, &state.hold_key);
+                let release = send_release(&state.kind, &state.hold_key, state.note.clone());
                 let in_span = span.clone();
                 let task = async move {
                     let reply = release.await;

@@ -141,18 +141,23 @@ impl Kind {
     }
 
     /// Runs the kind's [`Release`] for one hold of `owner`; `expected` is the hold count
-    /// the owner must have for the release to happen (0: any).
+    /// the owner must have for the release to happen (0: any). `note`: one more argument
+    /// after the release's own, for this hold only (see [`Hold::note_for_release`]); such a
+    /// release is never batched.
+    ///
+    /// [`Hold::note_for_release`]: super::hold::Hold::note_for_release
     pub(crate) fn release(
         &self,
         owner: Arc<str>,
         expected: u32,
+        note: Option<Arc<str>>,
     ) -> BoxFuture<'static, Result<i64>> {
         let kind = self.clone();
         async move {
             let (core, spec) = (&kind.0.core, &kind.0.release);
             let mut permit = None;
             let mut reply = Ok(NOT_TRIED);
-            if spec.batch {
+            if spec.batch && note.is_none() {
                 let op = Op::Unlock {
                     kind: kind.clone(),
                     owner: owner.clone(),
@@ -170,6 +175,10 @@ impl Kind {
                 let mut args: Vec<&dyn ToRedisArgsDyn> =
                     vec![&owner, &message, &expected, &core.publish];
                 args.extend(spec.extra.iter().map(|a| a as &dyn ToRedisArgsDyn));
+                let note = note.as_deref();
+                if let Some(note) = &note {
+                    args.push(note);
+                }
                 let now = client_clock_ms();
                 if spec.clock {
                     args.push(&now);

@@ -1,6 +1,7 @@
 //! Settlements: bring an owner's hold count on the server back to its live guards (see
 //! "Settling" in [`engine`](super)).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -61,7 +62,7 @@ async fn settle(kind: Kind, key: HoldKey) {
                 return Ok(Some(true));
             }
             // Release one hold, but only while the count is still what we read.
-            kind.release(key.1.clone(), count).await?;
+            kind.release(key.1.clone(), count, None).await?;
             Ok(None)
         }
         .await;
@@ -111,7 +112,11 @@ pub(crate) async fn owner_holds(core: &Core, key: &str, owner: &str) -> Result<u
 }
 
 /// Sends the unlock script for one hold counted by [`Release::Send`], and ends the count.
-pub(super) fn send_release(kind: &Kind, key: &HoldKey) -> BoxFuture<'static, Result<i64>> {
+pub(super) fn send_release(
+    kind: &Kind,
+    key: &HoldKey,
+    note: Option<Arc<str>>,
+) -> BoxFuture<'static, Result<i64>> {
     let (kind, key) = (kind.clone(), key.clone());
     async move {
         // A release refused unrun while a failover is under way is sent again (the client's
@@ -119,7 +124,7 @@ pub(super) fn send_release(kind: &Kind, key: &HoldKey) -> BoxFuture<'static, Res
         let mut trouble = Trouble::new(kind.core().failover_retry);
         let reply = loop {
             let sent = Instant::now();
-            match kind.release(key.1.clone(), 0).await {
+            match kind.release(key.1.clone(), 0, note.clone()).await {
                 Err(e) if e.did_not_run() => match trouble.retry(e, sent, None) {
                     Ok(pause) => tokio::time::sleep(pause).await,
                     Err(e) => break Err(e),

@@ -144,8 +144,9 @@ fn ttl_sampler(conn: Conn, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<(u3
 }
 
 /// 16 waiters on two clients, queued one at a time while the lock is held, acquire in
-/// exactly that order; holds never overlap; each handoff costs one unlock and about one lock
-/// script call; every key has a TTL all along and nothing is left afterwards.
+/// exactly that order; holds never overlap; each handoff costs one unlock and no lock script
+/// call (a 3 ms hold needs no confirmation); every key has a TTL all along and nothing is
+/// left afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_waiters_on_two_clients_acquire_in_arrival_order() {
     support::init_tracing();
@@ -207,7 +208,9 @@ async fn sixteen_waiters_on_two_clients_acquire_in_arrival_order() {
         );
         assert_eq!(*order.lock().unwrap(), (0..16).collect::<Vec<_>>());
         support::assert_no_overlap(&mut intervals.lock().unwrap());
-        assert!(per_handoff <= 1.5, "{per_handoff} lock calls per handoff");
+        // Each head returns on the release's message, and its 3 ms hold ends long before its
+        // confirmation is due: no lock-script call at all (2 of slack for a loaded machine).
+        assert!(lock_calls <= 2, "{per_handoff} lock calls per handoff");
 
         assert_clean(&conn, "after the handoffs").await;
         stop.store(true, Ordering::SeqCst);

@@ -98,8 +98,8 @@ async fn queued(conn: &mut Conn, lock: &lockwise::FairLock) -> String {
 
 /// The head's `lock()` returns on the release's message: the script calls naming the waiter
 /// are its one lock attempt (which queued it; its look after subscribing is a `ZSCORE` of its
-/// handoff record) and, after the holder's unlock, its background confirmation (3 arguments:
-/// lease, owner, waiter id), never a second lock attempt. The hold outlives the TTL the
+/// handoff record) and, once a third of the handed hold's validity passed, its background
+/// confirmation (3 arguments: lease, owner, waiter id), never a second lock attempt. The hold outlives the TTL the
 /// handoff set (what was left of the waiter's queue deadline): the confirmation raised it, the
 /// watchdog renews it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,6 +159,44 @@ async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
         assert_eq!(holds, Some(1));
         guard.unlock().await.unwrap();
         assert_clean(&conn, "after the handoff").await;
+    })
+    .await;
+}
+
+/// A hold taken on a handoff's message and released before its confirmation is due (a third
+/// of its validity) costs no confirmation: its release removes the handoff record (the one
+/// script call naming the record), and the only call naming the waiter is its lock attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_handed_hold_needs_no_confirmation() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fair-short");
+    let c = client(server.url(), &ns, WATCHDOG).await;
+    let mut conn = server.conn().await;
+    in_task(async move {
+        let lock = c.fair_lock("s");
+        let holder = lock.lock().await.unwrap();
+        log_everything(&mut conn).await;
+        let waiter = {
+            let lock = lock.clone();
+            tokio::spawn(async move { lock.lock().await.unwrap() })
+        };
+        let entry = queued(&mut conn, &lock).await;
+        holder.unlock().await.unwrap();
+        let guard = waiter.await.unwrap();
+        let record = format!("!{entry}");
+        let (_, zset) = queue_entries(&mut conn, &lock).await;
+        assert!(zset.contains(&record), "handed over: {zset:?}");
+        guard.unlock().await.unwrap();
+        let (list, zset) = queue_entries(&mut conn, &lock).await;
+        assert!(list.is_empty() && zset.is_empty(), "{list:?} {zset:?}");
+        // Past the time the confirmation would have gone out (a third of at most 3 s).
+        tokio::time::sleep(WATCHDOG).await;
+        let calls = script_calls(&mut conn).await;
+        let about_waiter: Vec<&Vec<String>> = calls.iter().filter(|c| names(c, &entry)).collect();
+        assert_eq!(about_waiter.len(), 1, "the lock attempt alone: {calls:?}");
+        let with_record: Vec<&Vec<String>> = calls.iter().filter(|c| names(c, &record)).collect();
+        assert_eq!(with_record.len(), 1, "the release alone: {calls:?}");
+        assert_clean(&conn, "after the short hold").await;
     })
     .await;
 }

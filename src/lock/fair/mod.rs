@@ -30,10 +30,14 @@
 //! `grant:<waiters left>`. The waiter's `lock()` returns on that message without a call of its
 //! own: its hold is registered as if its latest attempt (which set that deadline) had been
 //! granted with that TTL, so the hold's validity is measured from that attempt's send time.
-//! In the background it then confirms (`lua/fair_confirm.lua`): the record goes and the TTL
-//! rises to the watchdog timeout. This is the hold's first renewal; the watchdog renews it from
-//! then on. So a handoff costs one round trip (the unlock's reply and the message travel
-//! together) instead of two, and the same two script calls.
+//! Once a third of that validity has passed, it confirms in the background
+//! (`lua/fair_confirm.lua`): the record goes and the TTL rises to the watchdog timeout. This
+//! is the hold's first renewal; the watchdog renews it from then on. A hold released before
+//! then needs no confirmation: its release names the record (`lua/unlock.lua`'s `ARGV[6]`)
+//! and removes it. So a handoff costs one round trip (the unlock's reply and the message
+//! travel together) instead of two, and a short critical section one script call per
+//! acquisition besides the release (its place in the queue), where a confirmation sent at
+//! once made two and landed on the next handoff's path.
 //!
 //! The handoff's TTL is the head's remaining deadline, so a dead head blocks the lock no
 //! longer than its queue entry would have. When the message is lost (the subscription dropped,
@@ -124,7 +128,8 @@ const MIN_WAITER_LEASE: Duration = Duration::from_millis(300);
 /// purge stale waiters, one channel subscription per waiting task (instead of one per lock
 /// and client), and one refresh script call per waiter every third of the waiter lease. An
 /// unlock hands the lock to the next waiter, so a handoff costs one round trip: the unlock
-/// script, and then, off the waiter's path, one confirmation script call (see
+/// script, and then, for a hold kept longer than about a third of the waiter lease, one
+/// confirmation script call in the background (see
 /// [the guide](crate::guide::locks#fairlock-first-come-first-served)). A waiter with a lease
 /// is woken instead and makes its own lock script call: two round trips.
 ///
