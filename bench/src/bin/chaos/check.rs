@@ -324,14 +324,17 @@ pub(super) fn analyse(c: &Coordinator, tl: Timeline) -> Vec<String> {
     // - a lease hold's unlock replied after its lease end (the server stalled, or the call
     //   was retried, past the lease the caller chose; the lease end is an inner bound of the
     //   expiry, so a reply before it proves the unlock ran while the hold lived).
-    // Those are counted, not failed.
+    // Those are counted, not failed. A stop's start is stamped after `kill` returned, but the
+    // signal takes effect a moment later, so a check may be stamped just after that start
+    // and still come before the stop. A stopped worker checks nothing: a stop that began
+    // (was stamped) before the reply and ended after the check lies between the two.
     let may_have_expired = |h: &Hold| match (h.end, h.done) {
         (Some(end), Some(done)) => {
             h.lease_end.is_some_and(|l| done >= l)
                 || s.workers[h.worker]
                     .stops
                     .iter()
-                    .any(|st| st.0 >= end && st.0 <= done)
+                    .any(|st| st.0 <= done && (st.1 == 0 || st.1 > end))
         }
         _ => false,
     };
