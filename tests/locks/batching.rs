@@ -4,6 +4,7 @@
 //! | scenario | fault | what must hold |
 //! |---|---|---|
 //! | 64 tasks, a lock each | none | fewer than one script call per lock → unlock pair; every key gone |
+//! | 1 and 2 tasks | none | never batched: exactly two script calls per pair |
 //! | 2 clients × 16 tasks on 4 names | none | no two holds of a name overlap; every key gone |
 //! | a batch that meets a held lock, a re-entry, a key of another type, a fair queue | `DEBUG SLEEP` queues the calls | each answers as it would unbatched (the last two sent alone); the fair waiter gets the lock |
 //! | callers that give up while their calls wait in the queue | `DEBUG SLEEP`, client-side timeouts | nothing held by nobody: every key gone once the server answers |
@@ -80,6 +81,48 @@ async fn concurrent_pairs_share_script_calls() {
         "{calls} script calls for {pairs} pairs: not batched"
     );
     assert!(lock_keys(&mut conn, &ns).await.is_empty());
+}
+
+/// A lone caller, and two callers sharing a connection, never queue: every lock and unlock
+/// goes out at once as its own script call, exactly two per pair (the guide's "a lone caller
+/// still sends its calls at once").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_to_two_callers_are_never_batched() {
+    let (_server, ns, client, mut conn) = setup("batch-lone").await;
+    // Load the scripts first: a first EVALSHA answers NOSCRIPT and is sent again.
+    client
+        .lock("warm-up")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    for tasks in [1usize, 2] {
+        const ROUNDS: usize = 100;
+        let before = support::script_calls(&mut conn).await;
+        let running: Vec<_> = (0..tasks)
+            .map(|t| {
+                let lock = client.lock(format!("lone-{tasks}-{t}"));
+                tokio::spawn(async move {
+                    for _ in 0..ROUNDS {
+                        lock.lock()
+                            .await
+                            .expect("lock")
+                            .unlock()
+                            .await
+                            .expect("unlock");
+                    }
+                })
+            })
+            .collect();
+        for task in running {
+            support::kit::within(60, task).await.expect("task");
+        }
+        let calls = support::script_calls(&mut conn).await - before;
+        assert_eq!(calls, (2 * tasks * ROUNDS) as u64, "{tasks} task(s)");
+    }
+    assert!(all_released(&conn, &ns).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
