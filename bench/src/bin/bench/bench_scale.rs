@@ -58,7 +58,8 @@ impl Info {
     }
 }
 
-/// (script calls, HEXISTS calls) so far: the renew script runs one HEXISTS per key.
+/// (script calls, HMGET calls) so far: the renew script (`lua/renew.lua`) runs one HMGET per
+/// key.
 pub(super) async fn script_calls(conn: &mut ConnectionManager) -> Result<(u64, u64), BoxError> {
     let info = Info::read(conn, "commandstats").await?;
     // `cmdstat_<cmd>:calls=N,usec=...`
@@ -69,7 +70,7 @@ pub(super) async fn script_calls(conn: &mut ConnectionManager) -> Result<(u64, u
             .and_then(|n| n.parse().ok())
             .unwrap_or(0)
     };
-    Ok((calls("evalsha") + calls("eval"), calls("hexists")))
+    Ok((calls("evalsha") + calls("eval"), calls("hmget")))
 }
 
 pub(super) struct WatchdogScale {
