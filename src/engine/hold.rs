@@ -86,7 +86,6 @@ impl Hold {
         }
     }
 
-    /// The span of the acquire that created this hold; `None` once released.
     /// Gives this hold's release script one more argument, after the kind's own: a fair
     /// lock's handoff record, which the release removes (`lua/unlock.lua`'s `ARGV[6]`). A
     /// settlement's release does without it.
@@ -96,6 +95,7 @@ impl Hold {
         }
     }
 
+    /// The span of the acquire that created this hold; `None` once released.
     pub(crate) fn span(&self) -> Option<&Span> {
         self.state.as_ref().map(|s| &s.meta.span)
     }

@@ -15,6 +15,12 @@ use crate::engine::{self, Attempt, Hold, HoldKey, Reply, Ticket};
 use crate::error::Result;
 use crate::wire::scripts::{FAIR_CONFIRM, FAIR_LEAVE, FAIR_LOCK};
 
+/// The handoff record of waiter `waiter` in the deadline set (`lua/fair_queue.lua`'s
+/// `hand_over`): `!<waiter id>`.
+fn handoff_record(waiter: &str) -> String {
+    format!("!{waiter}")
+}
+
 /// Numbers the lock calls of this process, so each has its own queue entry and channel.
 static NEXT_WAITER: AtomicU64 = AtomicU64::new(1);
 
@@ -179,7 +185,7 @@ impl FairLock {
                 queued.armed = false;
                 if handoff.taken.load(Ordering::SeqCst) {
                     // A release before the confirmation removes the handoff record itself.
-                    hold.note_for_release(format!("!{}", queued.waiter).into());
+                    hold.note_for_release(handoff_record(&queued.waiter).into());
                     self.confirm(&hold, queued.waiter.clone());
                 }
                 if let Some(span) = hold.span() {
@@ -237,7 +243,7 @@ impl FairLock {
         let waiter = waiter.clone();
         let abandoned = abandoned.clone();
         let handoff = handoff.cloned();
-        let record = recheck.map(|_| (self.timeouts_key().to_string(), format!("!{waiter}")));
+        let record = recheck.map(|_| (self.timeouts_key().to_string(), handoff_record(&waiter)));
         let core = self.inner.base.core.clone();
         let after = handoff.clone();
         let call = async move {
