@@ -54,27 +54,39 @@ fn debug_sleep(server: &RedisServer, secs: f64) -> std::thread::JoinHandle<()> {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_pairs_share_script_calls() {
-    let (_server, ns, client, mut conn) = setup("batch-calls").await;
-    const TASKS: usize = 64;
-    const ROUNDS: usize = 40;
-    let before = support::script_calls(&mut conn).await;
-    let tasks: Vec<_> = (0..TASKS)
+/// `tasks` tasks, each on its own lock `<prefix>-<task>`, take and release it `rounds` times;
+/// returns the script calls the server ran meanwhile.
+async fn run_pairs(
+    client: &Client,
+    conn: &mut Conn,
+    prefix: &str,
+    tasks: usize,
+    rounds: usize,
+) -> u64 {
+    let before = support::script_calls(conn).await;
+    let running: Vec<_> = (0..tasks)
         .map(|t| {
-            let lock = client.lock(format!("job-{t}"));
+            let lock = client.lock(format!("{prefix}-{t}"));
             tokio::spawn(async move {
-                for _ in 0..ROUNDS {
+                for _ in 0..rounds {
                     let guard = lock.lock().await.expect("lock");
                     guard.unlock().await.expect("unlock");
                 }
             })
         })
         .collect();
-    for task in tasks {
+    for task in running {
         support::kit::within(60, task).await.expect("task");
     }
-    let calls = support::script_calls(&mut conn).await - before;
+    support::script_calls(conn).await - before
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_pairs_share_script_calls() {
+    let (_server, ns, client, mut conn) = setup("batch-calls").await;
+    const TASKS: usize = 64;
+    const ROUNDS: usize = 40;
+    let calls = run_pairs(&client, &mut conn, "job", TASKS, ROUNDS).await;
     let pairs = (TASKS * ROUNDS) as u64;
     assert!(
         calls < pairs,
@@ -90,36 +102,10 @@ async fn concurrent_pairs_share_script_calls() {
 async fn up_to_two_callers_are_never_batched() {
     let (_server, ns, client, mut conn) = setup("batch-lone").await;
     // Load the scripts first: a first EVALSHA answers NOSCRIPT and is sent again.
-    client
-        .lock("warm-up")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    run_pairs(&client, &mut conn, "warm-up", 1, 1).await;
     for tasks in [1usize, 2] {
         const ROUNDS: usize = 100;
-        let before = support::script_calls(&mut conn).await;
-        let running: Vec<_> = (0..tasks)
-            .map(|t| {
-                let lock = client.lock(format!("lone-{tasks}-{t}"));
-                tokio::spawn(async move {
-                    for _ in 0..ROUNDS {
-                        lock.lock()
-                            .await
-                            .expect("lock")
-                            .unlock()
-                            .await
-                            .expect("unlock");
-                    }
-                })
-            })
-            .collect();
-        for task in running {
-            support::kit::within(60, task).await.expect("task");
-        }
-        let calls = support::script_calls(&mut conn).await - before;
+        let calls = run_pairs(&client, &mut conn, &format!("lone-{tasks}"), tasks, ROUNDS).await;
         assert_eq!(calls, (2 * tasks * ROUNDS) as u64, "{tasks} task(s)");
     }
     assert!(all_released(&conn, &ns).await);

@@ -96,12 +96,40 @@ async fn queued(conn: &mut Conn, lock: &lockwise::FairLock) -> String {
     list[0].clone()
 }
 
+/// Holds `lock`, logs every command from then on, queues one watchdog waiter behind the hold
+/// and releases it: the waiter's queue entry, its guard, and how long after the unlock began
+/// its `lock()` returned.
+async fn hand_over_to_one_waiter(
+    conn: &mut Conn,
+    lock: &lockwise::FairLock,
+) -> (String, lockwise::FairLockGuard, Duration) {
+    let holder = lock.lock().await.unwrap();
+    log_everything(conn).await;
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let g = lock.lock().await.unwrap();
+            (g, Instant::now())
+        })
+    };
+    let entry = queued(conn, lock).await;
+    let released = Instant::now();
+    holder.unlock().await.unwrap();
+    let (guard, at) = waiter.await.unwrap();
+    (entry, guard, at - released)
+}
+
+/// The logged script calls that name `arg` among their arguments.
+fn naming<'a>(calls: &'a [Vec<String>], arg: &str) -> Vec<&'a Vec<String>> {
+    calls.iter().filter(|c| names(c, arg)).collect()
+}
+
 /// The head's `lock()` returns on the release's message: the script calls naming the waiter
 /// are its one lock attempt (which queued it; its look after subscribing is a `ZSCORE` of its
 /// handoff record) and, once a third of the handed hold's validity passed, its background
-/// confirmation (3 arguments: lease, owner, waiter id), never a second lock attempt. The hold outlives the TTL the
-/// handoff set (what was left of the waiter's queue deadline): the confirmation raised it, the
-/// watchdog renews it.
+/// confirmation (3 arguments: lease, owner, waiter id), never a second lock attempt. The hold
+/// outlives the TTL the handoff set (what was left of the waiter's queue deadline): the
+/// confirmation raised it, the watchdog renews it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
     let server = RedisServer::start();
@@ -110,24 +138,12 @@ async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
     let mut conn = server.conn().await;
     in_task(async move {
         let lock = c.fair_lock("h");
-        let holder = lock.lock().await.unwrap();
-        log_everything(&mut conn).await;
-        let waiter = {
-            let lock = lock.clone();
-            tokio::spawn(async move {
-                let g = lock.lock().await.unwrap();
-                (g, Instant::now())
-            })
-        };
-        let entry = queued(&mut conn, &lock).await;
+        let (entry, guard, after) = hand_over_to_one_waiter(&mut conn, &lock).await;
         assert!(
             entry.contains(":g"),
             "a watchdog waiter asks for a handoff: {entry}"
         );
-        let released = Instant::now();
-        holder.unlock().await.unwrap();
-        let (guard, at) = waiter.await.unwrap();
-        println!("handed over {:?} after the unlock began", at - released);
+        println!("handed over {after:?} after the unlock began");
         // The confirmation runs in the background: wait for the record to go.
         let confirmed = support::eventually(Duration::from_secs(2), || {
             let (mut conn, lock) = (conn.clone(), lock.clone());
@@ -136,7 +152,7 @@ async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
         .await;
         assert!(confirmed, "the handoff record stays");
         let calls = script_calls(&mut conn).await;
-        let about_waiter: Vec<&Vec<String>> = calls.iter().filter(|c| names(c, &entry)).collect();
+        let about_waiter = naming(&calls, &entry);
         println!("script calls naming the waiter: {about_waiter:?}");
         assert_eq!(about_waiter.len(), 2, "{calls:?}");
         // numkeys, 4 keys, then the lock attempt's six arguments.
@@ -174,15 +190,7 @@ async fn a_short_handed_hold_needs_no_confirmation() {
     let mut conn = server.conn().await;
     in_task(async move {
         let lock = c.fair_lock("s");
-        let holder = lock.lock().await.unwrap();
-        log_everything(&mut conn).await;
-        let waiter = {
-            let lock = lock.clone();
-            tokio::spawn(async move { lock.lock().await.unwrap() })
-        };
-        let entry = queued(&mut conn, &lock).await;
-        holder.unlock().await.unwrap();
-        let guard = waiter.await.unwrap();
+        let (entry, guard, _) = hand_over_to_one_waiter(&mut conn, &lock).await;
         let record = format!("!{entry}");
         let (_, zset) = queue_entries(&mut conn, &lock).await;
         assert!(zset.contains(&record), "handed over: {zset:?}");
@@ -192,9 +200,9 @@ async fn a_short_handed_hold_needs_no_confirmation() {
         // Past the time the confirmation would have gone out (a third of at most 3 s).
         tokio::time::sleep(WATCHDOG).await;
         let calls = script_calls(&mut conn).await;
-        let about_waiter: Vec<&Vec<String>> = calls.iter().filter(|c| names(c, &entry)).collect();
+        let about_waiter = naming(&calls, &entry);
         assert_eq!(about_waiter.len(), 1, "the lock attempt alone: {calls:?}");
-        let with_record: Vec<&Vec<String>> = calls.iter().filter(|c| names(c, &record)).collect();
+        let with_record = naming(&calls, &record);
         assert_eq!(with_record.len(), 1, "the release alone: {calls:?}");
         assert_clean(&conn, "after the short hold").await;
     })
@@ -234,8 +242,7 @@ async fn waiters_that_cannot_rely_on_a_handoff_take_the_lock_with_their_script()
             holder.unlock().await.unwrap();
             let guard = waiter.await.unwrap();
             let calls = script_calls(&mut conn).await;
-            let about_waiter: Vec<&Vec<String>> =
-                calls.iter().filter(|c| names(c, &entry)).collect();
+            let about_waiter = naming(&calls, &entry);
             assert_eq!(about_waiter.len(), 1, "{name}: {calls:?}");
             // numkeys, 4 keys, then the lock attempt's six arguments.
             assert_eq!(about_waiter[0].len(), 11, "{name}: {:?}", about_waiter[0]);
