@@ -99,7 +99,7 @@ async fn batched_pairs(url: &str, seconds: f64, tasks: usize) -> Result<Rate, Bo
 }
 
 /// The `SET NX PX` reference with `tasks` tasks, each on its own key.
-async fn set_nx_px(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
+pub(crate) async fn set_nx_px(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
     let sha = load_script(&conn, COMPARE_AND_DELETE).await?;
     let run_id = lockwise::Uuid::new_v4().simple().to_string();
@@ -208,7 +208,7 @@ async fn server_cpu(conn: &mut redis::aio::ConnectionManager) -> Result<f64, Box
 }
 
 /// Runs one measured round; returns it with the server's and this process's CPU seconds.
-async fn cpu_of(
+pub(crate) async fn cpu_of(
     stats: &mut redis::aio::ConnectionManager,
     round: impl std::future::Future<Output = Result<Rate, BoxError>>,
 ) -> Result<(Rate, f64, f64), BoxError> {

@@ -24,7 +24,11 @@
 //!     overtake limit on and off (`bench_overtake.rs`).
 //! 13. peers: lockwise, rslock and redis-lock with their defaults: lone-caller latency,
 //!     pairs/s at 64 tasks and the contended handoff gap (`bench_peers.rs`).
+//! 15. fast path (`--fastpath-only`, not in the full run): the uncontended pair of a lock taken
+//!     by a native `SET NX PX`, on raw calls, against the reference measured twice
+//!     (`bench_fastpath.rs`).
 
+mod bench_fastpath;
 mod bench_handoff;
 mod bench_lease_semaphore;
 mod bench_metrics;
@@ -64,6 +68,7 @@ struct Args {
     waiters_only: bool,
     handoff_only: bool,
     redisson_only: bool,
+    fastpath_only: bool,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -79,6 +84,7 @@ fn parse_args() -> Result<Args, BoxError> {
         waiters_only: false,
         handoff_only: false,
         redisson_only: false,
+        fastpath_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -95,6 +101,7 @@ fn parse_args() -> Result<Args, BoxError> {
             "--waiters-only" => args.waiters_only = true,
             "--handoff-only" => args.handoff_only = true,
             "--redisson-only" => args.redisson_only = true,
+            "--fastpath-only" => args.fastpath_only = true,
             "-h" | "--help" => {
                 println!(
                     "usage: bench [--json PATH] [--seconds N (per timed round, default 3)] \
@@ -103,7 +110,8 @@ fn parse_args() -> Result<Args, BoxError> {
                      [--peers-only (workload 13 alone)] \
                      [--waiters-only (workload 5, overtake limit on and off)] \
                      [--handoff-only (workloads 3 and 6 with PING, three times)] \
-                     [--redisson-only (workload 14: Redisson's key layout and a mixed fleet)]"
+                     [--redisson-only (workload 14: Redisson's key layout and a mixed fleet)] \
+                     [--fastpath-only (workload 15: a native SET NX PX fast path, on raw calls)]"
                 );
                 std::process::exit(0);
             }
@@ -156,6 +164,9 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     }
     if args.redisson_only {
         return bench_redisson::run(&url, args.seconds).await;
+    }
+    if args.fastpath_only {
+        return bench_fastpath::run(&url, args.seconds).await;
     }
     if args.handoff_only {
         for _ in 0..3 {
