@@ -17,25 +17,41 @@
 //! reference is measured twice: the second copy's ratio is the noise band of the run.
 //! The library's own row (workload 10's `lockwise`) runs in the same rounds for scale.
 
-use super::bench_throughput::{cpu_of, set_nx_px};
-use super::{load_script, mean, raw_conn, redis, timed_pairs_at, uncontended_at, BoxError, Rate};
+use super::bench_throughput::{set_nx_px, Row};
+use super::{load_script, raw_conn, redis, timed_pairs_at, uncontended_at, BoxError, Rate};
 
 /// The concurrencies measured.
 const TASKS: [usize; 4] = [1, 8, 64, 256];
 
-/// The release with today's inputs, on a string lock: KEYS lock, channel, fair queue, claim
-/// queue; ARGV owner, message, expected count, publish command, fair channel prefix.
-const RELEASE_TODAY_INPUTS: &str = "local v = redis.call('get', KEYS[1]) \
-     if v ~= ARGV[1] then return -1 end \
-     redis.call('del', KEYS[1]) \
-     redis.pcall(ARGV[4] == 'spublish' and 'spublish' or 'publish', KEYS[2], ARGV[2]) \
-     if redis.call('exists', KEYS[3], KEYS[4]) == 0 then return 0 end \
-     return 0";
+/// The two forms of the native lock's release.
+#[derive(Clone, Copy)]
+enum Release {
+    /// Today's inputs, on a string lock: KEYS lock, channel, fair queue, claim queue; ARGV
+    /// owner, message, expected count, publish command, fair channel prefix.
+    TodayInputs,
+    /// The marked release's fast path: an unmarked value equal to the owner is deleted; any
+    /// other answers -3 (the slower path, never reached here). KEYS lock; ARGV owner.
+    Marked,
+}
 
-/// The marked release's fast path: an unmarked value equal to the owner is deleted; any other
-/// answers -3 (the slower path, never reached here).
-const RELEASE_MARKED: &str = "local v = redis.pcall('get', KEYS[1]) \
-     if v == ARGV[1] then redis.call('del', KEYS[1]) return 0 end return -3";
+impl Release {
+    fn source(self) -> &'static str {
+        match self {
+            Release::TodayInputs => {
+                "local v = redis.call('get', KEYS[1]) \
+                 if v ~= ARGV[1] then return -1 end \
+                 redis.call('del', KEYS[1]) \
+                 redis.pcall(ARGV[4] == 'spublish' and 'spublish' or 'publish', KEYS[2], ARGV[2]) \
+                 if redis.call('exists', KEYS[3], KEYS[4]) == 0 then return 0 end \
+                 return 0"
+            }
+            Release::Marked => {
+                "local v = redis.pcall('get', KEYS[1]) \
+                 if v == ARGV[1] then redis.call('del', KEYS[1]) return 0 end return -3"
+            }
+        }
+    }
+}
 
 /// The rows, in the order each round runs them.
 const ROWS: [&str; 5] = [
@@ -46,17 +62,10 @@ const ROWS: [&str; 5] = [
     "native, marked release",
 ];
 
-/// One native-lock pair design: `tasks` tasks, `SET NX PX` then the release script `source`
-/// (`marked`: the two-input form).
-async fn native(
-    url: &str,
-    seconds: f64,
-    tasks: usize,
-    source: &'static str,
-    marked: bool,
-) -> Result<Rate, BoxError> {
+/// One native-lock pair design: `tasks` tasks, `SET NX PX` then `release`.
+async fn native(url: &str, seconds: f64, tasks: usize, release: Release) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
-    let sha = load_script(&conn, source).await?;
+    let sha = load_script(&conn, release.source()).await?;
     let run_id = lockwise::Uuid::new_v4().simple().to_string();
     // Each task's inputs, made once (as the library's row makes its handles once): the lock
     // key, the owner, the message and the three other keys of today's release.
@@ -92,22 +101,24 @@ async fn native(
             if taken.is_none() {
                 return Err(format!("{key} was taken: the keys are per task").into());
             }
-            let mut release = redis::cmd("EVALSHA");
-            release.arg(&sha);
-            if marked {
-                release.arg(1).arg(key).arg(owner);
-            } else {
-                release
-                    .arg(4)
-                    .arg(key)
-                    .arg(others)
-                    .arg(owner)
-                    .arg(message)
-                    .arg(0)
-                    .arg("publish")
-                    .arg("bench:native:fair:");
+            let mut call = redis::cmd("EVALSHA");
+            call.arg(&sha);
+            match release {
+                Release::Marked => {
+                    call.arg(1).arg(key).arg(owner);
+                }
+                Release::TodayInputs => {
+                    call.arg(4)
+                        .arg(key)
+                        .arg(others)
+                        .arg(owner)
+                        .arg(message)
+                        .arg(0)
+                        .arg("publish")
+                        .arg("bench:native:fair:");
+                }
             }
-            let released: i64 = release.query_async(&mut conn).await?;
+            let released: i64 = call.query_async(&mut conn).await?;
             if released != 0 {
                 return Err(format!("{key}: the release answered {released}").into());
             }
@@ -123,42 +134,41 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<(), BoxError> {
     let round = (seconds / 2.0).max(0.5);
     let mut stats = raw_conn(url).await?;
     for tasks in TASKS {
-        // Per row: (pairs/s of each round, server CPU s, client CPU s, pairs).
-        let mut rows: Vec<(Vec<f64>, f64, f64, usize)> = vec![(Vec::new(), 0.0, 0.0, 0); 5];
+        let mut row = Row::new(tasks, ROWS.len());
         for _ in 0..3 {
-            for (r, row) in rows.iter_mut().enumerate() {
-                let (rate, server, client) = match r {
-                    0 | 1 => cpu_of(&mut stats, set_nx_px(url, round, tasks)).await?,
-                    2 => cpu_of(&mut stats, uncontended_at(url, round, tasks)).await?,
+            for v in 0..ROWS.len() {
+                let stats = &mut stats;
+                match v {
+                    0 | 1 => row.measure(v, stats, set_nx_px(url, round, tasks)).await?,
+                    2 => {
+                        row.measure(v, stats, uncontended_at(url, round, tasks))
+                            .await?
+                    }
                     3 => {
-                        let pair = native(url, round, tasks, RELEASE_TODAY_INPUTS, false);
-                        cpu_of(&mut stats, pair).await?
+                        let pair = native(url, round, tasks, Release::TodayInputs);
+                        row.measure(v, stats, pair).await?
                     }
                     _ => {
-                        let pair = native(url, round, tasks, RELEASE_MARKED, true);
-                        cpu_of(&mut stats, pair).await?
+                        let pair = native(url, round, tasks, Release::Marked);
+                        row.measure(v, stats, pair).await?
                     }
-                };
-                row.0.push(rate.rate);
-                row.1 += server;
-                row.2 += client;
-                row.3 += rate.pairs;
+                }
             }
         }
-        let reference = rows[0].0.clone();
-        for (name, (rates, server, client, pairs)) in ROWS.iter().zip(&rows) {
-            let mut ratios: Vec<f64> = rates.iter().zip(&reference).map(|(a, b)| a / b).collect();
+        for (v, name) in ROWS.iter().enumerate() {
+            let mut ratios: Vec<f64> = (row.rounds[v].iter().zip(&row.rounds[0]))
+                .map(|(a, b)| a.rate / b.rate)
+                .collect();
             ratios.sort_by(f64::total_cmp);
-            let per_pair = |s: f64| s * 1e6 / (*pairs).max(1) as f64;
             println!(
                 "fast path x{tasks:<4} {name:<31} {:>7.0} pairs/s  ÷ SET NX PX {:.2} ({:.2}–{:.2})  \
                  server CPU per pair {:.1} µs  client {:.1} µs",
-                mean(rates),
+                row.rate(v),
                 ratios[1],
                 ratios[0],
                 ratios[2],
-                per_pair(*server),
-                per_pair(*client)
+                row.server_us(v),
+                row.client_us(v)
             );
         }
     }

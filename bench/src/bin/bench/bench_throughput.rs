@@ -146,22 +146,32 @@ const CEILING: usize = 1;
 const LIBRARY: usize = 2;
 const FLOOR: usize = 3;
 
-/// One concurrency's figures.
-#[derive(Default)]
-struct Row {
+/// One concurrency's figures, per variant (an index into its vectors).
+pub(crate) struct Row {
     tasks: usize,
-    /// The rounds of each variant: SET NX PX, ceiling, lockwise, floor.
-    rounds: [Vec<Rate>; 4],
+    /// The rounds of each variant (here: SET NX PX, ceiling, lockwise, floor).
+    pub(crate) rounds: Vec<Vec<Rate>>,
     /// Server CPU seconds per variant, over its rounds.
-    server_cpu: [f64; 4],
+    server_cpu: Vec<f64>,
     /// This process's CPU seconds per variant, over the same rounds.
-    client_cpu: [f64; 4],
+    client_cpu: Vec<f64>,
     calls_per_pair: f64,
 }
 
 impl Row {
+    /// The empty figures of `variants` variants at `tasks` tasks.
+    pub(crate) fn new(tasks: usize, variants: usize) -> Row {
+        Row {
+            tasks,
+            rounds: (0..variants).map(|_| Vec::new()).collect(),
+            server_cpu: vec![0.0; variants],
+            client_cpu: vec![0.0; variants],
+            calls_per_pair: 0.0,
+        }
+    }
+
     /// Runs one round of variant `v` and records it with its server and client CPU time.
-    async fn measure(
+    pub(crate) async fn measure(
         &mut self,
         v: usize,
         stats: &mut redis::aio::ConnectionManager,
@@ -179,16 +189,17 @@ impl Row {
     }
 
     /// Server CPU µs per pair of variant `v`.
-    fn server_us(&self, v: usize) -> f64 {
+    pub(crate) fn server_us(&self, v: usize) -> f64 {
         self.server_cpu[v] * 1e6 / self.pairs(v) as f64
     }
 
     /// Client (this process's) CPU µs per pair of variant `v`.
-    fn client_us(&self, v: usize) -> f64 {
+    pub(crate) fn client_us(&self, v: usize) -> f64 {
         self.client_cpu[v] * 1e6 / self.pairs(v) as f64
     }
 
-    fn rate(&self, v: usize) -> f64 {
+    /// Mean pairs/s of variant `v` over its rounds.
+    pub(crate) fn rate(&self, v: usize) -> f64 {
         mean(&self.rounds[v].iter().map(|r| r.rate).collect::<Vec<_>>())
     }
 
@@ -208,7 +219,7 @@ async fn server_cpu(conn: &mut redis::aio::ConnectionManager) -> Result<f64, Box
 }
 
 /// Runs one measured round; returns it with the server's and this process's CPU seconds.
-pub(crate) async fn cpu_of(
+async fn cpu_of(
     stats: &mut redis::aio::ConnectionManager,
     round: impl std::future::Future<Output = Result<Rate, BoxError>>,
 ) -> Result<(Rate, f64, f64), BoxError> {
@@ -226,10 +237,7 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<Json, BoxError> {
     let mut stats = raw_conn(url).await?;
     let mut rows = Vec::new();
     for tasks in TASKS {
-        let mut row = Row {
-            tasks,
-            ..Row::default()
-        };
+        let mut row = Row::new(tasks, 4);
         let mut calls = 0u64;
         for _ in 0..2 {
             row.measure(SET_NX, &mut stats, set_nx_px(url, round, tasks))
