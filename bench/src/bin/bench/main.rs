@@ -28,6 +28,7 @@
 //!     by a native `SET NX PX`, on raw calls, against the reference measured twice
 //!     (`bench_fastpath.rs`).
 
+mod args;
 mod bench_fastpath;
 mod bench_handoff;
 mod bench_lease_semaphore;
@@ -39,6 +40,7 @@ mod bench_rwlock;
 mod bench_scale;
 mod bench_semaphore;
 mod bench_throughput;
+use args::{parse_args, Args};
 use bench_handoff::*;
 use bench_scale::*;
 use lockwise_testkit::server;
@@ -55,71 +57,6 @@ use serde_json::{json, Value as Json};
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const CONCURRENCY: usize = 64;
-
-struct Args {
-    json: Option<String>,
-    seconds: f64,
-    watchdog_locks: usize,
-    waiters: usize,
-    metrics_only: bool,
-    sweep_only: bool,
-    overtake_only: bool,
-    peers_only: bool,
-    waiters_only: bool,
-    handoff_only: bool,
-    redisson_only: bool,
-    fastpath_only: bool,
-}
-
-fn parse_args() -> Result<Args, BoxError> {
-    let mut args = Args {
-        json: None,
-        seconds: 3.0,
-        watchdog_locks: 100_000,
-        waiters: 10_000,
-        metrics_only: false,
-        sweep_only: false,
-        overtake_only: false,
-        peers_only: false,
-        waiters_only: false,
-        handoff_only: false,
-        redisson_only: false,
-        fastpath_only: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--json" => args.json = Some(value()?),
-            "--seconds" => args.seconds = value()?.parse()?,
-            "--watchdog-locks" => args.watchdog_locks = value()?.parse()?,
-            "--waiters" => args.waiters = value()?.parse()?,
-            "--metrics-only" => args.metrics_only = true,
-            "--sweep-only" => args.sweep_only = true,
-            "--overtake-only" => args.overtake_only = true,
-            "--peers-only" => args.peers_only = true,
-            "--waiters-only" => args.waiters_only = true,
-            "--handoff-only" => args.handoff_only = true,
-            "--redisson-only" => args.redisson_only = true,
-            "--fastpath-only" => args.fastpath_only = true,
-            "-h" | "--help" => {
-                println!(
-                    "usage: bench [--json PATH] [--seconds N (per timed round, default 3)] \
-                     [--watchdog-locks N (100000)] [--waiters N (10000)] [--metrics-only] \
-                     [--sweep-only (workload 10 alone)] [--overtake-only (workload 12 alone)] \
-                     [--peers-only (workload 13 alone)] \
-                     [--waiters-only (workload 5, overtake limit on and off)] \
-                     [--handoff-only (workloads 3 and 6 with PING, three times)] \
-                     [--redisson-only (workload 14: Redisson's key layout and a mixed fleet)] \
-                     [--fastpath-only (workload 15: a native SET NX PX fast path, on raw calls)]"
-                );
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument {other:?} (try --help)").into()),
-        }
-    }
-    Ok(args)
-}
 
 fn main() -> Result<(), BoxError> {
     let args = parse_args()?;
