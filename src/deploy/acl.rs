@@ -42,6 +42,7 @@ const NEEDED: &[&[&str]] = &[
     &["time"],
     &["hset", "K", "f", "1"],
     &["hexists", "K", "f"],
+    &["hmget", "K", "f"],
     &["hgetall", "K"],
     &["hincrby", "K", "f", "1"],
     &["pexpire", "K", "1"],

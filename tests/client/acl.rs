@@ -55,6 +55,7 @@ async fn readme_minimal_user_runs_every_kind() {
         .await
         .unwrap();
 
+    let admin_conn = admin.clone();
     in_task(async move {
         let lease = Duration::from_secs(20);
         // RLock, contended: the waiter is woken by the unlock message, not the lease.
@@ -127,6 +128,19 @@ async fn readme_minimal_user_runs_every_kind() {
         let mut g = a.lock("detached").lock().await.expect("lock to detach");
         g.detach().await.expect("detach");
         g.unlock().await.expect("detached unlock");
+
+        // A watchdog hold lives through renewals (lua/renew.lua; watchdog timeout 5 s, so
+        // a renewal every 1.7 s): its TTL is raised again, and it is not lost.
+        let g = a.lock("renewed").lock().await.expect("watchdog lock");
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let mut conn = admin_conn.clone();
+        let pttl = support::kit::pttl(&mut conn, a.lock("renewed").key()).await;
+        assert!(
+            pttl > 3000,
+            "renewed: PTTL {pttl} ms 2.5 s into a 5 s watchdog hold"
+        );
+        assert!(!g.is_lost());
+        g.unlock().await.expect("renewed unlock");
 
         // A countdown latch: a waiter in the other client is woken by the broadcast.
         let latch = a.count_down_latch("latch");
