@@ -3,10 +3,12 @@
 -- was in flight. Each item runs the common paths of its script, with the same commands,
 -- effects and answers: a lock item takes a free lock, re-enters its owner's, or reports
 -- another owner's; an unlock item releases one hold. An item that would need more (a free
--- lock whose claim queue decides, a name with a fair queue, a refused command or a key of
--- another type) is left untouched and answered -3, and its caller then sends the full script
+-- lock whose claim queue decides, a release that would serve a fair queue, a refused command
+-- or a key of another type) is left untouched and answered -3, and its caller then sends the full script
 -- alone. So an item either did exactly what its script would have done, or nothing. Lock
--- items never stake an overtake claim (src/engine/batch.rs sends only acquires that do not).
+-- items never stake an overtake claim (src/engine/batch.rs sends only acquires that do not)
+-- and never set the waiter mark: a waiter's re-check after it subscribes goes alone, as
+-- lua/lock.lua, and sets it there.
 --
 -- ARGV[1]  publish command: 'spublish' on a cluster with sharded pub/sub, else 'publish'
 -- ARGV[2]  the message a last release publishes (the releasing client's id, as unlock.lua)
@@ -20,8 +22,8 @@
 --   lock    n >= 1 acquired, n = this owner's hold count after the call (lock.lua's {1, n});
 --           n <= -9 held by another owner, -10 - n = its PTTL (lock.lua's {0, pttl}); -3 not
 --           tried
---   unlock  as lua/unlock.lua: n > 0 holds left, 0 last hold released (lock deleted, one
---           message published), -1 not held by this owner, -2 hold count differs from the
+--   unlock  as lua/unlock.lua: n > 0 holds left, 0 last hold released (lock deleted; one
+--           message published when the hold was marked), -1 not held by this owner, -2 hold count differs from the
 --           expected one; -3 not tried
 local pub = ARGV[1] == 'spublish' and 'spublish' or 'publish'
 local message = ARGV[2]
@@ -37,22 +39,30 @@ for i = 3, #ARGV - 1, 2 do
     local reply = -3
     if a == '-1' or string.byte(a) == 45 then
         -- An unlock ('-1': any hold count; '-1 - n': only while the count is n).
-        if redis.call('exists', KEYS[k + 2]) == 0 then
-            local holds = redis.pcall('hget', lock, owner)
+        -- The owner's count and the waiter mark (lua/unlock.lua) in one read; the fair queue
+        -- is looked at only where unlock.lua would serve it: a marked last release, or none.
+        local got = redis.pcall('hmget', lock, owner, 'waiting')
+        if type(got) == 'table' then
+            local holds = got[1]
             if not holds then
-                reply = -1
-            elseif type(holds) == 'string' then
-                if a ~= '-1' and tonumber(holds) ~= -1 - tonumber(a) then
-                    reply = -2
-                elseif holds == '1' or tonumber(holds) <= 1 then
+                if redis.call('exists', KEYS[k + 2]) == 0 then
+                    reply = -1
+                end
+            elseif a ~= '-1' and tonumber(holds) ~= -1 - tonumber(a) then
+                reply = -2
+            elseif holds == '1' or tonumber(holds) <= 1 then
+                if not got[2] then
+                    redis.call('del', lock)
+                    reply = 0
+                elseif redis.call('exists', KEYS[k + 2]) == 0 then
                     redis.call('del', lock)
                     redis.pcall(pub, KEYS[k + 1], message)
                     reply = 0
-                else
-                    local left = redis.pcall('hincrby', lock, owner, '-1')
-                    if type(left) == 'number' then
-                        reply = left
-                    end
+                end
+            else
+                local left = redis.pcall('hincrby', lock, owner, '-1')
+                if type(left) == 'number' then
+                    reply = left
                 end
             end
         end

@@ -23,7 +23,8 @@
 -- Defines (as locals of the script it is prepended to):
 --   claim_refusal(claim, deadlines, owner, ms, waited)
 --       for an attempt on a free lock: nil when `owner` may take it (no queue, or `owner`
---       is its head, whose entry is then removed); else the refusal reply {0, ms until the
+--       is its head, whose entry is then removed; a second result says which: true for the
+--       head, whose release other waiters, refused meanwhile, wait for); else the refusal reply {0, ms until the
 --       head's claim lapses}, which reads as "held" to the caller: it waits for the next
 --       release or the head's end. An overdue owner (`ms` > 0) that is refused joins (or
 --       renews) its place in the queue as with stake_claim, and is told so:
@@ -88,7 +89,7 @@ end
 local function claim_refusal(claim, deadlines, owner, ms, waited)
     local turn = claim_turn(claim, deadlines, owner)
     if turn == 'open' or turn == 'mine' then
-        return nil
+        return nil, turn == 'mine'
     end
     local score = stake_claim(claim, deadlines, owner, ms, waited)
     if score then

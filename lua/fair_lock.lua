@@ -24,6 +24,10 @@
 -- (lua/fair_queue.lua's hand_over). The queue and deadline keys get the TTL "latest deadline
 -- + 1 s", and are deleted when the queue empties.
 --
+-- A waiter that joins or stays in the queue behind a held lock sets the hash's waiter mark
+-- "waiting" (see lua/unlock.lua), and so does a head that takes the lock with waiters
+-- behind it: the release then serves the queue.
+--
 -- A waiter that was handed the lock and comes back before it heard so (its message was lost,
 -- or it subscribed after the handoff) finds its record "!<waiter id>": the hold is the
 -- handoff's, not a re-entry, so its count is not raised; the TTL is raised to the lease.
@@ -79,7 +83,12 @@ if free and (not head or head == waiter) then
     end
     redis.call('hset', lock, owner, 1)
     redis.call('pexpire', lock, lease)
-    return {1, 1, redis.call('llen', queue)}
+    local left = redis.call('llen', queue)
+    if left > 0 then
+        -- The waiter mark (lua/unlock.lua): the waiters behind need this hold's release.
+        redis.call('hset', lock, 'waiting', '1')
+    end
+    return {1, 1, left}
 end
 
 local budget = tonumber(ARGV[4])
@@ -103,6 +112,11 @@ elseif budget > 0 then
     grow()
 end
 
+if budget > 0 and not free and redis.call('pttl', lock) > 0 then
+    -- The waiter mark (lua/unlock.lua): this waiter needs the release to serve the queue
+    -- (not on a hash without a TTL, which lockwise never writes).
+    redis.call('hset', lock, 'waiting', '1')
+end
 if head == waiter or budget == 0 then
     return {0, redis.call('pttl', lock)}
 end

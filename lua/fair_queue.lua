@@ -127,7 +127,12 @@ local function hand_over(lock, head, pub, prefix, deadline)
         redis.call('zrem', deadlines, head)
         -- pcall: a refused publish (ACL) must not fail the caller after its writes; the
         -- waiter then finds its handoff at its next attempt (lua/fair_lock.lua).
-        redis.pcall(pub, prefix .. ':' .. head, 'grant:' .. shrink())
+        local left = shrink()
+        if left > 0 then
+            -- The waiter mark (lua/unlock.lua): the waiters behind need this hold's release.
+            redis.call('hset', lock, 'waiting', '1')
+        end
+        redis.pcall(pub, prefix .. ':' .. head, 'grant:' .. left)
     else
         -- pcall: a refused publish (ACL) must not fail the caller after its writes.
         redis.pcall(pub, prefix .. ':' .. head, 'wake')

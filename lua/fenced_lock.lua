@@ -16,6 +16,9 @@
 --          by another owner; 0 does not
 -- ARGV[4]  how long this owner has waited, in ms (with a claim: its place in the queue)
 --
+-- An attempt that finds the lock held by another owner sets the hash's waiter mark
+-- "waiting" (see lua/unlock.lua); so does the claim queue's head when it takes the lock.
+--
 -- Returns {1, holds, token}  acquired; holds = this owner's hold count after the call,
 --                            token = the fencing token of this hold (< 2^53)
 --         {0, pttl}          held by another owner; pttl = its remaining TTL in ms (-1 = none)
@@ -70,7 +73,7 @@ end
 
 local lease = tonumber(ARGV[1])
 if redis.call('exists', KEYS[1]) == 0 then
-    local refused = claim_refusal(KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
+    local refused, head = claim_refusal(KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
     if refused then
         return refused
     end
@@ -79,6 +82,11 @@ if redis.call('exists', KEYS[1]) == 0 then
         return redis.error_reply(err)
     end
     redis.call('hset', KEYS[1], ARGV[2], 1)
+    if head then
+        -- The claim queue's head: waiters refused while the lock was free wait for its
+        -- release (the waiter mark, lua/unlock.lua).
+        redis.call('hset', KEYS[1], 'waiting', '1')
+    end
     redis.call('pexpire', KEYS[1], lease)
     return {1, 1, token}
 end
@@ -98,8 +106,14 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     end
     return {1, holds, token}
 end
+local pttl = redis.call('pttl', KEYS[1])
+if pttl > 0 then
+    -- The waiter mark (lua/unlock.lua): this caller may wait for the release (not on a
+    -- hash without a TTL, which lockwise never writes).
+    redis.call('hset', KEYS[1], 'waiting', '1')
+end
 local score = stake_claim(KEYS[3], KEYS[4], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
 if score then
-    return {0, redis.call('pttl', KEYS[1]), score}
+    return {0, pttl, score}
 end
-return {0, redis.call('pttl', KEYS[1])}
+return {0, pttl}

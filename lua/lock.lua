@@ -23,6 +23,9 @@
 --                        ({0, pttl, score} when this owner is in the queue too, or joined it)
 --         {0, pttl, score}  held by another owner, and this owner is in the claim queue now
 --                        (queued or renewed by this call); score = its place (server ms)
+-- An attempt that finds the lock held by another owner sets the hash's waiter mark
+-- "waiting" (see lua/unlock.lua), with a claim queue only (not in Redisson's layout or on a
+-- RedLock node); so does the claim queue's head when it takes the lock.
 local lease = tonumber(ARGV[1])
 -- One EXISTS over the lock and its claim: a free, unclaimed lock (the common case) is taken
 -- with three commands in all. Redis spends about as much on each command inside a script as

@@ -19,6 +19,13 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
 end
 local pttl = redis.call('pttl', KEYS[1])
 if pttl ~= -2 then
+    if KEYS[2] and pttl > 0 then
+        -- The waiter mark (lua/unlock.lua): this caller may wait for the release. Not in
+        -- Redisson's layout or on a RedLock node (no claim queue): Redisson's hash keeps
+        -- only owner fields, and a RedLock waiter retries on its own clock. Nor on a hash
+        -- without a TTL, which lockwise never writes (someone else's: left untouched).
+        redis.call('hset', KEYS[1], 'waiting', '1')
+    end
     local score = stake_claim(KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
     if score then
         return {0, pttl, score}
@@ -26,10 +33,14 @@ if pttl ~= -2 then
     return {0, pttl}
 end
 -- The lock is free, so the claim is what exists.
-local refused = claim_refusal(KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
+local refused, head = claim_refusal(KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
 if refused then
     return refused
 end
 redis.call('hset', KEYS[1], ARGV[2], 1)
+if head then
+    -- The claim queue's head: waiters refused while the lock was free wait for its release.
+    redis.call('hset', KEYS[1], 'waiting', '1')
+end
 redis.call('pexpire', KEYS[1], lease)
 return {1, 1}

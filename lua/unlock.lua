@@ -28,6 +28,15 @@
 -- in the releasing client hears it too). When the owner holds nothing (-1) and the lock is
 -- free, a stuck queue head is served as well. Without a fair queue this costs one EXISTS.
 --
+-- The field "waiting" of the lock hash is the waiter mark: every attempt that finds the lock
+-- held by another owner and may wait for this release sets it (lua/lock_contended.lua with a
+-- claim queue, lua/fenced_lock.lua, lua/fair_lock.lua), and so does a fair handoff or a fair
+-- head that leaves waiters behind (lua/fair_queue.lua's hand_over, lua/fair_lock.lua). It
+-- lives and dies with the hold (same key, same TTL, deleted by the last release). A last
+-- release of an unmarked hold is an HMGET and a DEL: nothing is published and no fair queue
+-- is looked at, because no attempt found the lock taken while this hold existed (a waiter's
+-- re-check after it subscribes is such an attempt, so a wakeup is never lost to it).
+--
 -- Returns  n > 0  released one hold, n holds remain (TTL unchanged)
 --          0      released the last hold: lock deleted, waiters woken
 --          -1     not held by this owner (expired, force-unlocked, or never taken)
@@ -39,7 +48,9 @@ if ARGV[6] then
     redis.call('zrem', KEYS[4], ARGV[6])
 end
 local result
-local holds = redis.call('hget', lock, ARGV[1])
+-- The owner's count and the waiter mark in one read (see "waiting" below).
+local got = redis.call('hmget', lock, ARGV[1], 'waiting')
+local holds = got[1]
 if not holds then
     result = -1
 else
@@ -53,6 +64,11 @@ else
     end
     -- The last hold: DEL alone (no HINCRBY to 0 first), one command fewer on the common path.
     redis.call('del', lock)
+    if not got[2] then
+        -- Unmarked: no attempt found this hold taken since it was taken, so nobody waits
+        -- for its release on the channel, and no fair queue waits behind it.
+        return 0
+    end
     -- pcall: the DEL has run and is not rolled back, so a refused publish (ACL) must not turn
     -- a done unlock into an error; waiters still see the lock free at their TTL bound.
     redis.pcall(pub, KEYS[2], ARGV[2])

@@ -239,11 +239,13 @@ impl Reader<'_> {
             return Ok(None);
         };
         if self.present.contains_key(&Role::Lock) {
-            // A fenced hold keeps its token in the hash, under "token" (lua/fenced_lock.lua).
+            // A fenced hold keeps its token in the hash, under "token" (lua/fenced_lock.lua);
+            // "waiting" is the waiter mark (lua/unlock.lua), not a holder.
             let (token, owners): (Vec<_>, Vec<_>) = self
                 .hash(Role::Lock)
                 .await?
                 .into_iter()
+                .filter(|(field, _)| field != "waiting")
                 .partition(|(field, _)| field == "token");
             info.holders = Self::holders(owners, HoldMode::Exclusive);
             info.token = token.first().map(|(_, t)| *t as u64);

@@ -78,6 +78,19 @@ pub async fn hlen(conn: &mut Conn, key: &str) -> u64 {
     redis::cmd("HLEN").arg(key).query_async(conn).await.unwrap()
 }
 
+/// The holders' fields of the lock hash `key`, sorted: every field but a fenced lock's
+/// `token` and the waiter mark `waiting`.
+pub async fn owner_fields(conn: &mut Conn, key: &str) -> Vec<String> {
+    let mut fields: Vec<String> = redis::cmd("HKEYS")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .unwrap();
+    fields.retain(|f| lockwise_testkit::is_owner_field(f));
+    fields.sort();
+    fields
+}
+
 /// `PTTL key`.
 pub async fn pttl(conn: &mut Conn, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()

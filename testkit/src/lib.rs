@@ -71,6 +71,12 @@ pub use server::{url_or_start, RedisServer};
 /// The async connection type the helpers inspect Redis with.
 pub type Conn = redis::aio::MultiplexedConnection;
 
+/// Whether `field` of a lock hash names a holder: not a fenced lock's `token`, nor the
+/// waiter mark `waiting` (owner fields start with a client uuid).
+pub fn is_owner_field(field: &str) -> bool {
+    field != "token" && field != "waiting"
+}
+
 /// A unique key namespace so tests sharing one server (REDIS_URL) never collide.
 pub fn unique_ns(test: &str) -> String {
     format!("t-{test}-{}", uuid::Uuid::new_v4().simple())

@@ -105,6 +105,15 @@ pub(super) async fn insert_dead_waiter(
         .query_async(conn)
         .await
         .unwrap();
+    // A waiter that queues behind a held lock marks it (lua/fair_lock.lua), so that the
+    // release serves the queue; a lock that is not held is left alone.
+    let _: () = redis::cmd("EVAL")
+        .arg("if redis.call('exists', KEYS[1]) == 1 then redis.call('hset', KEYS[1], 'waiting', '1') end")
+        .arg(1)
+        .arg(lock.key())
+        .query_async(conn)
+        .await
+        .unwrap();
 }
 
 pub(super) async fn queue_entries(conn: &mut Conn, lock: &FairLock) -> (Vec<String>, Vec<String>) {

@@ -31,5 +31,6 @@ mod rwlock;
 mod same_name;
 mod spin;
 mod stale_guard;
+mod waiter_mark;
 mod wakeup;
 mod watchdog;

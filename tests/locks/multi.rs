@@ -335,11 +335,14 @@ async fn connect(url: &str) -> support::Conn {
 }
 
 async fn hgetall(conn: &mut support::Conn, key: &str) -> HashMap<String, String> {
-    redis::cmd("HGETALL")
+    let mut all: HashMap<String, String> = redis::cmd("HGETALL")
         .arg(key)
         .query_async(conn)
         .await
-        .unwrap()
+        .unwrap();
+    // The waiter mark (a waiter found the lock taken) is not a hold.
+    all.remove("waiting");
+    all
 }
 
 /// Starts `multi` in its own task (its own owner). The task records what Redis says about

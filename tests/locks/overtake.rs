@@ -330,11 +330,7 @@ async fn overdue_waiters_are_not_woken_as_a_herd() {
     within(5, first.recv()).await.unwrap();
     let calls = support::script_calls(&mut conn).await - calls_before;
     println!("one handoff to one of {WAITERS} overdue waiters: {calls} script calls");
-    let owners: Vec<String> = redis::cmd("HKEYS")
-        .arg(eager.lock("h").key())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let owners = support::kit::owner_fields(&mut conn, eager.lock("h").key()).await;
     assert_eq!(owners, vec![claimant], "the claimant got the lock");
     // The unlock, the claimant's attempt, and perhaps a claim renewal or two of the ones
     // due meanwhile; a herd would be about WAITERS.

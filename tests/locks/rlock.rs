@@ -235,7 +235,11 @@ async fn a_spawned_task_is_a_different_owner() {
                 .as_deref(),
             Some("1")
         );
-        assert_eq!(hlen(&mut conn, &key).await, 1, "child wrote no field");
+        assert_eq!(
+            owner_fields(&mut conn, &key).await.len(),
+            1,
+            "child wrote no field"
+        );
         g.unlock().await.unwrap();
 
         // Now the child can take it, under its own owner id; the parent is then excluded.

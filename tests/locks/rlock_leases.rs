@@ -181,7 +181,7 @@ async fn try_lock_with_zero_wait_is_a_single_fast_attempt() {
         hget::<String>(&mut conn, la.key(), &owner).await.as_deref(),
         Some("1")
     );
-    assert_eq!(hlen(&mut conn, la.key()).await, 1);
+    assert_eq!(owner_fields(&mut conn, la.key()).await.len(), 1);
     held.unlock().await.unwrap();
 
     // On a free lock a zero-wait attempt acquires.
@@ -246,7 +246,7 @@ async fn try_lock_with_wait_times_out_on_a_held_lock() {
         hget::<String>(&mut conn, la.key(), &owner).await.as_deref(),
         Some("1")
     );
-    assert_eq!(hlen(&mut conn, la.key()).await, 1);
+    assert_eq!(owner_fields(&mut conn, la.key()).await.len(), 1);
     held.unlock().await.unwrap();
     assert!(!exists(&mut conn, la.key()).await);
     assert_all_keys_have_ttl(&mut conn).await;

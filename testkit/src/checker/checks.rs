@@ -289,8 +289,8 @@ pub async fn sample_lock(history: &History, conn: &mut Conn, lock: &str, key: &s
         .expect("sample lock");
     let at = now_ns();
     let mut owners: Vec<String> = Vec::new();
-    // A fenced lock's hash also has the field `token` (owner fields start with a uuid).
-    for (owner, count) in fields.into_iter().filter(|(f, _)| f != "token") {
+    // A fenced lock's hash also has the field `token`, a waited-for one `waiting`.
+    for (owner, count) in fields.into_iter().filter(|(f, _)| crate::is_owner_field(f)) {
         history.hold_sample(HoldSample {
             lock: lock.to_string(),
             owner: owner.clone(),
@@ -319,7 +319,7 @@ pub async fn sample_all_hold_counts(history: &History, conn: &mut Conn, ns: &str
             Err(_) => continue, // not a hash
         };
         let at = now_ns();
-        for (owner, count) in fields.into_iter().filter(|(f, _)| f != "token") {
+        for (owner, count) in fields.into_iter().filter(|(f, _)| crate::is_owner_field(f)) {
             history.hold_sample(HoldSample {
                 lock: k.clone(),
                 owner,

@@ -49,7 +49,10 @@ pub(super) async fn holds_in_redis(
             .iter()
             .find(|(f, _)| f == "token")
             .and_then(|(_, v)| v.parse().ok());
-        for (owner, count) in fields.iter().filter(|(f, _)| f != "token") {
+        for (owner, count) in fields
+            .iter()
+            .filter(|(f, _)| lockwise_testkit::is_owner_field(f))
+        {
             out.push(Belief {
                 key: k.clone(),
                 owner: owner.clone(),
