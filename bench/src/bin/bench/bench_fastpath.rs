@@ -17,7 +17,7 @@
 //! reference is measured twice: the second copy's ratio is the noise band of the run.
 //! The library's own row (workload 10's `lockwise`) runs in the same rounds for scale.
 
-use super::bench_throughput::{set_nx_px, Row};
+use super::bench_throughput::{set_nx_px, take_per_task_key, Row};
 use super::{load_script, raw_conn, redis, timed_pairs_at, uncontended_at, BoxError, Rate};
 
 /// The concurrencies measured.
@@ -90,17 +90,7 @@ async fn native(url: &str, seconds: f64, tasks: usize, release: Release) -> Resu
         let inputs = inputs.clone();
         async move {
             let [key, owner, message, others @ ..] = &inputs[i];
-            let taken: Option<String> = redis::cmd("SET")
-                .arg(key)
-                .arg(owner)
-                .arg("NX")
-                .arg("PX")
-                .arg(30_000)
-                .query_async(&mut conn)
-                .await?;
-            if taken.is_none() {
-                return Err(format!("{key} was taken: the keys are per task").into());
-            }
+            take_per_task_key(&mut conn, key, owner).await?;
             let mut call = redis::cmd("EVALSHA");
             call.arg(&sha);
             match release {

@@ -98,6 +98,26 @@ async fn batched_pairs(url: &str, seconds: f64, tasks: usize) -> Result<Rate, Bo
     .await
 }
 
+/// `SET key value NX PX 30000` on a key only this task uses: an error if it was taken.
+pub(crate) async fn take_per_task_key(
+    conn: &mut redis::aio::ConnectionManager,
+    key: &str,
+    value: &str,
+) -> Result<(), BoxError> {
+    let taken: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .arg("NX")
+        .arg("PX")
+        .arg(30_000)
+        .query_async(conn)
+        .await?;
+    match taken {
+        Some(_) => Ok(()),
+        None => Err(format!("{key} was taken: the keys are per task").into()),
+    }
+}
+
 /// The `SET NX PX` reference with `tasks` tasks, each on its own key.
 pub(crate) async fn set_nx_px(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
@@ -113,17 +133,7 @@ pub(crate) async fn set_nx_px(url: &str, seconds: f64, tasks: usize) -> Result<R
         );
         let sha = sha.clone();
         async move {
-            let ok: Option<String> = redis::cmd("SET")
-                .arg(&key)
-                .arg(&token)
-                .arg("NX")
-                .arg("PX")
-                .arg(30_000)
-                .query_async(&mut conn)
-                .await?;
-            if ok.is_none() {
-                return Err(format!("{key} was taken: the keys are per task").into());
-            }
+            take_per_task_key(&mut conn, &key, &token).await?;
             let deleted: i64 = redis::cmd("EVALSHA")
                 .arg(&sha)
                 .arg(1)
