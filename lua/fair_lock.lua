@@ -112,13 +112,18 @@ elseif budget > 0 then
     grow()
 end
 
-if budget > 0 and not free and redis.call('pttl', lock) > 0 then
-    -- The waiter mark (lua/unlock.lua): this waiter needs the release to serve the queue
-    -- (not on a hash without a TTL, which lockwise never writes).
-    redis.call('hset', lock, 'waiting', '1')
+local pttl
+if not free then
+    pttl = redis.call('pttl', lock)
+    if budget > 0 and pttl > 0 then
+        -- The waiter mark (lua/unlock.lua): this waiter needs the release to serve the queue
+        -- (not on a hash without a TTL, which lockwise never writes).
+        redis.call('hset', lock, 'waiting', '1')
+    end
 end
 if head == waiter or budget == 0 then
-    return {0, redis.call('pttl', lock)}
+    -- A free lock may have been handed over above: its TTL is read now.
+    return {0, pttl or redis.call('pttl', lock)}
 end
 local first = redis.call('zrange', deadlines, 0, 0, 'withscores')
 if first[2] then

@@ -26,7 +26,8 @@
 -- A fair waiter that asked for a handoff is given the lock here and told 'grant:<n>'; any
 -- other is woken with 'wake' (lua/fair_queue.lua's hand_over; never a client's id, so a head
 -- in the releasing client hears it too). When the owner holds nothing (-1) and the lock is
--- free, a stuck queue head is served as well. Without a fair queue this costs one EXISTS.
+-- free, a stuck queue head is served as well. Looking for the queue costs one EXISTS, paid only
+-- by a marked last release or a release of nothing (see the waiter mark below).
 --
 -- The field "waiting" of the lock hash is the waiter mark: every attempt that finds the lock
 -- held by another owner and may wait for this release sets it (lua/lock_contended.lua with a
@@ -38,7 +39,7 @@
 -- re-check after it subscribes is such an attempt, so a wakeup is never lost to it).
 --
 -- Returns  n > 0  released one hold, n holds remain (TTL unchanged)
---          0      released the last hold: lock deleted, waiters woken
+--          0      released the last hold: lock deleted, waiters woken if it was marked
 --          -1     not held by this owner (expired, force-unlocked, or never taken)
 --          -2     hold count differs from ARGV[3]: nothing done
 local lock = KEYS[1]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::{nodes, unexpected, HoldMode, Holder, KeyInfo, LockInfo, LockKind, QueueEntry};
 use crate::engine::Core;
 use crate::error::Result;
-use crate::wire::keys::{Keys, Role};
+use crate::wire::keys::{Keys, Role, WAITER_MARK};
 use crate::KeyLayout;
 
 /// Queue entries shown per lock, at most (the length is always exact).
@@ -240,12 +240,12 @@ impl Reader<'_> {
         };
         if self.present.contains_key(&Role::Lock) {
             // A fenced hold keeps its token in the hash, under "token" (lua/fenced_lock.lua);
-            // "waiting" is the waiter mark (lua/unlock.lua), not a holder.
+            // the waiter mark is not a holder.
             let (token, owners): (Vec<_>, Vec<_>) = self
                 .hash(Role::Lock)
                 .await?
                 .into_iter()
-                .filter(|(field, _)| field != "waiting")
+                .filter(|(field, _)| field != WAITER_MARK)
                 .partition(|(field, _)| field == "token");
             info.holders = Self::holders(owners, HoldMode::Exclusive);
             info.token = token.first().map(|(_, t)| *t as u64);

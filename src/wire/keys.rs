@@ -10,6 +10,10 @@ pub(crate) use crate::layout::KeyLayout;
 /// with every call; a longer one is almost certainly a bug (e.g. a payload used as a name).
 pub const MAX_NAME_LEN: usize = 64 * 1024;
 
+/// The waiter mark: the field of a lock hash that an attempt finding the lock taken sets
+/// (`lua/unlock.lua` publishes only for a marked hold). Not a holder.
+pub(crate) const WAITER_MARK: &str = "waiting";
+
 /// Longest accepted duration in milliseconds: Lua numbers are doubles, exact up to 2^53,
 /// and now + 2^53 ms is far inside what PEXPIRE accepts.
 pub(crate) const MAX_MILLIS: u128 = 1 << 53;

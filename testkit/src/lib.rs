@@ -71,10 +71,14 @@ pub use server::{url_or_start, RedisServer};
 /// The async connection type the helpers inspect Redis with.
 pub type Conn = redis::aio::MultiplexedConnection;
 
+/// The waiter mark: the field of a lock hash that an attempt finding the lock taken sets
+/// (see lockwise's `lua/unlock.lua`). Not a holder.
+pub const WAITER_MARK: &str = "waiting";
+
 /// Whether `field` of a lock hash names a holder: not a fenced lock's `token`, nor the
-/// waiter mark `waiting` (owner fields start with a client uuid).
+/// [`WAITER_MARK`] (owner fields start with a client uuid).
 pub fn is_owner_field(field: &str) -> bool {
-    field != "token" && field != "waiting"
+    field != "token" && field != WAITER_MARK
 }
 
 /// A unique key namespace so tests sharing one server (REDIS_URL) never collide.

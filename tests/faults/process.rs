@@ -250,8 +250,8 @@ async fn holder_stall_sigstop_2x_lease() {
         );
         let (ref _id, ref g) = guards[i];
         let mut fields: Vec<(String, i64)> = conn.hgetall(key).await.unwrap();
-        // A waiter that found the lock taken marked it ("waiting"): not a hold.
-        fields.retain(|(f, _)| f != "waiting");
+        // A waiter that found the lock taken marked it: not a hold.
+        fields.retain(|(f, _)| f != support::WAITER_MARK);
         fields.sort();
         let want = vec![
             (g.owner().to_string(), 1),

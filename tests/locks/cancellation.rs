@@ -22,7 +22,7 @@ async fn hgetall(conn: &mut Conn, key: &str) -> HashMap<String, String> {
         .await
         .unwrap();
     // The waiter mark (a waiter found the lock taken) is not a hold.
-    all.remove("waiting");
+    all.remove(support::WAITER_MARK);
     all
 }
 

@@ -25,12 +25,9 @@ async fn publishes(conn: &mut Conn) -> u64 {
 }
 
 async fn has_mark(conn: &mut Conn, key: &str) -> bool {
-    redis::cmd("HEXISTS")
-        .arg(key)
-        .arg("waiting")
-        .query_async(conn)
+    support::hget::<String>(conn, key, support::WAITER_MARK)
         .await
-        .unwrap()
+        .is_some()
 }
 
 /// Uncontended pairs (alone and batched: 16 tasks on their own names) publish nothing and
