@@ -16,9 +16,17 @@
 //! Each row is set against the `SET NX PX` reference measured in the same rounds, and the
 //! reference is measured twice: the second copy's ratio is the noise band of the run.
 //! The library's own row (workload 10's `lockwise`) runs in the same rounds for scale.
+//!
+//! Two more rows keep today's hash lock and change only its release, on raw calls: today's
+//! two scripts sent raw (workload 10's ceiling), and the same with a release of one key and
+//! two arguments (the lock key, the owner, the expected count), as a release that derived its
+//! channel and fair-queue keys from the lock key's hash tag when the hold is marked would
+//! send on the common path: what passing fewer inputs alone would give.
 
 use super::bench_throughput::{set_nx_px, take_per_task_key, Row};
-use super::{load_script, raw_conn, redis, timed_pairs_at, uncontended_at, BoxError, Rate};
+use super::{
+    ceiling_with, load_script, raw_conn, redis, timed_pairs_at, uncontended_at, BoxError, Rate,
+};
 
 /// The concurrencies measured.
 const TASKS: [usize; 4] = [1, 8, 64, 256];
@@ -54,12 +62,14 @@ impl Release {
 }
 
 /// The rows, in the order each round runs them.
-const ROWS: [&str; 5] = [
+const ROWS: [&str; 7] = [
     "SET NX PX",
     "SET NX PX again",
     "lockwise today",
     "native, today's release inputs",
     "native, marked release",
+    "hash, today's scripts raw",
+    "hash, release of 1 key + 2 args",
 ];
 
 /// One native-lock pair design: `tasks` tasks, `SET NX PX` then `release`.
@@ -138,8 +148,16 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<(), BoxError> {
                         let pair = native(url, round, tasks, Release::TodayInputs);
                         row.measure(v, stats, pair).await?
                     }
-                    _ => {
+                    4 => {
                         let pair = native(url, round, tasks, Release::Marked);
+                        row.measure(v, stats, pair).await?
+                    }
+                    5 => {
+                        let pair = ceiling_with(url, round, tasks, false);
+                        row.measure(v, stats, pair).await?
+                    }
+                    _ => {
+                        let pair = ceiling_with(url, round, tasks, true);
                         row.measure(v, stats, pair).await?
                     }
                 }

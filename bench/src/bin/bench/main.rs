@@ -11,7 +11,9 @@
 //! 3. contended handoff: 4 Clients x 8 tasks on one lock, 1,600 acquisitions (`bench_handoff.rs`).
 //! 4. watchdog scale: 100,000 watchdog locks held for 3 renewal periods.
 //! 5. waiter scale: 10,000 waiters on 10,000 locks held by another Client (`bench_scale.rs`).
-//! 6. fair handoff: workload 3 on a FairLock; lock-script calls per handoff.
+//! 6. fair handoff: workload 3 on a FairLock; lock-script calls per handoff; the handoff
+//!    floor: a publish-only script and the fair release script sent raw, each timed from the
+//!    send to a task woken by its message (`bench_handoff.rs`).
 //! 7. rwlock: 64 readers vs the plain lock; write handoff gap (`bench_rwlock.rs`).
 //! 8. semaphore: 64 tasks, 8 permits, acquire -> release vs its scripts' ceiling (`bench_semaphore.rs`).
 //! 9. lease semaphore: 64 tasks on 8 permits vs its raw scripts (`bench_lease_semaphore.rs`).
@@ -25,8 +27,8 @@
 //! 13. peers: lockwise, rslock and redis-lock with their defaults: lone-caller latency,
 //!     pairs/s at 64 tasks and the contended handoff gap (`bench_peers.rs`).
 //! 15. fast path (`--fastpath-only`, not in the full run): the uncontended pair of a lock taken
-//!     by a native `SET NX PX`, on raw calls, against the reference measured twice
-//!     (`bench_fastpath.rs`).
+//!     by a native `SET NX PX`, and of today's hash lock with a release of 1 key + 2 arguments,
+//!     on raw calls, against the reference measured twice (`bench_fastpath.rs`).
 
 mod args;
 mod bench_fastpath;
@@ -116,6 +118,7 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
             print_contended("contended handoff", &c, ping.0);
             let f = contended(&url, LockKind::Fair, 800).await?;
             print_contended("fair handoff", &f, ping.0);
+            print_wake_floor(&wake_floor(&url).await?, ping.0);
         }
         return Ok(());
     }
@@ -213,6 +216,14 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     let f = contended(&url, LockKind::Fair, 800).await?;
     print_contended("fair handoff", &f, ping.0);
     report.insert("fair".into(), contended_json(&f, ping.0));
+    let floor = wake_floor(&url).await?;
+    print_wake_floor(&floor, ping.0);
+    report.insert(
+        "handoff_floor".into(),
+        json!({"publish_only_script_p50_us": floor.publish, "fair_release_script_p50_us": floor.fair_release,
+               "publish_only_over_ping_p50": floor.publish / ping.0,
+               "fair_release_over_ping_p50": floor.fair_release / ping.0}),
+    );
 
     let rw = bench_rwlock::rwlock_rows(&url, args.seconds, ping.0).await?;
     report.insert("rwlock".into(), rw);
@@ -392,16 +403,33 @@ async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
 
 /// The raw lock and unlock scripts with `tasks` tasks, each on its own key.
 async fn ceiling_at(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxError> {
+    ceiling_with(url, seconds, tasks, false).await
+}
+
+/// A release of one key and two arguments (workload 15): `lua/unlock.lua`'s path for an
+/// unmarked hold, with the channel, the fair-queue keys, the message and the publish command
+/// left out, as a release that derived them from the lock key when marked would send. A
+/// marked hold or one not held answers -3 (that slower path is not built).
+const LEAN_RELEASE: &str = "\
+local got = redis.call('hmget', KEYS[1], ARGV[1], 'waiting') \
+local holds = got[1] \
+if not holds or got[2] then return -3 end \
+local expected = tonumber(ARGV[2]) \
+if expected > 0 and tonumber(holds) ~= expected then return -2 end \
+if tonumber(holds) > 1 then return redis.call('hincrby', KEYS[1], ARGV[1], '-1') end \
+redis.call('del', KEYS[1]) \
+return 0";
+
+/// [`ceiling_at`]; with `lean`, the release is [`LEAN_RELEASE`] instead of `lua/unlock.lua`.
+async fn ceiling_with(url: &str, seconds: f64, tasks: usize, lean: bool) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
-    // The library's scripts as src/wire/scripts.rs composes them: lua/unlock.lua, then the
-    // fair-queue helpers and lua/unlock_fair.lua (reached only with a fair queue)...
-    let unlock_source = format!(
-        "{}\n{}\n{}",
-        include_str!("../../../../lua/unlock.lua"),
-        include_str!("../../../../lua/fair_queue.lua"),
-        include_str!("../../../../lua/unlock_fair.lua")
-    );
-    // ... and lua/lock.lua's fast path, then the claim helpers and lua/lock_contended.lua.
+    let unlock_source = if lean {
+        LEAN_RELEASE.to_string()
+    } else {
+        unlock_source()
+    };
+    // lua/lock.lua's fast path, then the claim helpers and lua/lock_contended.lua, as
+    // src/wire/scripts.rs composes them.
     let lock_source = format!(
         "{}\n{}\n{}",
         include_str!("../../../../lua/lock.lua"),
@@ -435,6 +463,20 @@ async fn ceiling_at(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxEr
                 .arg(0)
                 .query_async(&mut conn)
                 .await?;
+            if lean {
+                let released: i64 = redis::cmd("EVALSHA")
+                    .arg(&unlock_sha)
+                    .arg(1)
+                    .arg(&key)
+                    .arg(&owner)
+                    .arg(0)
+                    .query_async(&mut conn)
+                    .await?;
+                if released != 0 {
+                    return Err(format!("{key}: the release answered {released}").into());
+                }
+                return Ok(());
+            }
             let _: i64 = redis::cmd("EVALSHA")
                 .arg(&unlock_sha)
                 .arg(4)
@@ -453,6 +495,17 @@ async fn ceiling_at(url: &str, seconds: f64, tasks: usize) -> Result<Rate, BoxEr
         }
     })
     .await
+}
+
+/// The release script as src/wire/scripts.rs composes it: lua/unlock.lua, then the fair-queue
+/// helpers and lua/unlock_fair.lua (reached only with a fair queue).
+fn unlock_source() -> String {
+    format!(
+        "{}\n{}\n{}",
+        include_str!("../../../../lua/unlock.lua"),
+        include_str!("../../../../lua/fair_queue.lua"),
+        include_str!("../../../../lua/unlock_fair.lua")
+    )
 }
 
 /// 2. The library: lock() -> unlock() with the watchdog, each task on its own lock.
