@@ -157,31 +157,35 @@ pub(super) async fn contended_in(
 /// What a handoff by message costs with no library code: a release script sent on one
 /// connection, its message heard on another connection's subscription (RESP3 push, as
 /// lockwise's listener hears it) and a waiting task woken through a `Notify`. Timed from the
-/// send to the woken task, p50 over [`FLOOR_SAMPLES`] handoffs, one at a time.
+/// send to the woken task, p50 over [`FLOOR_SAMPLES`] handoffs per row, one at a time, the
+/// rows interleaved.
 pub(super) struct WakeFloor {
     /// A script that only publishes: the least any handoff by message can take.
     pub(super) publish: f64,
-    /// lockwise's own release script (`lua/unlock.lua` with the fair-queue part), sent raw
-    /// on a prepared fair queue: it hands the lock to the queue's head and tells it. What a
-    /// fair handoff takes before any client code runs.
+    /// lockwise's own release script (`lua/unlock.lua`) on a marked hold with no fair queue,
+    /// its waiter on the lock's channel: a plain release that wakes a waiter, no queue work.
+    pub(super) release: f64,
+    /// The same script on a prepared fair queue: it hands the lock to the queue's head and
+    /// tells it. What a fair handoff takes before any client code runs.
     pub(super) fair_release: f64,
 }
 
 /// Handoffs timed per row of [`wake_floor`].
 const FLOOR_SAMPLES: usize = 500;
 
+/// One lock's keys for [`wake_floor`]: lock hash, channel, fair queue, its deadlines.
+fn floor_keys() -> [String; 4] {
+    let tag = lockwise::Uuid::new_v4().simple().to_string();
+    ["lock", "channel", "fairqueue", "fairtimeouts"].map(|role| format!("floor:{role}:{{{tag}}}"))
+}
+
 /// Measures [`WakeFloor`].
 pub(super) async fn wake_floor(url: &str) -> Result<WakeFloor, BoxError> {
-    let tag = lockwise::Uuid::new_v4().simple().to_string();
-    let (lock, channel) = (
-        format!("floor:lock:{{{tag}}}"),
-        format!("floor:channel:{{{tag}}}"),
-    );
-    let (queue, deadlines) = (
-        format!("floor:fairqueue:{{{tag}}}"),
-        format!("floor:fairtimeouts:{{{tag}}}"),
-    );
-    let prefix = format!("floor:fairchannel:{{{tag}}}");
+    // Two locks: the plain row's waiter listens on its lock's channel; the fair row's on its
+    // own channel, while its release also publishes on its lock's (unheard) channel. So each
+    // release sends exactly one message that the subscription hears.
+    let (plain, fair) = (floor_keys(), floor_keys());
+    let prefix = fair[1].replace(":channel:", ":fairchannel:");
     // The head is a watchdog waiter ("<owner>:g<n>"): the release hands it the lock.
     let head = "floor-waiter:g1";
     let heard = format!("{prefix}:{head}");
@@ -202,43 +206,56 @@ pub(super) async fn wake_floor(url: &str) -> Result<WakeFloor, BoxError> {
         .get_multiplexed_async_connection_with_config(&config)
         .await?;
     sub.subscribe(&heard).await?;
+    sub.subscribe(&plain[1]).await?;
     let mut conn = raw_conn(url).await?;
     let publish = load_script(&conn, "redis.call('publish', KEYS[1], ARGV[1]) return 0").await?;
     let release = load_script(&conn, &unlock_source()).await?;
+    // The holder "floor-holder:1" with a waiter mark, as a hold some waiter found taken.
+    let holder = [("floor-holder:1", "1"), ("waiting", "1")];
+    let args = ["floor-holder:1", "floor-holder", "0", "publish", &prefix];
 
-    let mut rows = [Vec::new(), Vec::new()];
-    for i in 0..2 * FLOOR_SAMPLES {
-        let fair = i % 2 == 1;
+    let mut rows = [Vec::new(), Vec::new(), Vec::new()];
+    for i in 0..3 * FLOOR_SAMPLES {
+        let row = i % 3;
         let mut call = redis::cmd("EVALSHA");
-        if fair {
-            // The holder "floor-holder:1" with a waiter mark, and the head queued behind it
-            // with 5 s left (the state a FairLock waiter leaves), all with TTLs.
-            let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await?;
-            let now = secs * 1000 + micros / 1000;
-            let _: () = redis::pipe()
-                .atomic()
-                .del(&[&lock, &queue, &deadlines])
-                .hset_multiple(&lock, &[("floor-holder:1", "1"), ("waiting", "1")])
-                .pexpire(&lock, 30_000)
-                .rpush(&queue, head)
-                .zadd(&deadlines, head, now + 5_000)
-                .pexpire(&queue, 6_000)
-                .pexpire(&deadlines, 6_000)
-                .query_async(&mut conn)
-                .await?;
-            call.arg(&release)
-                .arg(4)
-                .arg(&[&lock, &channel, &queue, &deadlines])
-                .arg(&["floor-holder:1", "floor-holder", "0", "publish", &prefix]);
-        } else {
-            call.arg(&publish).arg(1).arg(&heard).arg("grant:0");
+        match row {
+            0 => {
+                call.arg(&publish).arg(1).arg(&heard).arg("grant:0");
+            }
+            1 => {
+                let _: () = redis::pipe()
+                    .atomic()
+                    .hset_multiple(&plain[0], &holder)
+                    .pexpire(&plain[0], 30_000)
+                    .query_async(&mut conn)
+                    .await?;
+                call.arg(&release).arg(4).arg(&plain).arg(&args);
+            }
+            _ => {
+                // The head queued behind the holder with 5 s left (the state a FairLock
+                // waiter leaves), every key with a TTL.
+                let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await?;
+                let now = secs * 1000 + micros / 1000;
+                let _: () = redis::pipe()
+                    .atomic()
+                    .del(&fair)
+                    .hset_multiple(&fair[0], &holder)
+                    .pexpire(&fair[0], 30_000)
+                    .rpush(&fair[2], head)
+                    .zadd(&fair[3], head, now + 5_000)
+                    .pexpire(&fair[2], 6_000)
+                    .pexpire(&fair[3], 6_000)
+                    .query_async(&mut conn)
+                    .await?;
+                call.arg(&release).arg(4).arg(&fair).arg(&args);
+            }
         }
         let waiter = woken.clone();
         let wait = tokio::spawn(async move {
             waiter.notified().await;
             Instant::now()
         });
-        // The waiter is parked, as a FairLock waiter is when its handoff comes.
+        // The waiter is parked, as a waiter is when its release comes.
         tokio::time::sleep(Duration::from_millis(1)).await;
         let sent = Instant::now();
         let released: i64 = call.query_async(&mut conn).await?;
@@ -246,10 +263,11 @@ pub(super) async fn wake_floor(url: &str) -> Result<WakeFloor, BoxError> {
             return Err(format!("the release answered {released}").into());
         }
         let heard_at = tokio::time::timeout(Duration::from_secs(5), wait).await??;
-        rows[usize::from(fair)].push((heard_at - sent).as_secs_f64() * 1e6);
+        rows[row].push((heard_at - sent).as_secs_f64() * 1e6);
     }
     let _: () = redis::cmd("DEL")
-        .arg(&[&lock, &queue, &deadlines])
+        .arg(&plain)
+        .arg(&fair)
         .query_async(&mut conn)
         .await?;
     for row in &mut rows {
@@ -257,17 +275,20 @@ pub(super) async fn wake_floor(url: &str) -> Result<WakeFloor, BoxError> {
     }
     Ok(WakeFloor {
         publish: percentile(&rows[0], 0.5),
-        fair_release: percentile(&rows[1], 0.5),
+        release: percentile(&rows[1], 0.5),
+        fair_release: percentile(&rows[2], 0.5),
     })
 }
 
 /// Prints [`WakeFloor`] against PING.
 pub(super) fn print_wake_floor(floor: &WakeFloor, ping_p50: f64) {
     println!(
-        "handoff floor            publish-only script p50 {:>7.1} µs ({:.2} x PING); \
-         fair release script alone p50 {:>7.1} µs ({:.2} x PING)",
+        "handoff floor            publish-only script p50 {:>6.1} µs ({:.2} x PING); release \
+         script alone: plain {:>6.1} µs ({:.2} x), fair {:>6.1} µs ({:.2} x)",
         floor.publish,
         floor.publish / ping_p50,
+        floor.release,
+        floor.release / ping_p50,
         floor.fair_release,
         floor.fair_release / ping_p50
     );

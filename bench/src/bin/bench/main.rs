@@ -12,8 +12,8 @@
 //! 4. watchdog scale: 100,000 watchdog locks held for 3 renewal periods.
 //! 5. waiter scale: 10,000 waiters on 10,000 locks held by another Client (`bench_scale.rs`).
 //! 6. fair handoff: workload 3 on a FairLock; lock-script calls per handoff; the handoff
-//!    floor: a publish-only script and the fair release script sent raw, each timed from the
-//!    send to a task woken by its message (`bench_handoff.rs`).
+//!    floor: a publish-only script and the release script sent raw (plain, and on a fair
+//!    queue), each timed from the send to a task woken by its message (`bench_handoff.rs`).
 //! 7. rwlock: 64 readers vs the plain lock; write handoff gap (`bench_rwlock.rs`).
 //! 8. semaphore: 64 tasks, 8 permits, acquire -> release vs its scripts' ceiling (`bench_semaphore.rs`).
 //! 9. lease semaphore: 64 tasks on 8 permits vs its raw scripts (`bench_lease_semaphore.rs`).
@@ -220,8 +220,10 @@ async fn run(args: Args, url: String) -> Result<(), BoxError> {
     print_wake_floor(&floor, ping.0);
     report.insert(
         "handoff_floor".into(),
-        json!({"publish_only_script_p50_us": floor.publish, "fair_release_script_p50_us": floor.fair_release,
+        json!({"publish_only_script_p50_us": floor.publish, "release_script_p50_us": floor.release,
+               "fair_release_script_p50_us": floor.fair_release,
                "publish_only_over_ping_p50": floor.publish / ping.0,
+               "release_over_ping_p50": floor.release / ping.0,
                "fair_release_over_ping_p50": floor.fair_release / ping.0}),
     );
 
