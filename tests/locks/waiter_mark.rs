@@ -13,7 +13,7 @@ use support::{client, exists, Conn, Interval, RedisServer};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lockwise::Client;
+use lockwise::{Client, Lock, LockGuard};
 
 /// Watchdog timeout of the clients: a waiter woken by a holder's TTL instead of the release
 /// would wait about this long.
@@ -121,8 +121,32 @@ enum Kind {
     Fair,
 }
 
-/// Takes `name` as `kind` within `wait`, holds it `hold`, releases it; records the hold.
-async fn one_hold(
+/// Takes `lock` within `wait`, holds it `hold`, releases it; records the hold.
+async fn one_hold<L: Lock>(
+    lock: L,
+    kind: Kind,
+    wait: Duration,
+    hold: Duration,
+    who: usize,
+    log: &Mutex<Vec<Interval>>,
+) {
+    let g = lock
+        .try_lock(wait, Some(WATCHDOG))
+        .await
+        .or_none()
+        .unwrap()
+        .unwrap_or_else(|| {
+            panic!("{kind:?} waiter {who}: not woken within {wait:?} (leases 60 s)")
+        });
+    let start = Instant::now();
+    tokio::time::sleep(hold).await;
+    let end = Instant::now();
+    log.lock().unwrap().push(Interval { start, end, who });
+    g.unlock().await.unwrap();
+}
+
+/// [`one_hold`] on `name` as `kind`.
+async fn hold_as(
     c: &Client,
     kind: Kind,
     name: &str,
@@ -131,33 +155,10 @@ async fn one_hold(
     who: usize,
     log: &Mutex<Vec<Interval>>,
 ) {
-    let ctx = format!("{kind:?} waiter {who}");
-    let lease = Some(WATCHDOG);
-    macro_rules! hold {
-        ($guard:expr) => {{
-            let g =
-                $guard.unwrap_or_else(|| panic!("{ctx}: not woken within {wait:?} (leases 60 s)"));
-            let start = Instant::now();
-            tokio::time::sleep(hold).await;
-            let end = Instant::now();
-            log.lock().unwrap().push(Interval { start, end, who });
-            g.unlock().await.unwrap();
-        }};
-    }
     match kind {
-        Kind::Plain => hold!(c.lock(name).try_lock(wait, lease).await.or_none().unwrap()),
-        Kind::Fenced => hold!(c
-            .fenced_lock(name)
-            .try_lock(wait, lease)
-            .await
-            .or_none()
-            .unwrap()),
-        Kind::Fair => hold!(c
-            .fair_lock(name)
-            .try_lock(wait, lease)
-            .await
-            .or_none()
-            .unwrap()),
+        Kind::Plain => one_hold(c.lock(name), kind, wait, hold, who, log).await,
+        Kind::Fenced => one_hold(c.fenced_lock(name), kind, wait, hold, who, log).await,
+        Kind::Fair => one_hold(c.fair_lock(name), kind, wait, hold, who, log).await,
     }
 }
 
@@ -187,7 +188,7 @@ async fn crowds_of_mixed_waiters_never_sleep_through_a_release() {
                     for i in 0..8 {
                         // Some holds end before anyone waits on them, some after.
                         let hold = Duration::from_millis([0, 1, 3][(who + i) % 3]);
-                        one_hold(&c, kind, "crowd", Duration::from_secs(20), hold, who, &log).await;
+                        hold_as(&c, kind, "crowd", Duration::from_secs(20), hold, who, &log).await;
                         if i % 2 == 0 {
                             tokio::task::yield_now().await;
                         }
