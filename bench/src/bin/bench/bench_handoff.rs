@@ -198,11 +198,7 @@ pub(super) async fn wake_floor(url: &str) -> Result<WakeFloor, BoxError> {
         }
         Ok::<(), redis::aio::SendError>(())
     });
-    let client = redis::Client::open(format!(
-        "{url}{}protocol=resp3",
-        if url.contains('?') { "&" } else { "?" }
-    ))?;
-    let mut sub = client
+    let mut sub = resp3_client(url)?
         .get_multiplexed_async_connection_with_config(&config)
         .await?;
     sub.subscribe(&heard).await?;

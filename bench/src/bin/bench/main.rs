@@ -302,11 +302,15 @@ async fn machine(url: &str) -> Result<Json, BoxError> {
 
 /// The same kind of connection lockwise uses: a RESP3 ConnectionManager.
 async fn raw_conn(url: &str) -> Result<ConnectionManager, BoxError> {
-    let client = redis::Client::open(format!(
+    Ok(ConnectionManager::new(resp3_client(url)?).await?)
+}
+
+/// A client of `url` speaking RESP3, as lockwise's connections do.
+fn resp3_client(url: &str) -> Result<redis::Client, BoxError> {
+    Ok(redis::Client::open(format!(
         "{url}{}protocol=resp3",
         if url.contains('?') { "&" } else { "?" }
-    ))?;
-    Ok(ConnectionManager::new(client).await?)
+    ))?)
 }
 
 /// Loads `source` (SCRIPT LOAD) and returns its SHA1, for EVALSHA.
