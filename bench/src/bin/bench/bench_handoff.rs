@@ -207,7 +207,10 @@ pub(super) async fn wake_floor(url: &str) -> Result<WakeFloor, BoxError> {
     let publish = load_script(&conn, "redis.call('publish', KEYS[1], ARGV[1]) return 0").await?;
     let release = load_script(&conn, &unlock_source()).await?;
     // The holder "floor-holder:1" with a waiter mark, as a hold some waiter found taken.
-    let holder = [("floor-holder:1", "1"), ("waiting", "1")];
+    let holder = [
+        ("floor-holder:1", "1"),
+        (lockwise_testkit::WAITER_MARK, "1"),
+    ];
     let args = ["floor-holder:1", "floor-holder", "0", "publish", &prefix];
 
     let mut rows = [Vec::new(), Vec::new(), Vec::new()];

@@ -469,34 +469,27 @@ async fn ceiling_with(url: &str, seconds: f64, tasks: usize, lean: bool) -> Resu
                 .arg(0)
                 .query_async(&mut conn)
                 .await?;
+            let mut release = redis::cmd("EVALSHA");
+            release.arg(&unlock_sha);
             if lean {
-                let released: i64 = redis::cmd("EVALSHA")
-                    .arg(&unlock_sha)
-                    .arg(1)
+                release.arg(1).arg(&key).arg(&owner).arg(0);
+            } else {
+                release
+                    .arg(4)
                     .arg(&key)
+                    .arg(&channel)
+                    .arg(&queue)
+                    .arg(&deadlines)
                     .arg(&owner)
+                    .arg(&run_id)
                     .arg(0)
-                    .query_async(&mut conn)
-                    .await?;
-                if released != 0 {
-                    return Err(format!("{key}: the release answered {released}").into());
-                }
-                return Ok(());
+                    .arg("publish")
+                    .arg(&fair_channel);
             }
-            let _: i64 = redis::cmd("EVALSHA")
-                .arg(&unlock_sha)
-                .arg(4)
-                .arg(&key)
-                .arg(&channel)
-                .arg(&queue)
-                .arg(&deadlines)
-                .arg(&owner)
-                .arg(&run_id)
-                .arg(0)
-                .arg("publish")
-                .arg(&fair_channel)
-                .query_async(&mut conn)
-                .await?;
+            let released: i64 = release.query_async(&mut conn).await?;
+            if released != 0 {
+                return Err(format!("{key}: the release answered {released}").into());
+            }
             Ok(())
         }
     })
