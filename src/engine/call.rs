@@ -90,7 +90,8 @@ pub(crate) struct Ticket {
 }
 
 impl Ticket {
-    /// Waits until no settlement runs for this owner, then counts the call as in flight.
+    /// Waits until no other call of this owner is in flight and no settlement runs, then
+    /// counts the call as in flight.
     ///
     /// Cancel safe: dropped while waiting, nothing was counted.
     pub(crate) async fn begin(kind: &Kind, key: &HoldKey) -> Ticket {
@@ -110,7 +111,7 @@ impl Ticket {
             let notified = settled.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if holds.is_settling(key) {
+            if holds.is_busy(key) {
                 notified.await;
             }
         }

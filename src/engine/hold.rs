@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span};
@@ -207,61 +208,20 @@ impl Hold {
         })
     }
 
-    /// Releases this hold: stops its renewals first, then runs the unlock script once. An
-    /// unknown outcome (reply lost) is settled in the background (see "Settling"): the
-    /// error is returned, and the hold is released or expires, never left behind. Finishes
-    /// in the background if the future is dropped.
+    /// Releases this hold: stops its renewals first, then runs the unlock script once,
+    /// conditioned on the run's exact hold count, after any other call of the same owner in
+    /// flight has ended (so it can never take a hold of a later run). An unknown outcome
+    /// (reply lost) is settled in the background (see "Settling"): the error is returned,
+    /// and the hold is released or expires, never left behind. Finishes in the background
+    /// if the future is dropped.
     pub(crate) async fn unlock(&mut self) -> Result<()> {
         let Some(state) = self.state.take() else {
             return Ok(());
         };
         let core = state.kind.core().clone();
-        let not_held = || Error::NotHeld {
-            name: state.kind.name().to_string(),
-        };
-        let watch = state.lease.is_none();
         observe::held(&core, state.meta.kind, -1.0);
-        match core.holds.released(&state.hold_key, watch, state.epoch) {
-            Release::Stale { settle } => {
-                // The hold expired and this owner took the lock again: that hold is not ours.
-                if settle {
-                    spawn_settle(&state.kind, &state.hold_key);
-                }
-                Err(not_held())
-            }
-            // The client was closed, which released the hold: nothing left to send.
-            Release::Closed => Err(Error::ClientClosed),
-            Release::Settling(settled, lasted) => {
-                // The settlement running now releases this hold with the others it trims,
-                // and says whether the hold was still there: Ok only if it lasted.
-                let notified = settled.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                if core.holds.is_settling(&state.hold_key) {
-                    notified.await;
-                }
-                if lasted.get() == Some(&true) && !state.lost.is_cancelled() {
-                    Ok(())
-                } else {
-                    Err(not_held())
-                }
-            }
-            Release::Send => {
-                let span = observe::release_span(&state.meta, &state.hold_key.1, false);
-                let call = send_release(&state.kind, &state.hold_key, state.note.clone());
-                let reply = Inflight::new(core.cleanups.clone(), call, |_| async {}.boxed())
-                    .instrument(span.clone())
-                    .await;
-                observe::released(&core, state.meta.kind, &span, &reply);
-                match reply? {
-                    -1 => Err(not_held()),
-                    n if n >= 0 => Ok(()),
-                    other => Err(Error::UnexpectedReply(format!(
-                        "unlock script answered {other}"
-                    ))),
-                }
-            }
-        }
+        let release = release(state, false);
+        Inflight::new(core.cleanups.clone(), release, |_| async {}.boxed()).await
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -372,34 +332,89 @@ impl Drop for Hold {
             return;
         };
         let core = state.kind.core().clone();
-        let watch = state.lease.is_none();
         observe::held(&core, state.meta.kind, -1.0);
-        match core.holds.released(&state.hold_key, watch, state.epoch) {
-            Release::Stale { settle } => {
-                if settle {
-                    spawn_settle(&state.kind, &state.hold_key);
+        let name = state.kind.name().to_string();
+        let task = release(state, true).map(move |reply| {
+            if let Err(e) = reply {
+                if !matches!(e, Error::NotHeld { .. } | Error::ClientClosed) {
+                    tracing::warn!(
+                        lock = %name,
+                        error = %e,
+                        "background release failed; settling it, or the lock expires with its TTL"
+                    );
                 }
             }
-            // The running settlement releases it, or the client's close did.
-            Release::Settling(..) | Release::Closed => {}
-            Release::Send => {
-                let span = observe::release_span(&state.meta, &state.hold_key.1, true);
-                tracing::debug!(parent: &span, "guard dropped; releasing in the background");
-                let release = send_release(&state.kind, &state.hold_key, state.note.clone());
-                let in_span = span.clone();
-                let task = async move {
-                    let reply = release.await;
-                    observe::released(state.kind.core(), state.meta.kind, &span, &reply);
-                    if let Err(e) = reply {
-                        tracing::warn!(
-                            lock = %state.kind.name(),
-                            error = %e,
-                            "background release failed; settling it, or the lock expires with its TTL"
-                        );
+        });
+        core.cleanups.spawn(task);
+    }
+}
+
+/// Releases one hold (an unlock, or a dropped guard's release in the background): waits for
+/// its turn while another call of the owner is in flight, then does what the registry says
+/// (see [`Release`]). `Ok` only if the hold lasted until its release.
+fn release(state: HoldState, dropped: bool) -> BoxFuture<'static, Result<()>> {
+    async move {
+        let core = state.kind.core().clone();
+        let not_held = || Error::NotHeld {
+            name: state.kind.name().to_string(),
+        };
+        let watch = state.lease.is_none();
+        loop {
+            match core.holds.released(&state.hold_key, watch, state.epoch) {
+                Release::Busy(turn) => {
+                    let notified = turn.notified();
+                    tokio::pin!(notified);
+                    notified.as_mut().enable();
+                    if core.holds.is_busy(&state.hold_key) {
+                        notified.await;
                     }
-                };
-                core.cleanups.spawn(task.instrument(in_span));
+                }
+                Release::Stale { settle } => {
+                    // The run of this hold ended (expired, force-unlocked, lost) and this
+                    // owner took the lock again: that hold is not ours.
+                    if settle {
+                        spawn_settle(&state.kind, &state.hold_key);
+                    }
+                    return Err(not_held());
+                }
+                // The client was closed, which released the hold: nothing left to send.
+                Release::Closed => return Err(Error::ClientClosed),
+                Release::Settling(settled, lasted) => {
+                    // The settlement running now releases this hold with the others it
+                    // trims, and says whether the hold was still there: Ok only if it lasted.
+                    let notified = settled.notified();
+                    tokio::pin!(notified);
+                    notified.as_mut().enable();
+                    if core.holds.is_settling(&state.hold_key) {
+                        notified.await;
+                    }
+                    return if lasted.get() == Some(&true) && !state.lost.is_cancelled() {
+                        Ok(())
+                    } else {
+                        Err(not_held())
+                    };
+                }
+                Release::Send { expected } => {
+                    let span = observe::release_span(&state.meta, &state.hold_key.1, dropped);
+                    if dropped {
+                        tracing::debug!(parent: &span, "guard dropped; releasing in the background");
+                    }
+                    let reply = send_release(&state.kind, &state.hold_key, expected, state.note.clone())
+                        .instrument(span.clone())
+                        .await;
+                    observe::released(&core, state.meta.kind, &span, &reply);
+                    return match reply? {
+                        -1 => Err(not_held()),
+                        // Released (n holds left), or the count was not the run's (-2: a
+                        // settlement brings it back to the guards; the hold was there).
+                        n if n >= -2 => Ok(()),
+                        other => Err(Error::UnexpectedReply(format!(
+                            "unlock script answered {other}"
+                        ))),
+                    };
+                }
             }
         }
     }
+    .boxed()
 }

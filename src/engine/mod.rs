@@ -44,6 +44,21 @@
 //! drop), the outcome is unknown: the settlement reads what the server counts and releases
 //! only holds that no guard owns, so a hold the caller did not take is never released.
 //!
+//! # One call at a time, and runs of holds
+//!
+//! An owner (a task, a named owner) has at most one acquire or release call per lock in
+//! flight: a second one waits for the first's reply ([`registry`]'s `Begin::Wait`,
+//! `Release::Busy`). So the registry always knows the count the server has for the owner,
+//! and every release sends that exact count as `expected` (the scripts change nothing when
+//! the server's count differs): a release can only take a hold of its own *run*. A run is an
+//! owner's holds from the first grant until the server forgets them (last release, expiry,
+//! force unlock, restart); each run has its own epoch and `lost` token. A grant whose count
+//! shows the earlier holds gone, or that joins a run already known lost, starts a new run,
+//! whether a guard takes it or it was abandoned (a cancelled acquire): the old guards are
+//! lost, and their releases send nothing (`Release::Stale`). So a stale guard's unlock never
+//! removes a later hold, a new hold never inherits a lost run's signal, and an abandoned
+//! re-entry is never adopted as an old hold.
+//!
 //! # Settling: the server's count always comes back to the guards'
 //!
 //! Each call that may change an owner's hold count (acquire, release) is counted in the

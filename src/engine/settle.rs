@@ -111,10 +111,14 @@ pub(crate) async fn owner_holds(core: &Core, key: &str, owner: &str) -> Result<u
     Ok(n.unwrap_or(0))
 }
 
-/// Sends the unlock script for one hold counted by [`Release::Send`], and ends the count.
+/// Sends the unlock script for one hold counted by [`Release::Send`] (the owner's count is
+/// `expected` before it), and ends the count.
+///
+/// [`Release::Send`]: super::registry::Release::Send
 pub(super) fn send_release(
     kind: &Kind,
     key: &HoldKey,
+    expected: u32,
     note: Option<Arc<str>>,
 ) -> BoxFuture<'static, Result<i64>> {
     let (kind, key) = (kind.clone(), key.clone());
@@ -124,7 +128,7 @@ pub(super) fn send_release(
         let mut trouble = Trouble::new(kind.core().failover_retry);
         let reply = loop {
             let sent = Instant::now();
-            match kind.release(key.1.clone(), 0, note.clone()).await {
+            match kind.release(key.1.clone(), expected, note.clone()).await {
                 Err(e) if e.did_not_run() => match trouble.retry(e, sent, None) {
                     Ok(pause) => tokio::time::sleep(pause).await,
                     Err(e) => break Err(e),
@@ -134,6 +138,8 @@ pub(super) fn send_release(
         };
         let outcome = match &reply {
             Ok(-1) => Outcome::Forgotten,
+            // The server's count is not the one this run explains: compare once all is quiet.
+            Ok(-2) => Outcome::Unknown,
             Ok(_) => Outcome::Known,
             Err(Error::Redis(e)) if outcome_unknown(e) => Outcome::Unknown,
             // Not run: the server still counts the hold, which the settlement releases.

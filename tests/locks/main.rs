@@ -9,7 +9,7 @@
 //! | [`contract`] | the contract every kind offers (`Lock`, `LockGuard`, `run`), for every kind |
 //! | [`same_name`] | one name, one lock: every mutex kind of a name excludes the others |
 //! | [`mutual_exclusion`], [`overtake`], [`wakeup`] | contention: exclusion, the overtake bound, wakeups |
-//! | [`ownership`], [`stale_guard`], [`hold_accounting`] | who holds, guards that no longer do, hold counts |
+//! | [`ownership`], [`stale_guard`], [`hold_accounting`], [`hold_runs`] | who holds, guards that no longer do, hold counts, runs of holds |
 //! | [`watchdog`], [`cancellation`] | renewal and loss; dropping a future at any point |
 //! | [`batching`] | calls that queue on the connection go out as one script call: faults and edge cases |
 
@@ -21,6 +21,7 @@ mod fair_handoff;
 mod fenced;
 mod fenced_postgres;
 mod hold_accounting;
+mod hold_runs;
 mod multi;
 mod mutual_exclusion;
 mod overtake;

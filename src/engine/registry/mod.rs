@@ -164,6 +164,39 @@ impl OwnerHolds {
         None
     }
 
+    /// Whether a call of this owner is in flight or a settlement runs: the next call waits
+    /// for its turn (see "One call at a time" in [`engine`](crate::engine)).
+    fn busy(&self) -> bool {
+        self.inflight > 0 || self.settling
+    }
+
+    /// Wakes the calls that wait for their turn, once nothing is in flight or settling.
+    fn pass_turn(&mut self) {
+        if !self.busy() {
+            if let Some(n) = self.settled.take() {
+                n.notify_waiters();
+            }
+        }
+    }
+
+    /// The owner's earlier holds ended on the server (or their run is lost): later grants
+    /// start a new run, with a token and epoch of its own, so no guard of the old run can
+    /// release, renew or inherit the loss of a hold of the new one. What is in flight, and
+    /// the calls waiting for their turn, carry over.
+    fn start_new_run(&mut self, epoch: u64) {
+        let (inflight, started, settled, kind) = (
+            self.inflight,
+            self.started,
+            self.settled.take(),
+            self.kind.take(),
+        );
+        *self = OwnerHolds::new(epoch);
+        self.inflight = inflight;
+        self.started = started;
+        self.settled = settled;
+        self.kind = kind;
+    }
+
     /// Starts a settlement if one is needed and nothing is in flight; returns whether the
     /// caller must run it.
     fn start_settling(&mut self) -> bool {
@@ -226,9 +259,14 @@ pub(crate) type Lasted = std::sync::OnceLock<bool>;
 
 /// How a release should proceed, from [`HoldRegistry::released`].
 pub(crate) enum Release {
-    /// Counted as in flight: send the unlock script (any one hold), then call
-    /// [`HoldRegistry::finish`].
-    Send,
+    /// Counted as in flight: send the unlock script with this expected hold count (the
+    /// server's count of this run, exact since no other call of the owner is in flight), then
+    /// call [`HoldRegistry::finish`]. A release so conditioned can only take a hold of its own
+    /// run: a count the run does not explain answers -2 and changes nothing.
+    Send { expected: u32 },
+    /// Another call of this owner is in flight: nothing was changed; wait for this and ask
+    /// again (one call at a time, so the release knows the count it takes a hold from).
+    Busy(Arc<Notify>),
     /// A settlement runs and will release this hold with the others it trims: wait for it,
     /// then read whether the hold lasted.
     Settling(Arc<Notify>, Arc<Lasted>),
@@ -297,13 +335,15 @@ impl HoldRegistry {
         }
     }
 
-    /// Counts an acquire call as in flight before it is sent, unless a settlement runs.
+    /// Counts an acquire call as in flight before it is sent, unless another call of this
+    /// owner is in flight or a settlement runs: one call at a time, so every reply and every
+    /// release's expected count is exact.
     pub(crate) fn begin(&self, key: &HoldKey) -> Begin {
         let mut h = self
             .registry
             .entry(key.clone())
             .or_insert_with(|| OwnerHolds::new(self.new_epoch()));
-        if h.settling {
+        if h.busy() {
             return Begin::Wait(h.settled.get_or_insert_with(Default::default).clone());
         }
         let quiescent = h.inflight == 0 && !h.doubt;
@@ -336,7 +376,14 @@ impl HoldRegistry {
             // when the call was sent, no call started after it, and nothing is in doubt.
             Outcome::Abandoned(sent, n) => {
                 let alone = sent.quiescent && sent.call == h.started && h.inflight == 0;
-                h.hint = (alone && !h.doubt).then_some(n);
+                let hint = (alone && !h.doubt).then_some(n);
+                // A grant that did not find the run's holds (or joined a lost run) took a
+                // hold of a new run: the old guards are lost and never own it.
+                if h.is_lost || (sent.quiescent && n <= sent.base) {
+                    h.mark_lost("the server no longer has this owner's holds", key);
+                    h.start_new_run(self.new_epoch());
+                }
+                h.hint = hint;
                 h.doubt = true;
             }
             Outcome::Forgotten => {
@@ -346,6 +393,7 @@ impl HoldRegistry {
             }
         }
         let settle = h.start_settling();
+        h.pass_turn();
         if h.is_idle() {
             e.remove();
         }
@@ -381,14 +429,14 @@ impl HoldRegistry {
                 .or_insert_with(|| OwnerHolds::new(self.new_epoch()));
             h.inflight = h.inflight.saturating_sub(1);
             let expected = sent.base + 1;
-            if sent.quiescent && server_holds < expected {
+            if h.is_lost || (sent.quiescent && server_holds < expected) {
                 // Nothing else was in flight, so the server had forgotten the older holds
                 // (expired, force-unlocked, restarted): their guards are lost and must not
-                // touch the new hold. Guards registered meanwhile are of the old run too.
+                // touch the new hold. Or the run is known lost (its loss deadline passed):
+                // a new hold never joins it, nor inherits its loss signal.
                 h.mark_lost("the server no longer has this owner's holds", key);
-                let (inflight, doubt) = (h.inflight, h.doubt);
-                *h = OwnerHolds::new(self.new_epoch());
-                h.inflight = inflight;
+                let doubt = h.doubt;
+                h.start_new_run(self.new_epoch());
                 // Releases of the old guards send nothing; the settlement trims what the
                 // server still counts for them beyond this one hold.
                 h.doubt = doubt || server_holds != 1;
@@ -404,6 +452,7 @@ impl HoldRegistry {
             h.meta.get_or_insert_with(|| meta.clone());
             h.kind.get_or_insert(kind);
             let settle = h.start_settling();
+            h.pass_turn();
             let timer = !watch && !std::mem::replace(&mut h.lease_timer, true);
             (h.lost.clone(), h.epoch, settle, timer)
         };
@@ -452,11 +501,17 @@ impl HoldRegistry {
     /// the watchdog's deadlines.
     fn lease_deadline(&self, key: HoldKey, epoch: u64) {
         let registry = Arc::downgrade(&self.registry);
-        let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
+            // The run's token and latest deadline: a guard can outlive its client (every
+            // `Client` clone dropped), and is still told when its lease runs out.
+            let mut last: Option<(CancellationToken, Instant)> = None;
             loop {
                 let until = {
                     let Some(registry) = registry.upgrade() else {
+                        if let Some((lost, until)) = last {
+                            tokio::time::sleep_until(until).await;
+                            lost.cancel();
+                        }
                         return;
                     };
                     let Some(mut h) = registry.get_mut(&key) else {
@@ -474,18 +529,19 @@ impl HoldRegistry {
                         h.lease_timer = false;
                         return;
                     }
+                    last = Some((h.lost.clone(), h.valid_until));
                     h.valid_until
                 };
-                tokio::select! {
-                    () = tokio::time::sleep_until(until) => {}
-                    () = shutdown.cancelled() => return,
-                }
+                // Not ended by the client's shutdown: a guard can outlive every `Client`
+                // clone, and its lease still runs out on the server.
+                tokio::time::sleep_until(until).await;
             }
         });
     }
 
     /// Forgets one hold, before anything is sent for it, so no renewal is scheduled for a
-    /// lock that is being released. See [`Release`] for what the caller does next.
+    /// lock that is being released, unless another call of the owner is in flight
+    /// ([`Release::Busy`]: nothing changed). See [`Release`] for what the caller does next.
     pub(crate) fn released(&self, key: &HoldKey, watch: bool, epoch: u64) -> Release {
         let unwatch;
         let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
@@ -504,6 +560,10 @@ impl HoldRegistry {
                     settle: h.start_settling(),
                 };
             }
+            if h.inflight > 0 && !h.settling && h.closed_out == 0 {
+                return Release::Busy(h.settled.get_or_insert_with(Default::default).clone());
+            }
+            let expected = h.holds;
             unwatch = h.remove_guard(watch, || self.new_epoch());
             if h.closed_out > 0 {
                 h.closed_out -= 1;
@@ -516,13 +576,19 @@ impl HoldRegistry {
             } else {
                 h.inflight += 1;
                 h.started += 1;
-                Release::Send
+                Release::Send { expected }
             }
         };
         if let Some(gen) = unwatch {
             let _ = self.tx.send(Cmd::Unwatch(gen));
         }
         release
+    }
+
+    /// Whether a call of `key`'s owner is in flight or a settlement runs (see
+    /// [`Release::Busy`], [`Begin::Wait`]).
+    pub(crate) fn is_busy(&self, key: &HoldKey) -> bool {
+        self.registry.get(key).is_some_and(|h| h.busy())
     }
 
     /// Whether the guard of `epoch` is known to be lost, and how long its lock is still

@@ -67,6 +67,7 @@ impl HoldRegistry {
             valid_until = h.valid_until;
             ttl_ceiling = h.ttl_ceiling;
             unwatch = h.remove_guard(watch, || self.new_epoch());
+            h.pass_turn();
             if h.is_idle() {
                 e.remove();
             }
@@ -80,6 +81,7 @@ impl HoldRegistry {
                 .entry(to.clone())
                 .or_insert_with(|| OwnerHolds::new(self.new_epoch()));
             h.inflight = h.inflight.saturating_sub(1);
+            h.pass_turn();
             let schedule = h.add_guard(valid_until, ttl_ceiling, watch, || self.new_epoch());
             h.meta.get_or_insert_with(|| meta.clone());
             (h.lost.clone(), h.epoch, schedule)
