@@ -40,6 +40,9 @@ pub(crate) struct Core {
     /// How long a waiting acquire or an unlock retries through a failover before it returns
     /// the error (`ClientBuilder::failover_retry`).
     pub(crate) failover_retry: Duration,
+    /// How long one command may wait for its reply (`ClientBuilder::response_timeout`): a
+    /// call with a wait budget returns within that budget plus this.
+    pub(crate) response_timeout: Duration,
     pub(crate) handle: tokio::runtime::Handle,
     /// Background clean-ups (releases of dropped guards, undos, leaves), which a close
     /// waits for.

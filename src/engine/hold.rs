@@ -220,8 +220,22 @@ impl Hold {
         };
         let core = state.kind.core().clone();
         observe::held(&core, state.meta.kind, -1.0);
-        let release = release(state, false);
-        Inflight::new(core.cleanups.clone(), release, |_| async {}.boxed()).await
+        let release = Inflight::new(core.cleanups.clone(), release(state, false), |_| {
+            async {}.boxed()
+        });
+        // At most one response timeout for another call of this owner in flight, and one
+        // for this release's own call: past that (a stalled server, a settlement that
+        // waits for Redis to come back) the release goes on in the background and the
+        // caller hears that its outcome is not known yet.
+        let bound = core.response_timeout.saturating_mul(2);
+        match tokio::time::timeout(bound, release).await {
+            Ok(reply) => reply,
+            Err(_) => Err(Error::Redis(redis::RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the release did not finish within two response timeouts; \
+                 it goes on in the background",
+            )))),
+        }
     }
 
     pub(crate) fn name(&self) -> &str {

@@ -85,14 +85,15 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Attempt<T>>>,
 {
-    let mut trouble = Trouble::new(core.failover_retry);
+    let mut trouble = Trouble::new(core.failover_retry).with_grace(core.response_timeout);
     // 1. The fast path: no subscription at all when the lock is free. A command that did
-    //    not run because a failover is under way is sent again (the caller would wait
-    //    anyway); a lost connection on this first try is returned at once.
+    //    not run because a failover is under way, or whose reply was lost (a dropped
+    //    connection, a response timeout), is sent again while the caller's budget lasts:
+    //    what the lost attempt may have taken is settled before the next attempt goes out.
     let first = loop {
         let sent = Instant::now();
         match trouble.bounded(deadline, attempt()).await? {
-            Err(e) if e.did_not_run() => {
+            Err(e) if e.is_transient() => {
                 tokio::time::sleep(trouble.retry(e, sent, deadline)?).await;
             }
             other => break other?,
@@ -261,6 +262,9 @@ pub(crate) struct Trouble {
     last: Option<Error>,
     next: Duration,
     limit: Duration,
+    /// How far past the caller's deadline a call may run outside a streak (one response
+    /// timeout: the budget is a promise, see [`Trouble::bounded`]).
+    grace: Duration,
 }
 
 impl Trouble {
@@ -273,7 +277,15 @@ impl Trouble {
             last: None,
             next: Self::FIRST_PAUSE,
             limit,
+            grace: Duration::ZERO,
         }
+    }
+
+    /// Lets a call outside a streak run until the caller's deadline plus `grace` (the
+    /// client's response timeout) before [`Trouble::bounded`] gives up on it.
+    pub(crate) fn with_grace(mut self, grace: Duration) -> Trouble {
+        self.grace = grace;
+        self
     }
 
     /// One more error `e`, of a call sent at `sent`: the pause before trying again, or `e`
@@ -307,13 +319,27 @@ impl Trouble {
     /// Runs `call`, which during a streak may take only what is left of it: past that, the
     /// streak's latest error is returned instead (a call can block long while Redis is
     /// unreachable, e.g. waiting for the settlement of an attempt whose reply was lost).
+    /// Outside a streak it may run until the caller's deadline plus the grace (a call stuck
+    /// behind this owner's settlement during a stall): past that, a timeout error, which is
+    /// retryable. The call dropped then leaves nothing behind (see [`Inflight`]).
+    ///
+    /// [`Inflight`]: super::call::Inflight
     pub(crate) async fn bounded<T>(
         &mut self,
         deadline: Option<Instant>,
         call: impl Future<Output = T>,
     ) -> Result<T> {
         if self.since.is_none() {
-            return Ok(call.await);
+            let Some(until) = deadline.and_then(|d| d.checked_add(self.grace)) else {
+                return Ok(call.await);
+            };
+            return match tokio::time::timeout_at(until, call).await {
+                Ok(out) => Ok(out),
+                Err(_) => Err(Error::Redis(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no reply within the wait budget and one response timeout",
+                )))),
+            };
         }
         let left = self.left(Instant::now(), deadline).unwrap_or_default();
         match tokio::time::timeout(left, call).await {

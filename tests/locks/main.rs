@@ -11,6 +11,7 @@
 //! | [`mutual_exclusion`], [`overtake`], [`wakeup`] | contention: exclusion, the overtake bound, wakeups |
 //! | [`ownership`], [`stale_guard`], [`hold_accounting`], [`hold_runs`] | who holds, guards that no longer do, hold counts, runs of holds |
 //! | [`watchdog`], [`cancellation`] | renewal and loss; dropping a future at any point |
+//! | [`wait_budget`] | a wait budget is a promise: bounded under a stall, retried while it lasts |
 //! | [`batching`] | calls that queue on the connection go out as one script call: faults and edge cases |
 
 mod batching;
@@ -32,6 +33,7 @@ mod rwlock;
 mod same_name;
 mod spin;
 mod stale_guard;
+mod wait_budget;
 mod waiter_mark;
 mod wakeup;
 mod watchdog;

@@ -125,6 +125,7 @@ impl ClientBuilder {
             overtake_limit,
             layout: self.key_layout,
             failover_retry: self.failover_retry,
+            response_timeout: self.response_timeout,
             default_owner: match self.ownership {
                 Ownership::Task => Owner::Task,
                 Ownership::PerHold => Owner::PerHold,
