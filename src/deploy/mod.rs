@@ -19,6 +19,9 @@
 //!   the answer) and connected before it is probed. A follower task asks again every check
 //!   interval and at once on `+switch-master`, `READONLY`, a timeout or a lost connection,
 //!   and a command waits for a check whenever the master has not been confirmed lately.
+//!   Silence is no confirmation: when no sentinel answers, nothing is sent past the trust
+//!   window (a retryable error instead), so watchdog holds are no longer renewed and are
+//!   told lost.
 //!   A new master gets a new connection manager; callers holding the old one finish their
 //!   call on it and the next call uses the new one. The subscription listener follows
 //!   through a [`watch`] channel. Unlock messages use `PUBLISH`.
@@ -210,6 +213,9 @@ pub(crate) struct Settings {
     pub(crate) protocol: Protocol,
     /// How often a Sentinel client asks the sentinels for the master unprompted.
     pub(crate) sentinel_check_interval: Duration,
+    /// The client's watchdog timeout: a Sentinel client trusts a confirmation of its master
+    /// for at most a third of it ([`sentinel`], "The gate").
+    pub(crate) watchdog_timeout: Duration,
     /// A read-only client: reads only ([`read_only`]), no script preload, and the
     /// permission check asks for the reads alone.
     pub(crate) read_only: bool,
@@ -264,6 +270,8 @@ struct Options {
     self_id: String,
     protocol: Protocol,
     sentinel_check_interval: Duration,
+    /// Bounds a Sentinel client's trust window.
+    watchdog_timeout: Duration,
     read_only: bool,
 }
 
@@ -296,6 +304,7 @@ pub(crate) async fn connect<L: Subscriber>(settings: Settings) -> Result<Connect
         self_id: settings.self_id,
         protocol: settings.protocol,
         sentinel_check_interval: settings.sentinel_check_interval,
+        watchdog_timeout: settings.watchdog_timeout,
         read_only: settings.read_only,
     };
     let (mut commands, listener, publish) = match &settings.deployment {

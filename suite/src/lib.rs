@@ -9,6 +9,7 @@
 //! | [`kit`] | small helpers: clients with the suite's watchdog, key inspection, timeouts |
 //! | [`redisson`] | a Redisson-protocol peer (`RedissonPeer`): the "Java service" of the interop tests |
 //! | [`child`] | the parent side of child processes (`ChildProc`) |
+//! | [`proxy`] | a black-holing TCP fault proxy between a client and a server (`Proxy`) |
 //! | [`scenarios`] | the overtake scenarios: a busy `Client`, a remote task's waits, a claimant leaving a free lock |
 //! | [`seen`] | what a metrics `DebuggingRecorder` saw, by name and labels (`Seen`) |
 //! | [`stock`] | the PostgreSQL stock table the fencing tests write with tokens |
@@ -17,6 +18,7 @@
 
 pub mod child;
 pub mod kit;
+pub mod proxy;
 pub mod redisson;
 pub mod scenarios;
 pub mod seen;

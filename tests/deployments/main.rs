@@ -5,6 +5,9 @@
 //! The failover scenarios record every hold in the checker's history (`lockwise_testkit::checker`)
 //! and fail on overlapping holds or fencing tokens that do not rise.
 //!
+//! [`sentinel_partition`] cuts a Sentinel client off from every sentinel (a black-holing
+//! proxy) while it still reaches the master, with and without a failover it cannot see.
+//!
 //! [`batching`] checks that calls batch per hash slot. The fixtures themselves are
 //! smoke-tested in [`fixture`]. [`redisson`] is the mixed fleet:
 //! lockwise in Redisson's key layout beside a Redisson-protocol peer (standalone and Cluster).
@@ -22,6 +25,7 @@ mod fixture;
 mod observed;
 mod overtake;
 mod redisson;
+mod sentinel_partition;
 mod synchronizers;
 
 use std::collections::{HashMap, HashSet};
@@ -702,7 +706,8 @@ async fn sentinel_resp2_master_sigkill_with_waiters_checked() {
 }
 
 /// A forced failover (`SENTINEL FAILOVER`) that the client cannot hear about: the sentinel it
-/// watches for `+switch-master` is paused and its periodic check is an hour away. The old
+/// watches for `+switch-master` is paused and its periodic check is an hour away (the
+/// watchdog timeout is long enough not to bound the trust window below that). The old
 /// master is demoted to a replica, so the client's next lock gets `READONLY`: that reply alone
 /// makes it ask the sentinels, move to the new master and send the lock there once more. The
 /// caller sees a plain success, the hold is on the new master, and the client's connections
@@ -715,6 +720,7 @@ async fn sentinel_readonly_reply_moves_the_client() {
     let client = Client::sentinel_builder(sentinel.sentinel_urls(), sentinel.master_name())
         .namespace(&ns)
         .sentinel_check_interval(Duration::from_secs(3600))
+        .watchdog_timeout(Duration::from_secs(6 * 3600))
         .build()
         .await
         .expect("sentinel client");

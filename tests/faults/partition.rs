@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error};
 use support::kit::within;
+use support::proxy::Proxy;
 use support::RedisServer;
 
 const TTL: Duration = Duration::from_secs(1);
@@ -14,74 +15,6 @@ const TTL: Duration = Duration::from_secs(1);
 // ---------------------------------------------------------------------------------------
 // 13. Partition (a black-holing TCP proxy between one client and the server)
 // ---------------------------------------------------------------------------------------
-
-/// A TCP proxy that can black-hole traffic: while cut, bytes are read but not forwarded
-/// (no RST, no FIN), like a link that went down.
-struct Proxy {
-    port: u16,
-    cut: tokio::sync::watch::Sender<bool>,
-    /// Holds back only the server's replies (requests still go through).
-    hold_replies: tokio::sync::watch::Sender<bool>,
-}
-
-impl Proxy {
-    async fn start(upstream: u16) -> Proxy {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (cut, rx) = tokio::sync::watch::channel(false);
-        let (hold_replies, replies) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            while let Ok((down, _)) = listener.accept().await {
-                let Ok(up) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await else {
-                    continue;
-                };
-                let (dr, dw) = down.into_split();
-                let (ur, uw) = up.into_split();
-                tokio::spawn(pipe(dr, uw, rx.clone(), None));
-                tokio::spawn(pipe(ur, dw, rx.clone(), Some(replies.clone())));
-            }
-        });
-        Proxy {
-            port,
-            cut,
-            hold_replies,
-        }
-    }
-    fn set_cut(&self, cut: bool) {
-        self.cut.send_replace(cut);
-    }
-    fn set_hold_replies(&self, hold: bool) {
-        self.hold_replies.send_replace(hold);
-    }
-}
-
-async fn pipe(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    mut cut: tokio::sync::watch::Receiver<bool>,
-    mut hold: Option<tokio::sync::watch::Receiver<bool>>,
-) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        // While cut, hold the bytes back until the link is up again.
-        if cut.wait_for(|c| !*c).await.is_err() {
-            return;
-        }
-        if let Some(hold) = hold.as_mut() {
-            if hold.wait_for(|h| !*h).await.is_err() {
-                return;
-            }
-        }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-    }
-}
 
 /// Client A (through the proxy) holds a watchdog lock (TTL 1 s); the link is cut while
 /// client B (direct) waits for the same lock. Expected: A's lost() fires no later than B
@@ -94,7 +27,7 @@ async fn partition_holder_told_within_lease() {
     let rt = std::env::var("PARTITION_RT_MS")
         .map(|v| v.parse().unwrap())
         .unwrap_or(1000);
-    let a = Client::builder(format!("redis://127.0.0.1:{}/", proxy.port))
+    let a = Client::builder(proxy.url())
         .namespace(&ns)
         .watchdog_timeout(TTL)
         .response_timeout(Duration::from_millis(rt))
@@ -153,7 +86,7 @@ async fn partition_holder_told_within_lease() {
 }
 
 async fn through_proxy(proxy: &Proxy, ns: &str, response_timeout: Duration) -> Client {
-    Client::builder(format!("redis://127.0.0.1:{}/", proxy.port))
+    Client::builder(proxy.url())
         .namespace(ns)
         .watchdog_timeout(TTL)
         .response_timeout(response_timeout)

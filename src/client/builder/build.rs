@@ -89,6 +89,7 @@ impl ClientBuilder {
             namespace: self.namespace.clone(),
             protocol: self.protocol,
             sentinel_check_interval,
+            watchdog_timeout: self.watchdog_timeout,
             read_only: self.read_only,
         })
         .await?;

@@ -168,12 +168,21 @@ impl ClientBuilder {
     /// Default [`DEFAULT_SENTINEL_CHECK_INTERVAL`](crate::DEFAULT_SENTINEL_CHECK_INTERVAL)
     /// (1 s); at least 1 ms. Sentinel builders only.
     ///
-    /// It also bounds how long the client trusts the master it has without a check: a
-    /// command waits for a new check (one round trip to the sentinels) when the last one
-    /// started more than two intervals and a response timeout ago, for instance after the
-    /// process was paused. So after a failover, every client is on the new master within
-    /// about one interval of the sentinels' switch, even one that missed the announcement
-    /// ([`guide::deployments`](crate::guide::deployments)).
+    /// It also bounds how long the client trusts the master it has without a check (the
+    /// *trust window*): a command waits for a new check (one round trip to the sentinels)
+    /// when the last one that confirmed the master started more than two intervals and a
+    /// response timeout ago (at most a third of the
+    /// [`watchdog_timeout`](Self::watchdog_timeout) ago; the client then checks twice in
+    /// that time), for instance after the process was paused. So after a failover, every
+    /// client is on the new master within about one interval of the sentinels' switch, even
+    /// one that missed the announcement.
+    ///
+    /// A check that no sentinel answers confirms nothing: past the trust window, a client
+    /// cut off from every sentinel sends nothing (each call fails with a retryable
+    /// [`Error::Redis`](crate::Error::Redis)), so its watchdog holds are no longer renewed
+    /// and are told lost at most the window plus the watchdog timeout after the last
+    /// confirmation ([`guide::deployments`](crate::guide::deployments), "A client cut off
+    /// from the sentinels").
     ///
     /// # Example
     ///

@@ -8,10 +8,13 @@ use futures::StreamExt;
 use redis::RedisResult;
 use tokio::time::Instant;
 
-use super::SentinelMaster;
+use super::{Outcome, SentinelMaster};
 use crate::error::Error;
 
-/// Pause after a check that found a master it could not use yet, before the next one.
+/// Pause after a check that found a master it could not use yet, before the next one; also
+/// the least pause after a check no sentinel answered, even when a command asks for one (so
+/// commands arriving while the sentinels are down or unreachable do not run checks back to
+/// back).
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Starts the follower and the watcher of `master`.
@@ -20,10 +23,12 @@ pub(super) fn start(master: &Arc<SentinelMaster>) {
     tokio::spawn(watch_switches(Arc::downgrade(master)));
 }
 
-/// Checks every `check_interval`, and at once when asked (`wanted`).
+/// Checks every [`check_every`](super::SentinelSettings::check_every), and at once when
+/// asked (`wanted`); after a check that found an unusable master, again soon; after a
+/// silent one, not before [`RETRY_PAUSE`].
 async fn run_checks(master: Weak<SentinelMaster>, wanted: Arc<tokio::sync::Notify>) {
     let mut pause = match master.upgrade() {
-        Some(m) => m.settings.check_interval,
+        Some(m) => m.settings.check_every(),
         None => return,
     };
     loop {
@@ -34,16 +39,23 @@ async fn run_checks(master: Weak<SentinelMaster>, wanted: Arc<tokio::sync::Notif
         if waited.is_err() {
             tracing::trace!(master = %m.settings.master_name, "sentinel: periodic check");
         }
-        pause = if m.check().await {
-            m.settings.check_interval
-        } else {
-            RETRY_PAUSE
+        let every = m.settings.check_every();
+        let outcome = m.check().await;
+        drop(m);
+        pause = match outcome {
+            Outcome::Confirmed => every,
+            Outcome::Unusable => RETRY_PAUSE,
+            Outcome::Silent => {
+                tokio::time::sleep(RETRY_PAUSE.min(every)).await;
+                every.saturating_sub(RETRY_PAUSE)
+            }
         };
     }
 }
 
 /// Logs that no sentinel answered a check, at most every 10 s (a warning: the client keeps
-/// using the master it has, but would not notice a failover).
+/// using the master it has only while an earlier confirmation is within the trust window,
+/// then sends nothing until a sentinel answers again).
 pub(super) fn no_sentinel(master: &str, e: &Error) {
     static LAST: Mutex<Option<Instant>> = Mutex::new(None);
     let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
@@ -52,7 +64,8 @@ pub(super) fn no_sentinel(master: &str, e: &Error) {
         tracing::warn!(
             master,
             error = %e,
-            "sentinel: no sentinel answered; keeping the current master"
+            "sentinel: no sentinel answered; the master is not confirmed, and nothing is \
+             sent to it once the trust window passes"
         );
     }
 }

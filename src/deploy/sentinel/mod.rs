@@ -11,18 +11,27 @@
 //!   configuration epoch, so a sentinel that lags behind a failover (one that was stalled,
 //!   say) cannot lead the client back to the old master. A master it has not used yet must
 //!   answer `ROLE` as a master before any command goes there. A check runs every
-//!   [`check_interval`](SentinelSettings::check_interval) (1 s by default), and at once when
-//!   a sentinel announces `+switch-master`, when the master answers `READONLY`, and after a
-//!   connection error or timeout.
+//!   [`check_interval`](SentinelSettings::check_interval) (1 s by default; more often if
+//!   the trust window below is short), and at once when a sentinel announces
+//!   `+switch-master`, when the master answers `READONLY`, and after a connection error or
+//!   timeout.
 //! * **The gate.** A command goes to the current master only if a check that *started*
-//!   recently confirmed it: within two check intervals plus a response timeout, and after
-//!   the master last gave a reason for doubt (a connection error, a timeout, `READONLY`, an
-//!   announced switch). Otherwise it waits for the next check (one round trip to the
-//!   sentinels). So a switch cannot be missed: a process that was paused while the master
-//!   moved, or whose announcement got lost, or whose earlier check was still waiting on the
-//!   stalled master, asks again before it writes. When no sentinel answers at all, the
-//!   check confirms the current master (the sentinels being down is no reason to stop
-//!   using a healthy master), and says so in the log.
+//!   recently confirmed it: within the [trust window](SentinelSettings::trust_window), and
+//!   after the master last gave a reason for doubt (a connection error, a timeout,
+//!   `READONLY`, an announced switch). Otherwise it waits for the next check (one round trip
+//!   to the sentinels). So a switch cannot be missed: a process that was paused while the
+//!   master moved, or whose announcement got lost, or whose earlier check was still waiting
+//!   on the stalled master, asks again before it writes.
+//! * **Silence confirms nothing** (DESIGN invariant 15). A check that no sentinel answers
+//!   is recorded as silent, never as a confirmation: the master the client has may have been
+//!   deposed by a failover the client cannot see (a deposed master that the sentinels cannot
+//!   reach stays writable). Commands keep going to it while an earlier confirmation is
+//!   within the trust window; past it, each command waits for a check and, if that check
+//!   hears no sentinel, fails unsent with a retryable `Error::Redis` (an I/O timeout). The
+//!   watchdog's renewals are such commands, so they stop too, and each watchdog hold is told
+//!   lost when its last renewal runs out: at most the trust window plus the watchdog timeout
+//!   after the last confirmation. The first check a sentinel answers again lets commands
+//!   through.
 //! * **`READONLY`.** The command did not run. The client checks at once and, if the master
 //!   moved, sends the command once more to the new one.
 //!
@@ -114,6 +123,7 @@ async fn connect_with<L: Subscriber>(
         connect_timeout: options.connect_timeout,
         response_timeout: options.response_timeout,
         check_interval: options.sentinel_check_interval,
+        watchdog_timeout: options.watchdog_timeout,
     };
     let sentinel = SentinelMaster::connect(settings, options.manager.clone()).await?;
     let client = sentinel.switches().borrow().clone();
@@ -204,15 +214,38 @@ pub(crate) struct SentinelSettings {
     pub(crate) master: RedisConnectionInfo,
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
-    /// How often the follower asks the sentinels for the master without being asked to.
+    /// How often the follower asks the sentinels for the master without being asked to (at
+    /// most; see [`check_every`](Self::check_every)).
     pub(crate) check_interval: Duration,
+    /// The client's watchdog timeout, which bounds the [trust window](Self::trust_window).
+    pub(crate) watchdog_timeout: Duration,
 }
 
 impl SentinelSettings {
     /// How long a check's confirmation of the master is trusted: two check intervals and a
-    /// response timeout, so one late or lost check does not hold up commands.
+    /// response timeout (3 s with the defaults), so one late or lost check does not hold up
+    /// commands, but at most a third of the watchdog timeout (one renewal period).
+    ///
+    /// Past it, with no newer confirmation, nothing is sent (see "Silence confirms nothing"
+    /// in the module docs). The bound keeps what a client cut off from the sentinels can
+    /// still write to a master they may have deposed to a fraction of a lock's TTL: its
+    /// renewals stop at most one renewal period after the last confirmation, so each of its
+    /// watchdog holds is told lost at most 4/3 of the watchdog timeout after it, while the
+    /// copy of the lock on a promoted replica lives at least until a watchdog timeout after
+    /// the last renewal that reached the replica.
     fn trust_window(&self) -> Duration {
-        self.check_interval * 2 + self.response_timeout
+        (self.check_interval * 2 + self.response_timeout)
+            .min(self.watchdog_timeout / 3)
+            .max(Duration::from_millis(1))
+    }
+
+    /// How often the follower checks unprompted: every check interval, or twice per trust
+    /// window if that is shorter (a window bounded by a short watchdog timeout), so a
+    /// healthy client's commands never wait for a check.
+    fn check_every(&self) -> Duration {
+        self.check_interval
+            .min(self.trust_window() / 2)
+            .max(Duration::from_millis(1))
     }
 
     /// Longest wait of a command for a check (the sentinels are asked with the response
@@ -232,13 +265,35 @@ pub(crate) struct SentinelMaster {
     /// Wakes the follower for a check now (shared with it: it holds no `Arc` of the master
     /// while it waits).
     wanted: Arc<Notify>,
-    /// When the newest finished check started.
-    checked: watch::Sender<Instant>,
+    /// What the newest finished checks found (when the newest confirming one started, and
+    /// the newest silent one).
+    checked: watch::Sender<Checks>,
     /// The master has been in doubt since then: commands wait for a check that started
     /// later.
     doubt: Mutex<Option<Instant>>,
     /// One cached connection per sentinel, for the checks.
     sentinels: ask::Sentinels,
+}
+
+/// What the checks found so far.
+#[derive(Clone)]
+struct Checks {
+    /// When the newest check that confirmed the current master started.
+    confirmed: Instant,
+    /// When the newest check that no sentinel answered started, and the last error it saw.
+    silent: Option<(Instant, Arc<str>)>,
+}
+
+/// How a check ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// A sentinel named the current master (or one the client moved to): recorded.
+    Confirmed,
+    /// Sentinels answered, but named a master that cannot be used yet, or lag behind the
+    /// current master's epoch: not recorded; ask again soon.
+    Unusable,
+    /// No sentinel answered: recorded as silence, never as a confirmation.
+    Silent,
 }
 
 struct Current {
@@ -274,7 +329,11 @@ impl SentinelMaster {
             }),
             switches,
             wanted: Arc::new(Notify::new()),
-            checked: watch::channel(started).0,
+            checked: watch::channel(Checks {
+                confirmed: started,
+                silent: None,
+            })
+            .0,
             doubt: Mutex::new(None),
             sentinels,
         });
@@ -335,21 +394,47 @@ impl SentinelMaster {
     }
 
     /// Waits until a check confirmed the current master recently enough (see "The gate").
-    /// Fails, without sending anything, if none did within [`SentinelSettings::check_wait`]:
-    /// the sentinels named another master that cannot be reached yet.
+    /// Fails, without sending anything, with a retryable I/O timeout error if a check
+    /// started after this call heard no sentinel (see "Silence confirms nothing"), or if no
+    /// check confirmed the master within [`SentinelSettings::check_wait`] (the sentinels
+    /// named another master that cannot be reached yet).
     async fn confirmed(&self) -> RedisResult<()> {
         let Some(needed) = self.check_needed() else {
             return Ok(());
         };
+        let asked = Instant::now();
         self.wanted.notify_one();
         let mut checked = self.checked.subscribe();
-        let wait = async move { checked.wait_for(|at| *at >= needed).await.is_ok() };
-        match tokio::time::timeout(self.settings.check_wait(), wait).await {
-            Ok(_) => Ok(()),
-            Err(_) => Err(redis::RedisError::from(std::io::Error::new(
+        let wait = async move {
+            checked
+                .wait_for(|c| {
+                    c.confirmed >= needed || c.silent.as_ref().is_some_and(|(at, _)| *at >= asked)
+                })
+                .await
+                .map(|c| c.clone())
+                .ok()
+        };
+        let unsent = |why: String| {
+            Err(redis::RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
-                "no check confirmed the sentinel master in time (it may be moving); not sent",
-            ))),
+                why,
+            )))
+        };
+        // (`wait` ends early only if the sender closed, which cannot happen while `self` lives.)
+        let Ok(Some(found)) = tokio::time::timeout(self.settings.check_wait(), wait).await else {
+            return unsent(
+                "no check confirmed the sentinel master in time (it may be moving); not sent"
+                    .to_string(),
+            );
+        };
+        match found.silent {
+            Some((_, error)) if found.confirmed < needed => unsent(format!(
+                "no sentinel confirmed the master `{}` within the trust window ({:?}) and none \
+                 answered now ({error}); not sent",
+                self.settings.master_name,
+                self.settings.trust_window()
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -360,7 +445,7 @@ impl SentinelMaster {
         let fresh = now.checked_sub(self.settings.trust_window());
         let doubt = *self.doubt.lock().unwrap_or_else(|e| e.into_inner());
         let needed = fresh.max(doubt)?;
-        (*self.checked.borrow() < needed).then_some(needed)
+        (self.checked.borrow().confirmed < needed).then_some(needed)
     }
 
     /// Puts the current master in doubt from now on and asks for a check.
@@ -398,16 +483,20 @@ impl SentinelMaster {
     /// records when the check started. A master named but not reachable (or not answering
     /// `ROLE` as a master yet), or named only by sentinels that lag behind the current
     /// master's epoch, is no confirmation: the check is not recorded, so gated commands keep
-    /// waiting for the next one. Returns whether it was recorded.
-    async fn check(&self) -> bool {
+    /// waiting for the next one. Nor is silence: when no sentinel answers, the check is
+    /// recorded as silent, which fails the commands waiting for it.
+    async fn check(&self) -> Outcome {
         let started = Instant::now();
         let view = match self.sentinels.newest_master(&self.settings).await {
             Ok(view) => view,
             Err(e) => {
-                // No sentinel answered: nothing says the master moved.
+                // No sentinel answered: nothing says the master is still the master (a
+                // failover this client cannot see may have deposed it).
                 follow::no_sentinel(&self.settings.master_name, &e);
-                self.checked.send_replace(started);
-                return true;
+                let error: Arc<str> = e.to_string().into();
+                self.checked
+                    .send_modify(|c| c.silent = Some((started, error)));
+                return Outcome::Silent;
             }
         };
         {
@@ -421,17 +510,18 @@ impl SentinelMaster {
                     current = current.epoch,
                     "sentinel: only lagging sentinels answered; asking again"
                 );
-                return false;
+                return Outcome::Unusable;
             }
         }
         if view.addr != self.addr() {
             if let Err(e) = self.switch_to(view).await {
                 tracing::debug!(error = %e, "sentinel: the named master is not usable yet");
-                return false;
+                return Outcome::Unusable;
             }
         }
-        self.checked.send_replace(started);
-        true
+        self.checked
+            .send_modify(|c| c.confirmed = c.confirmed.max(started));
+        Outcome::Confirmed
     }
 
     /// Connects to the master `view` names (checking its `ROLE`) and moves the commands and the
@@ -468,6 +558,41 @@ mod tests {
 
     fn reply(text: &str) -> Value {
         redis::parse_redis_value(text.as_bytes()).unwrap()
+    }
+
+    fn settings(check_ms: u64, response_ms: u64, watchdog_ms: u64) -> SentinelSettings {
+        let ms = Duration::from_millis;
+        SentinelSettings {
+            sentinels: Vec::new(),
+            master_name: "mymaster".into(),
+            master: RedisConnectionInfo::default(),
+            connect_timeout: ms(5000),
+            response_timeout: ms(response_ms),
+            check_interval: ms(check_ms),
+            watchdog_timeout: ms(watchdog_ms),
+        }
+    }
+
+    /// The trust window is two check intervals and a response timeout, at most a third of
+    /// the watchdog timeout; the follower checks twice per window when that is more often
+    /// than the check interval.
+    #[test]
+    fn trust_window_is_bounded_by_the_watchdog_timeout() {
+        let ms = Duration::from_millis;
+        // The defaults: 3 s, checks every second.
+        let s = settings(1000, 1000, 30_000);
+        assert_eq!((s.trust_window(), s.check_every()), (ms(3000), ms(1000)));
+        // The tests' short timeouts.
+        let s = settings(250, 250, 3000);
+        assert_eq!((s.trust_window(), s.check_every()), (ms(750), ms(250)));
+        let s = settings(250, 250, 1500);
+        assert_eq!((s.trust_window(), s.check_every()), (ms(500), ms(250)));
+        // A 1.2 s watchdog: one renewal period, checked twice in it.
+        let s = settings(1000, 1000, 1200);
+        assert_eq!((s.trust_window(), s.check_every()), (ms(400), ms(200)));
+        // Never zero.
+        let s = settings(1, 1, 1);
+        assert!(s.trust_window() >= ms(1) && s.check_every() >= ms(1));
     }
 
     /// redis-rs hands a server error back as `Ok(Value::ServerError)` from
