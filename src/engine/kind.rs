@@ -69,6 +69,11 @@ impl Release {
 impl Release {
     /// `lua/redisson_unlock.lua`: the release of a lock hash in Redisson's layout; the last
     /// release publishes `0` (Redisson's unlock message) on the lock channel.
+    ///
+    /// No local waiter is woken before that message: this client hears it at the same time
+    /// as every other client, Java or lockwise, so no side of a mixed fleet gets a head start
+    /// by being local (the overtake limit, which bounds that head start in lockwise's layout,
+    /// has no place in Redisson's).
     pub(crate) fn redisson_unlock(keys: &Keys) -> Release {
         Release {
             script: &REDISSON_UNLOCK,
@@ -76,7 +81,7 @@ impl Release {
             message: "0".to_string(),
             extra: Vec::new(),
             wake_all: Vec::new(),
-            wake_one: vec![keys.channel.clone()],
+            wake_one: Vec::new(),
             clock: false,
             batch: false,
         }

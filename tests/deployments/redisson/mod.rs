@@ -8,6 +8,7 @@
 //! | [`layout`] | keys, fields, TTLs, channels and payloads, byte for byte against the contract |
 //! | [`fair`] | `FairLock` and RFairLock: one queue, order, wakeups on the head's own channel, leaving |
 //! | [`interop`] | both directions on one server: exclusion, wakeups, tokens, contention, faults |
+//! | [`mixed_fairness`] | no side gets a head start by being local: waits of both sides, same-client handovers |
 //! | [`lease_semaphore`] | `LeaseSemaphore` as `RPermitExpirableSemaphore`: 16-byte ids, client-clock expiries, reclaims, wakeups both ways |
 //! | [`redlock`] | `RedLockSet` over Redisson-layout clients: Redisson's RLock on each master |
 //! | [`refused`] | kinds and options without a Redisson counterpart are refused, nothing written |
@@ -21,6 +22,7 @@ mod fair;
 mod interop;
 mod layout;
 mod lease_semaphore;
+mod mixed_fairness;
 mod redlock;
 mod refused;
 mod rwlock;
