@@ -11,9 +11,11 @@
 //! * **Cluster** ([`cluster`]): the first seed that answers the probe tells the cluster's
 //!   version; commands go through a redis-rs [`ClusterConnection`], which routes each script
 //!   call to the master owning its keys' slot (every key of one lock shares a hash tag, so
-//!   one slot) and follows MOVED / ASK redirections and slot-map refreshes. Unlock messages
-//!   use `SPUBLISH` (sharded pub/sub) on Redis 7, else `PUBLISH`. The scripts are then loaded
-//!   on every node, best effort.
+//!   one slot). redis-rs sends each command once (`retries(0)`: it would resend one whose
+//!   reply was lost, running a script twice); [`cluster`] follows MOVED / ASK redirections
+//!   and failover states, which prove the command did not run, and redis-rs refreshes its
+//!   slot map. Unlock messages use `SPUBLISH` (sharded pub/sub) on Redis 7, else `PUBLISH`.
+//!   The scripts are then loaded on every node, best effort.
 //! * **Sentinel** ([`sentinel`]): a [`SentinelMaster`]: the master is resolved through the
 //!   sentinels (every sentinel asked, the newest configuration epoch wins, then `ROLE` on
 //!   the answer) and connected before it is probed. A follower task asks again every check
@@ -70,6 +72,9 @@ pub(crate) struct CommandConn {
     pub(crate) route: Route,
     /// A read-only client's: only reads are sent ([`read_only`]).
     read_only: bool,
+    /// Cluster only: how long after its first send a command the Cluster refused unrun (a
+    /// redirect, a failover state) may still be sent again ([`cluster::send`]).
+    resend_within: Duration,
 }
 
 /// Where a [`CommandConn`]'s commands go.
@@ -88,6 +93,7 @@ impl CommandConn {
         CommandConn {
             route,
             read_only: false,
+            resend_within: Duration::ZERO,
         }
     }
 
@@ -107,7 +113,8 @@ impl ConnectionLike for CommandConn {
         }
         match &mut self.route {
             Route::Single(c) => c.req_packed_command(cmd),
-            Route::Cluster(c) => c.req_packed_command(cmd),
+            // Never resent after it may have run; redirects are followed here (`cluster`).
+            Route::Cluster(c) => cluster::send(c, cmd, self.resend_within).boxed(),
             Route::Sentinel(m) => {
                 let m = m.clone();
                 async move {
@@ -143,7 +150,9 @@ impl ConnectionLike for CommandConn {
         }
         match &mut self.route {
             Route::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Route::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Route::Cluster(c) => {
+                cluster::send_pipeline(c, pipeline, offset, count, self.resend_within).boxed()
+            }
             Route::Sentinel(m) => {
                 let m = m.clone();
                 async move {

@@ -135,8 +135,9 @@ pub enum Error {
 impl Error {
     /// Whether trying again later may succeed: I/O errors, timeouts, dropped connections,
     /// server-side conditions such as LOADING, BUSY, OOM, READONLY or MASTERDOWN, cluster
-    /// redirections left over after redis-rs's own retries (MOVED, ASK, TRYAGAIN,
-    /// CLUSTERDOWN: a failover under way), and [`Error::ReplicaSync`].
+    /// redirections left over after lockwise's own resends (MOVED, ASK, TRYAGAIN,
+    /// CLUSTERDOWN: a failover under way), no connection to the slot's node yet, and
+    /// [`Error::ReplicaSync`].
     ///
     /// # Example
     ///
@@ -161,9 +162,10 @@ impl Error {
                     || e.is_timeout()
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
-                    // MOVED / ASK / TRYAGAIN / CLUSTERDOWN left over once redis-rs's own
-                    // redirect retries ran out: a cluster failover or resharding under way.
+                    // MOVED / ASK / TRYAGAIN / CLUSTERDOWN left over once the transport's
+                    // resends ran out: a cluster failover or resharding under way.
                     || e.is_cluster_error()
+                    || e.kind() == redis::ErrorKind::ClusterConnectionNotFound
                     || matches!(
                         e.code(),
                         Some("LOADING" | "BUSY" | "OOM" | "MASTERDOWN" | "READONLY")
@@ -491,16 +493,26 @@ pub(crate) fn refused_read_only(e: &redis::RedisError) -> Option<&str> {
     e.detail()?.strip_prefix(READ_ONLY_REFUSAL)
 }
 
-/// Whether the server refused the command without running it because the deployment is
-/// changing: a redirection left over after redis-rs's own retries (`MOVED`, `ASK`), a
-/// failover or resharding under way (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`), a demoted
-/// master (`READONLY`) or a server still loading its data (`LOADING`). Sending it again
-/// later is safe.
+/// Whether the command did not run because the deployment is changing: the server refused
+/// it with a redirection the Cluster transport did not follow (`MOVED`, `ASK`), a failover
+/// or resharding under way (`TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`), a demoted master
+/// (`READONLY`) or a server still loading its data (`LOADING`); or redis-rs's Cluster client
+/// had no connection to send it on (`ClusterConnectionNotFound`, raised before anything is
+/// written). Sending it again later is safe.
 pub(crate) fn did_not_run(e: &redis::RedisError) -> bool {
-    matches!(
-        e.code(),
-        Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" | "LOADING")
-    )
+    e.kind() == redis::ErrorKind::ClusterConnectionNotFound
+        || matches!(
+            e.code(),
+            Some(
+                "MOVED"
+                    | "ASK"
+                    | "TRYAGAIN"
+                    | "CLUSTERDOWN"
+                    | "MASTERDOWN"
+                    | "READONLY"
+                    | "LOADING"
+            )
+        )
 }
 
 /// Keeps error messages readable when a name is huge.

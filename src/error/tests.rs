@@ -44,3 +44,25 @@ fn failover_states_are_retryable_and_data_errors_are_not() {
         assert!(!server_error(reply).is_transient(), "{reply}");
     }
 }
+
+#[test]
+fn a_cluster_command_without_a_connection_did_not_run() {
+    // redis-rs's Cluster client raises it before it writes anything: safe to send again.
+    let e = Error::Redis(redis::RedisError::from((
+        redis::ErrorKind::ClusterConnectionNotFound,
+        "No connections found",
+    )));
+    assert!(
+        e.did_not_run() && e.is_transient() && e.is_retryable(),
+        "{e}"
+    );
+    // A dropped connection is not: the server may have run the command.
+    let dropped = Error::Redis(redis::RedisError::from(std::io::Error::from(
+        std::io::ErrorKind::ConnectionReset,
+    )));
+    assert!(!dropped.did_not_run(), "{dropped}");
+    assert!(
+        dropped.is_transient() && dropped.is_retryable(),
+        "{dropped}"
+    );
+}

@@ -8,7 +8,10 @@
 //! [`sentinel_partition`] cuts a Sentinel client off from every sentinel (a black-holing
 //! proxy) while it still reaches the master, with and without a failover it cannot see.
 //!
-//! [`batching`] checks that calls batch per hash slot. The fixtures themselves are
+//! [`batching`] checks that calls batch per hash slot. [`cluster_at_most_once`] loses a script's
+//! reply after the server ran it (DEBUG SLEEP + CLIENT KILL) and checks that nothing runs it
+//! again (an unlock, a permit release, a count down), while MOVED and ASK redirects, which
+//! prove a command did not run, are still followed. The fixtures themselves are
 //! smoke-tested in [`fixture`]. [`redisson`] is the mixed fleet:
 //! lockwise in Redisson's key layout beside a Redisson-protocol peer (standalone and Cluster).
 //!
@@ -19,6 +22,7 @@ use support::checker;
 use support::topology;
 
 mod batching;
+mod cluster_at_most_once;
 mod failover;
 mod fair;
 mod fixture;
