@@ -201,9 +201,9 @@ pub(crate) fn plain_reply(reply: &[i64]) -> Option<Reply<()>> {
     }
 }
 
-/// One acquire attempt: counts the call in the hold registry (waiting for a settlement of
-/// this owner first), runs `call` so that it never leaks a hold, and reads its reply with
-/// `parse`. `what` names the script in errors.
+/// One acquire attempt: counts the call in the hold registry (waiting first for another
+/// call or a settlement of this owner on this lock), runs `call` so that it never leaks a
+/// hold, and reads its reply with `parse`. `what` names the script in errors.
 pub(crate) fn attempt<T: Send + 'static>(
     kind: &Kind,
     hold_key: &HoldKey,
