@@ -32,11 +32,17 @@
 -- or it subscribed after the handoff) finds its record "!<waiter id>": the hold is the
 -- handoff's, not a re-entry, so its count is not raised; the TTL is raised to the lease.
 --
+-- A waiter whose entry lapsed (it was paused past its deadline) or whose handed hold ended
+-- before it came back (expired, force-unlocked) joins again as a new entry: `joined` says so,
+-- since a 'grant' message it hears late may belong to the old entry, whose hold is gone.
+--
 -- Returns {1, holds, queued}  acquired; holds = this owner's hold count after the call
 --                     (1 = new lock); queued = waiters left in the queue (LLEN, for metrics)
---         {0, wait}   not acquired; wait = ms after which retrying is useful: for the head,
---                     the lock's pttl; for others, until the earliest queue deadline (when
---                     a stale waiter ahead could be purged); -1 = unknown
+--         {0, wait, joined}   not acquired; wait = ms after which retrying is useful: for the
+--                     head, the lock's pttl; for others, until the earliest queue deadline
+--                     (when a stale waiter ahead could be purged); -1 = unknown; joined = 1
+--                     when this call added the caller's entry to the queue (it was not in
+--                     it), else 0 (refreshed, or a single attempt that never queues)
 -- (queue, deadlines, now, clock, purge_expired, live_head, tidy, grow, shrink, hand_over:
 -- lua/fair_queue.lua, prepended)
 local lock = KEYS[1]
@@ -92,10 +98,12 @@ if free and (not head or head == waiter) then
 end
 
 local budget = tonumber(ARGV[4])
+local joined = 0
 if budget > 0 then
     -- ZADD answers 1 for a new member: only then does the waiter join the list's tail.
     if redis.call('zadd', deadlines, now + budget, waiter) == 1 then
         redis.call('rpush', queue, waiter)
+        joined = 1
     end
 end
 if purged > 0 then
@@ -123,10 +131,10 @@ if not free then
 end
 if head == waiter or budget == 0 then
     -- A free lock may have been handed over above: its TTL is read now.
-    return {0, pttl or redis.call('pttl', lock)}
+    return {0, pttl or redis.call('pttl', lock), joined}
 end
 local first = redis.call('zrange', deadlines, 0, 0, 'withscores')
 if first[2] then
-    return {0, math.max(tonumber(first[2]) - now, 0) + 1}
+    return {0, math.max(tonumber(first[2]) - now, 0) + 1, joined}
 end
-return {0, -1}
+return {0, -1, joined}

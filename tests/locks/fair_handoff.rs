@@ -5,11 +5,18 @@
 //! A dead head handed the lock is in `fair.rs` (`stale_head_delays_the_queue_at_most_its_
 //! deadline`). Script calls are read from the server's SLOWLOG (every command logged, in
 //! order).
+//!
+//! Issue item 7 (two owners after a paused waiter's handoff): a waiter whose runtime stands
+//! still across its handoff, a waiter whose refreshes are refused unrun before its handoff,
+//! and a handed hold that vanishes before its confirmation. Each records the critical
+//! sections of both contenders and checks that none overlap.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::Value;
-use support::{in_task, queue_reaches, Conn, RedisServer};
+use support::{in_task, queue_reaches, Conn, Interval, RedisServer};
 
 use super::fair::{
     assert_clean, client, holds_of, insert_dead_waiter, queue_entries, spawn_timed_waiter,
@@ -380,6 +387,380 @@ async fn a_handed_waiter_that_leaves_gives_the_lock_back() {
         );
         assert!(acquired - left_at < Duration::from_secs(1));
         assert_clean(&conn, "after the handed waiter left").await;
+    })
+    .await;
+}
+
+/// What the paused waiter's `lock()` gave it, as its own thread saw it.
+#[derive(Debug)]
+struct PausedWaiter {
+    /// When `lock()` returned a guard.
+    returned: Instant,
+    /// `is_lost()` right when it returned.
+    lost_at_once: bool,
+    /// `validity()` right when it returned.
+    validity: Duration,
+    /// The hold count the server had for the guard's owner right after (`None`: no field).
+    server_holds: Option<u32>,
+    /// The end of its critical section: the first time `is_lost()` said so, or, if it never
+    /// did, just before its unlock was sent.
+    held_until: Instant,
+    /// What its `unlock()` answered: `Ok`, `NotHeld`, or another error.
+    unlock: Result<(), String>,
+}
+
+/// Runs a watchdog waiter of lock `name` on its own thread and `current_thread` runtime (its
+/// client's connections and listener too, as in a process of its own). Each duration sent on
+/// the returned channel blocks that thread for that long (the runtime stands still, like a
+/// process under SIGSTOP); `paused` is true meanwhile. The waiter keeps its guard for
+/// `section`, watching `is_lost()`, then unlocks; its report comes on `report`.
+fn spawn_pausable_waiter(
+    url: String,
+    ns: String,
+    name: &'static str,
+    watchdog: Duration,
+    section: Duration,
+    paused: Arc<AtomicBool>,
+    report: tokio::sync::oneshot::Sender<PausedWaiter>,
+) -> (
+    tokio::sync::mpsc::UnboundedSender<Duration>,
+    std::thread::JoinHandle<()>,
+) {
+    let (pause, mut pauses) = tokio::sync::mpsc::unbounded_channel::<Duration>();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let c = client(&url, &ns, watchdog).await;
+            let mut conn = redis::Client::open(url.as_str())
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            tokio::spawn(async move {
+                while let Some(d) = pauses.recv().await {
+                    paused.store(true, Ordering::SeqCst);
+                    std::thread::sleep(d);
+                    paused.store(false, Ordering::SeqCst);
+                }
+            });
+            let lock = c.fair_lock(name);
+            let waiter = tokio::spawn(async move {
+                let guard = lock.lock().await.unwrap();
+                let returned = Instant::now();
+                let lost_at_once = guard.is_lost();
+                let validity = guard.validity();
+                let server_holds = holds_of(&mut conn, &lock, guard.owner()).await;
+                // The critical section: until the guard says it is lost, or `section` passed.
+                let mut held_until = Instant::now();
+                while !guard.is_lost() && returned.elapsed() < section {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    held_until = Instant::now();
+                }
+                let unlock = guard.unlock().await.map_err(|e| match e {
+                    lockwise::Error::NotHeld { .. } => "NotHeld".to_string(),
+                    e => e.to_string(),
+                });
+                PausedWaiter {
+                    returned,
+                    lost_at_once,
+                    validity,
+                    server_holds,
+                    held_until,
+                    unlock,
+                }
+            });
+            let _ = report.send(waiter.await.unwrap());
+        });
+    });
+    (pause, thread)
+}
+
+/// Issue item 7: a watchdog waiter whose process stands still (SIGSTOP, a blocked runtime)
+/// across the release that hands it the lock. The handed hold's TTL is what was left of its
+/// queue deadline, so it expires during the pause, and another client takes the lock. After
+/// the pause the waiter must not count that handoff as a hold: its `lock()` returns no guard
+/// while the other client holds the lock, or (were it to return one) a guard that is lost at
+/// once and whose `unlock()` is `NotHeld`. Every critical section (from the guard until it
+/// ended or the guard said it is lost) is recorded: no two overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_paused_across_its_handoff_takes_no_expired_hold() {
+    const WATCHDOG_1S: Duration = Duration::from_secs(1); // waiter lease 1 s
+    const PAUSE: Duration = Duration::from_millis(2500);
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fair-paused-handoff");
+    let holder_client = client(server.url(), &ns, WATCHDOG_1S).await;
+    let other_client = client(server.url(), &ns, WATCHDOG_1S).await;
+    let mut conn = server.conn().await;
+    in_task(async move {
+        let lock = holder_client.fair_lock("p");
+        let holder = lock.lock().await.unwrap();
+        let paused = Arc::new(AtomicBool::new(false));
+        let (report, reported) = tokio::sync::oneshot::channel();
+        let (pause, thread) = spawn_pausable_waiter(
+            server.url().to_string(),
+            ns.clone(),
+            "p",
+            WATCHDOG_1S,
+            Duration::from_millis(400),
+            paused.clone(),
+            report,
+        );
+        let entry = queued(&mut conn, &lock).await;
+        assert!(entry.contains(":g"), "{entry}");
+        // Stop the waiter, then release: the lock is handed to it while it stands still.
+        pause.send(PAUSE).unwrap();
+        while !paused.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let paused_at = Instant::now();
+        holder.unlock().await.unwrap();
+        let (_, zset) = queue_entries(&mut conn, &lock).await;
+        assert!(zset.contains(&format!("!{entry}")), "handed over: {zset:?}");
+        // Another client takes the lock once the handed hold expired (at the latest one
+        // waiter lease after the waiter's last attempt), and holds it well past the pause.
+        let other = {
+            let lock = other_client.fair_lock("p");
+            tokio::spawn(async move {
+                let g = lock.lock().await.unwrap();
+                let start = Instant::now();
+                tokio::time::sleep(Duration::from_millis(2500)).await;
+                let end = Instant::now();
+                let lost = g.is_lost();
+                let unlocked = g.unlock().await;
+                (start, end, lost, unlocked)
+            })
+        };
+        let w = tokio::time::timeout(Duration::from_secs(15), reported)
+            .await
+            .expect("the paused waiter acquires at the latest after the other client's unlock")
+            .unwrap();
+        let (o_start, o_end, o_lost, o_unlocked) = other.await.unwrap();
+        thread.join().unwrap();
+        println!(
+            "other client held {:?}..{:?} after the pause began; the waiter's lock() returned \
+             at {:?} (lost at once: {}, validity {:?}, server holds {:?}), its section ended at \
+             {:?}, its unlock: {:?}",
+            o_start - paused_at,
+            o_end - paused_at,
+            w.returned - paused_at,
+            w.lost_at_once,
+            w.validity,
+            w.server_holds,
+            w.held_until - paused_at,
+            w.unlock,
+        );
+        assert!(!o_lost, "the other client's hold was not lost");
+        o_unlocked.expect("the other client's unlock");
+        assert!(
+            o_start < paused_at + PAUSE,
+            "the other client took the lock during the pause"
+        );
+        if w.returned < o_end {
+            // Returned while the other client held the lock: only a guard lost at once, that
+            // the server does not count, and whose unlock says so.
+            assert!(w.lost_at_once, "a guard for an expired handoff: {w:?}");
+            assert_eq!(w.server_holds, None, "{w:?}");
+            assert_eq!(w.unlock, Err("NotHeld".to_string()), "{w:?}");
+        } else {
+            assert_eq!(w.server_holds, Some(1), "{w:?}");
+            w.unlock.as_ref().expect("the waiter's unlock");
+        }
+        let mut sections = vec![Interval {
+            start: o_start,
+            end: o_end,
+            who: 0,
+        }];
+        if !w.lost_at_once {
+            sections.push(Interval {
+                start: w.returned,
+                end: w.held_until,
+                who: 1,
+            });
+        }
+        support::assert_no_overlap(&mut sections);
+        assert_clean(&conn, "after the paused waiter").await;
+    })
+    .await;
+}
+
+/// Makes the server a replica of a dead master (`on`: writes, and so every lock script, are
+/// refused with `READONLY`: the command did not run), or a master again. Its data stays.
+async fn refuse_writes(conn: &mut Conn, on: bool) {
+    let mut cmd = redis::cmd("REPLICAOF");
+    if on {
+        cmd.arg("127.0.0.1").arg(support::server::free_port());
+    } else {
+        cmd.arg("NO").arg("ONE");
+    }
+    let _: () = cmd.query_async(conn).await.unwrap();
+}
+
+/// The deadline (server ms) of queue entry `entry` of `lock`.
+async fn deadline_of(conn: &mut Conn, lock: &lockwise::FairLock, entry: &str) -> Option<f64> {
+    redis::cmd("ZSCORE")
+        .arg(lock.timeouts_key())
+        .arg(entry)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// Issue item 7, the refresh that did not run: a watchdog waiter's refreshes of its queue
+/// entry are refused before they run (`READONLY`, as `LOADING`, `TRYAGAIN` or `CLUSTERDOWN`
+/// would be) for most of its waiter lease, and the lock is handed to it right after. The
+/// handoff's TTL is what is left of the deadline its last attempt that *ran* set, so that is
+/// what its hold's validity may count from, not the send time of a refused refresh. Counted
+/// from a refused one, the waiter would take the handoff on the message and believe it held
+/// the lock well past the hold's expiry, while another client took it. Every critical
+/// section is recorded: no two overlap, and the waiter's unlock says whether its hold lasted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refreshes_refused_unrun_do_not_stretch_a_handoff() {
+    const WATCHDOG_3S: Duration = Duration::from_secs(3); // waiter lease 3 s
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fair-refused-refresh");
+    let holder_client = client(server.url(), &ns, WATCHDOG_3S).await;
+    let waiter_client = client(server.url(), &ns, WATCHDOG_3S).await;
+    let other_client = client(server.url(), &ns, WATCHDOG_3S).await;
+    let mut conn = server.conn().await;
+    in_task(async move {
+        let lock = holder_client.fair_lock("r");
+        // A lease: the holder needs no renewal while writes are refused.
+        let holder = lock.lock_with_lease(Duration::from_secs(30)).await.unwrap();
+        let waiter = {
+            let lock = waiter_client.fair_lock("r");
+            tokio::spawn(async move {
+                let g = lock.lock().await.unwrap();
+                let returned = Instant::now();
+                let lost_at_once = g.is_lost();
+                let mut held_until = Instant::now();
+                while !g.is_lost() && returned.elapsed() < Duration::from_millis(1200) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    held_until = Instant::now();
+                }
+                let lost = g.is_lost();
+                let unlock = g.unlock().await;
+                (returned, lost_at_once, held_until, lost, unlock)
+            })
+        };
+        let entry = queued(&mut conn, &lock).await;
+        // Right after one of its refreshes ran: refuse writes for most of the waiter lease.
+        let before = deadline_of(&mut conn, &lock, &entry).await;
+        while deadline_of(&mut conn, &lock, &entry).await == before {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let ran = Instant::now();
+        refuse_writes(&mut conn, true).await;
+        tokio::time::sleep_until((ran + Duration::from_millis(2600)).into()).await;
+        refuse_writes(&mut conn, false).await;
+        // Handed over with what is left of the deadline of the refresh that ran (~0.4 s).
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+        let deadline = deadline_of(&mut conn, &lock, &entry).await.unwrap();
+        let handed_ttl = deadline as i64 - (secs * 1000 + micros / 1000) as i64;
+        holder.unlock().await.unwrap();
+        // Another client queues now, and takes the lock as soon as it is free.
+        let other = {
+            let lock = other_client.fair_lock("r");
+            tokio::spawn(async move {
+                let g = lock.lock().await.unwrap();
+                let start = Instant::now();
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let end = Instant::now();
+                let lost = g.is_lost();
+                (start, end, lost, g.unlock().await)
+            })
+        };
+        let (w_returned, w_lost_at_once, w_until, w_lost, w_unlock) = waiter.await.unwrap();
+        let (o_start, o_end, o_lost, o_unlock) = other.await.unwrap();
+        println!(
+            "handed TTL {handed_ttl} ms; after the refresh that ran: the waiter's guard \
+             {:?}..{:?} (lost at once {w_lost_at_once}, lost {w_lost}, unlock {w_unlock:?}), \
+             the other client's {:?}..{:?}",
+            w_returned - ran,
+            w_until - ran,
+            o_start - ran,
+            o_end - ran,
+        );
+        assert!(handed_ttl > 0 && handed_ttl < 1000, "{handed_ttl}");
+        assert!(!o_lost);
+        o_unlock.unwrap();
+        // Its unlock is `Ok` only if its hold lasted.
+        match w_unlock {
+            Ok(()) => assert!(!w_lost, "unlock Ok after the guard was told it is lost"),
+            Err(e) => assert!(e.is_not_held() && w_lost, "{e:?}"),
+        }
+        let mut sections = vec![Interval {
+            start: o_start,
+            end: o_end,
+            who: 0,
+        }];
+        if !w_lost_at_once {
+            sections.push(Interval {
+                start: w_returned,
+                end: w_until,
+                who: 1,
+            });
+        }
+        support::assert_no_overlap(&mut sections);
+        assert_clean(&conn, "after the refused refreshes").await;
+    })
+    .await;
+}
+
+/// Issue item 7, the confirmation: a hold taken on a handoff's message whose key vanished
+/// before its confirmation (a restart without persistence, a flush, an expiry the waiter did
+/// not see) is reported lost by that confirmation, which finds no hold of its owner:
+/// `lost()` fires when the confirmation is due (a third of the hold's validity), not only
+/// when the validity runs out or the watchdog's first renewal comes (a watchdog period
+/// later), and the guard's unlock is `NotHeld`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmation_that_finds_the_hold_gone_fires_lost() {
+    // A waiter lease of 5 s, and a watchdog period of 5 s: the confirmation (at a third of
+    // the handed hold's validity, under 1.7 s) comes well before either.
+    const WATCHDOG_15S: Duration = Duration::from_secs(15);
+    let server = RedisServer::start();
+    let ns = support::unique_ns("fair-confirm-gone");
+    let c = client(server.url(), &ns, WATCHDOG_15S).await;
+    let mut conn = server.conn().await;
+    in_task(async move {
+        let lock = c.fair_lock("g");
+        let (entry, guard, _) = hand_over_to_one_waiter(&mut conn, &lock).await;
+        let (_, zset) = queue_entries(&mut conn, &lock).await;
+        assert!(
+            zset.contains(&format!("!{entry}")),
+            "taken on the message, not confirmed yet: {zset:?}"
+        );
+        let validity = guard.validity();
+        // The hold vanishes on the server.
+        let deleted: i64 = redis::cmd("DEL")
+            .arg(lock.key())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(deleted, 1);
+        let gone = Instant::now();
+        let lost = guard.lost();
+        let told = tokio::time::timeout(validity + Duration::from_secs(2), lost.cancelled())
+            .await
+            .is_ok();
+        let after = gone.elapsed();
+        println!("validity {validity:?} when the hold vanished; lost() fired after {after:?}");
+        assert!(told, "lost() never fired");
+        assert!(
+            after <= validity / 3 + Duration::from_millis(500),
+            "lost() fired {after:?} after the hold vanished, not at the confirmation \
+             (due within {:?})",
+            validity / 3
+        );
+        assert!(guard.is_lost());
+        let unlocked = guard.unlock().await;
+        assert!(
+            matches!(unlocked, Err(ref e) if e.is_not_held()),
+            "{unlocked:?}"
+        );
+        assert_clean(&conn, "after the vanished handoff").await;
     })
     .await;
 }

@@ -153,7 +153,7 @@ impl FairLock {
         };
         let handoff = Arc::new(Handoff {
             channel: channel.clone(),
-            last: Mutex::new(None),
+            seen: Mutex::new(Seen::default()),
             taken: AtomicBool::new(false),
             attempts: AtomicU32::new(0),
             queued: Mutex::new(None),
@@ -206,8 +206,11 @@ impl FairLock {
     /// after it left also runs the leave script.
     ///
     /// `handoff`: for a waiter that asked for a handoff. When one was heard on its channel,
-    /// the attempt takes it without a call if the registry can count it and enough of it is
-    /// surely left; otherwise the script call finds it (`lua/fair_lock.lua`).
+    /// the attempt takes it without a call if the registry can count it, the message surely
+    /// belongs to the waiter's current queue entry and enough of its hold is surely left
+    /// (see [`FairLock::handed_over`]); otherwise the script call finds it
+    /// (`lua/fair_lock.lua`). The attempt's reply (or error) is recorded in the handoff's
+    /// [`Seen`] once it came: never before, since a refused or lost call set no deadline.
     #[allow(clippy::too_many_arguments)]
     fn attempt(
         &self,
@@ -247,10 +250,7 @@ impl FairLock {
         let core = self.inner.base.core.clone();
         let after = handoff.clone();
         let call = async move {
-            if let Some(h) = handoff {
-                let budget = Duration::from_millis(budget_ms);
-                *h.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), budget));
-            }
+            let sent = Instant::now();
             let reply = engine::run_acquire(
                 &lock.inner.base.kind,
                 &owner,
@@ -266,6 +266,10 @@ impl FairLock {
                 ],
             )
             .await;
+            if let Some(h) = handoff.filter(|_| budget_ms > 0) {
+                let budget = Duration::from_millis(budget_ms);
+                h.saw(sent, budget, reply.as_ref().map(|r| r.reply.as_slice()));
+            }
             // The waiter is gone and may have left before this late attempt queued it again.
             if abandoned.load(Ordering::SeqCst) && budget_ms > 0 {
                 let _ = lock.leave(&waiter).await;
@@ -313,12 +317,18 @@ impl FairLock {
     }
 
     /// The hold a release handed to this waiter (heard on its `channel`), as if granted by its
-    /// latest attempt: the handoff set the key's TTL to what was left of the queue deadline
-    /// that attempt set, so the key surely lives until that attempt's send time + its budget.
-    /// `None` when no handoff was heard, when the budget was under half the waiter lease or
-    /// less than half of it is surely left, when the client waits for replicas to acknowledge
-    /// each lock write, or when the registry cannot count it alone (see
-    /// [`Ticket::handed_over`]): the attempt then asks the server.
+    /// latest attempt that ran: the handoff set the key's TTL to what was left of the queue
+    /// deadline that attempt set, so the key surely lives until that attempt's send time + its
+    /// budget. That holds only while the waiter's queue entry is the one its first attempt
+    /// added: once an attempt added it again (the entry lapsed, or a hold handed over on it
+    /// ended, while the waiter stood still), a message heard now may be the old entry's, whose
+    /// hold is gone and may be another owner's lock by now (see [`Seen`]).
+    ///
+    /// `None` (the message is consumed) when no handoff was heard, when a message may be an
+    /// old entry's, when the budget was under half the waiter lease or less than half of it
+    /// is surely left, when the client waits for replicas to acknowledge each lock write, or
+    /// when the registry cannot count it alone (see [`Ticket::handed_over`]): the attempt
+    /// then asks the server, whose lock script finds a live handoff by its record.
     fn handed_over(&self, hold_key: &HoldKey, handoff: &Handoff) -> Option<(Ticket, u32, u64)> {
         let core = &self.inner.base.core;
         let behind = core.listener.take_handoff(&handoff.channel)?;
@@ -327,7 +337,14 @@ impl FairLock {
             // (which finds the handoff) waits for them.
             return None;
         }
-        let (sent, budget) = (*handoff.last.lock().unwrap_or_else(|e| e.into_inner()))?;
+        let (sent, budget) = {
+            let seen = handoff.seen.lock().unwrap_or_else(|e| e.into_inner());
+            if seen.doubtful {
+                tracing::debug!(lock = %self.inner.base.name, "handoff message may be of an earlier queue entry; asking the server");
+                return None;
+            }
+            seen.last?
+        };
         // A budget cut short by the caller's own deadline gives a handoff too short to rely on
         // until the confirmation lands: the script call sets the full TTL instead.
         if budget < self.inner.waiter_lease / 2 || sent + budget / 2 <= Instant::now() {
@@ -345,7 +362,10 @@ impl FairLock {
     /// confirmation (its release removed the record), so a short critical section costs the
     /// server one call fewer, and the call never lands on the next handoff's path. Calls that
     /// fail are sent again until the hold is lost (its validity ran out: the watchdog tells
-    /// the guard) or released. The watchdog renews it from then on as any hold.
+    /// the guard) or released. A confirmation that finds no hold of the owner (expired,
+    /// force-unlocked, wiped by a restart) marks the guard lost at once, as a renewal that
+    /// finds its lock gone does; a released guard is not affected. The watchdog renews the
+    /// hold from then on as any hold.
     fn confirm(&self, hold: &Hold, waiter: Arc<str>) {
         let Some(follow) = hold.follow() else {
             return;
@@ -376,9 +396,11 @@ impl FairLock {
                     .await;
                 match reply {
                     Ok(1) => return follow.extended(sent, ttl),
-                    // Released already (or gone: then the watchdog finds it lost at its
-                    // validity, as it would without this call).
-                    Ok(_) => return,
+                    // No hold of this owner: gone (the guard is lost, at once, not at the end
+                    // of its validity), or released already (its run ended: nothing to tell).
+                    Ok(_) => {
+                        return follow.gone("the handed-over hold was gone at its confirmation")
+                    }
                     Err(e) => {
                         tracing::debug!(lock = %lock.inner.base.name, error = %e, "handoff confirmation failed; retrying");
                     }
@@ -412,12 +434,12 @@ impl FairLock {
 }
 
 /// What a waiter that asked for a handoff keeps: its channel, where the release's message
-/// comes; the send time and queue budget of its latest attempt (the handoff's TTL is what was
-/// left of that budget); whether it took a handoff on a message (it is then confirmed); and
-/// what its look right after subscribing needs (see "Handoff" in [`fair`](super)).
+/// comes; what its attempts that ran showed of its queue entry ([`Seen`]); whether it took a
+/// handoff on a message (it is then confirmed); and what its look right after subscribing
+/// needs (see "Handoff" in [`fair`](super)).
 struct Handoff {
     channel: String,
-    last: Mutex<Option<(Instant, Duration)>>,
+    seen: Mutex<Seen>,
     taken: AtomicBool,
     /// Attempts made so far.
     attempts: AtomicU32,
@@ -425,14 +447,74 @@ struct Handoff {
     queued: Mutex<Option<Duration>>,
 }
 
+impl Handoff {
+    /// Records what an attempt that queued (budget > 0), sent at `sent`, showed: its reply
+    /// (`[0, wait, joined]` from `lua/fair_lock.lua`), or its error.
+    fn saw(
+        &self,
+        sent: Instant,
+        budget: Duration,
+        reply: std::result::Result<&[i64], &redis::RedisError>,
+    ) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        match reply {
+            // Granted: the call ends here.
+            Ok([1, ..]) => {}
+            // Ran: the entry's deadline is now at least `sent + budget`.
+            Ok([0, _, joined]) => {
+                if *joined == 1 {
+                    // Added again: a message heard from now on may be the old entry's.
+                    seen.doubtful |= seen.joined;
+                    seen.joined = true;
+                }
+                seen.last = Some((sent, budget));
+            }
+            // A reply that does not say whether the entry was added: it ran, but a message
+            // can no longer be matched to the entry.
+            Ok([0, ..]) => {
+                seen.doubtful = true;
+                seen.last = Some((sent, budget));
+            }
+            // Not a reply of the lock script (the call fails): nothing to go by.
+            Ok(_) => seen.doubtful = true,
+            // Refused before it ran (`LOADING`, `TRYAGAIN`, `CLUSTERDOWN`, ...): nothing
+            // changed on the server; the older record stands (it is the conservative one).
+            Err(e) if crate::error::did_not_run(e) => {}
+            // It may have run (a lost reply, a timeout) and added the entry again, unseen;
+            // the older record stands.
+            Err(_) => seen.doubtful = true,
+        }
+    }
+}
+
+/// What a watchdog waiter's attempts that ran showed of its queue entry: a release that
+/// hands the lock to the waiter sets the hold's TTL to what is left of the entry's deadline,
+/// and the waiter's attempts set that deadline.
+#[derive(Default)]
+struct Seen {
+    /// Send time and budget of the latest attempt whose reply showed it ran and set the
+    /// entry's deadline (the server's clock read it after the send, so the deadline is at
+    /// least `sent + budget`). Never from an attempt that failed or whose reply was lost,
+    /// whether or not it ran: the older record is the conservative one.
+    last: Option<(Instant, Duration)>,
+    /// An attempt that ran added the entry to the queue.
+    joined: bool,
+    /// A handoff message may be of an earlier entry, whose hold is gone: an attempt that ran
+    /// added the entry a second time (the first entry lapsed, or its handed hold ended, while
+    /// the waiter stood still), or an attempt may have done so unseen (its outcome is
+    /// unknown). A handoff is then taken by the lock script only, which finds it by its
+    /// record while its hold lives.
+    doubtful: bool,
+}
+
 /// Reads the fair lock script's reply: `[1, holds, queued]` granted (`queued` waiters left
-/// behind, for metrics), `[0, pttl]` held.
+/// behind, for metrics), `[0, pttl, joined]` held (`[0, pttl]` in Redisson's layout).
 pub(super) fn fair_reply(reply: &[i64]) -> Option<Reply<u64>> {
     match reply {
         [1, holds, queued] if *holds >= 1 => {
             Some(Reply::Granted(*holds as u32, (*queued).max(0) as u64))
         }
-        [0, pttl] => Some(Reply::Held(engine::pttl_from(*pttl))),
+        [0, pttl] | [0, pttl, 0 | 1] => Some(Reply::Held(engine::pttl_from(*pttl))),
         _ => None,
     }
 }
@@ -476,5 +558,92 @@ impl Drop for Queued {
                 tracing::warn!(lock = %lock.inner.base.name, error = %e, "could not leave the fair queue; the entry expires at its deadline");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handoff() -> Handoff {
+        Handoff {
+            channel: String::new(),
+            seen: Mutex::new(Seen::default()),
+            taken: AtomicBool::new(false),
+            attempts: AtomicU32::new(0),
+            queued: Mutex::new(None),
+        }
+    }
+
+    fn seen(h: &Handoff) -> (Option<(Instant, Duration)>, bool) {
+        let s = h.seen.lock().unwrap();
+        (s.last, s.doubtful)
+    }
+
+    fn server_error(reply: &str) -> redis::RedisError {
+        let value = redis::parse_redis_value(format!("-{reply}\r\n").as_bytes()).unwrap();
+        value.extract_error().unwrap_err()
+    }
+
+    const BUDGET: Duration = Duration::from_secs(1);
+
+    /// The record a handoff's validity counts from is the latest attempt that ran: one
+    /// refused before it ran, or whose reply was lost, leaves the older record in place.
+    #[test]
+    fn validity_counts_only_from_attempts_that_ran() {
+        let h = handoff();
+        let ran = Instant::now();
+        h.saw(ran, BUDGET, Ok(&[0, 900, 1]));
+        assert_eq!(seen(&h), (Some((ran, BUDGET)), false));
+        let later = ran + Duration::from_millis(300);
+        for reply in [
+            "LOADING Redis is loading the dataset in memory",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "CLUSTERDOWN The cluster is down",
+            "READONLY You can't write against a read only replica.",
+        ] {
+            h.saw(later, BUDGET, Err(&server_error(reply)));
+            assert_eq!(seen(&h), (Some((ran, BUDGET)), false), "{reply}");
+        }
+        // A refresh that ran moves the record.
+        h.saw(later, BUDGET, Ok(&[0, 600, 0]));
+        assert_eq!(seen(&h), (Some((later, BUDGET)), false));
+        // A reply lost to a timeout: it may have run, unseen. The record stays, and a
+        // message can no longer be matched to the entry.
+        let timeout = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        h.saw(later + BUDGET, BUDGET, Err(&timeout));
+        assert_eq!(seen(&h), (Some((later, BUDGET)), true));
+    }
+
+    /// An entry added a second time (the first lapsed, or its handed hold ended) makes a
+    /// handoff message untrustworthy: it may be the first entry's.
+    #[test]
+    fn an_entry_added_again_makes_handoff_messages_doubtful() {
+        let h = handoff();
+        let t = Instant::now();
+        h.saw(t, BUDGET, Ok(&[0, 900, 1]));
+        h.saw(t, BUDGET, Ok(&[0, 900, 0]));
+        assert!(!seen(&h).1);
+        h.saw(t, BUDGET, Ok(&[0, 900, 1]));
+        assert!(seen(&h).1);
+        // A reply without the flag cannot say: doubtful too.
+        let h = handoff();
+        h.saw(t, BUDGET, Ok(&[0, 900]));
+        assert_eq!(seen(&h), (Some((t, BUDGET)), true));
+    }
+
+    #[test]
+    fn fair_reply_reads_the_joined_flag_and_redissons_shape() {
+        assert!(matches!(
+            fair_reply(&[0, 900, 1]),
+            Some(Reply::Held(Some(_)))
+        ));
+        assert!(matches!(
+            fair_reply(&[0, 900, 0]),
+            Some(Reply::Held(Some(_)))
+        ));
+        assert!(matches!(fair_reply(&[0, 900]), Some(Reply::Held(Some(_)))));
+        assert!(matches!(fair_reply(&[1, 1, 0]), Some(Reply::Granted(1, 0))));
+        assert!(fair_reply(&[0, 900, 7]).is_none());
     }
 }

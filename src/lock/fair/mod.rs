@@ -28,8 +28,8 @@
 //! with a TTL of what is left of its queue deadline, it leaves the queue, a record
 //! `!<waiter id>` stays in the deadline set until that deadline, and its channel is told
 //! `grant:<waiters left>`. The waiter's `lock()` returns on that message without a call of its
-//! own: its hold is registered as if its latest attempt (which set that deadline) had been
-//! granted with that TTL, so the hold's validity is measured from that attempt's send time.
+//! own: its hold is registered as if its latest attempt that ran (which set that deadline) had
+//! been granted with that TTL, so the hold's validity is measured from that attempt's send time.
 //! Once a third of that validity has passed, it confirms in the background
 //! (`lua/fair_confirm.lua`): the record goes and the TTL rises to the watchdog timeout. This
 //! is the hold's first renewal; the watchdog renews it from then on. A hold released before
@@ -56,6 +56,34 @@
 //! server, whose lock script finds the handoff, raises the TTL to the lease and, with replica
 //! sync, waits for the replicas. A hold with a lease is never handed over: a TTL other than its lease would break the lease's promise, so
 //! such a waiter is woken (`wake`) and takes the lock itself, one more round trip.
+//!
+//! A handoff taken on its message counts only while its hold can still be alive on the
+//! server: a waiter that stood still (SIGSTOP, a blocked runtime, a stalled host) across the
+//! release never takes one that expired meanwhile, so the handoff adds no window of two
+//! owners to the one every lock has (a holder paused past its TTL after it took the lock:
+//! use fencing tokens for that). The rules:
+//!
+//! * Its validity counts from the send time of the waiter's latest attempt whose *reply showed
+//!   that it ran*, and so set the deadline the handoff's TTL was cut from. An attempt refused
+//!   before it ran (`LOADING`, `TRYAGAIN`, `CLUSTERDOWN`, `READONLY`, ...) or whose reply was
+//!   lost leaves the older record in place, which is the conservative one. The handoff is
+//!   taken only while half that attempt's budget is surely left (and the reply-came-too-late
+//!   check of every acquire applies on top).
+//! * A message may be older than the waiter's latest attempt: a waiter resumed after a pause
+//!   may send an attempt before it reads a message that waited in its socket, and by then the
+//!   handed hold may have expired and the lock be another owner's. The waiter's entry was then
+//!   gone, so that attempt added it to the queue again, and the lock script says so (its
+//!   reply's `joined`, `lua/fair_lock.lua`). Once an attempt added the entry a second time, or
+//!   an attempt's outcome is unknown (it may have done so unseen), the waiter takes no handoff
+//!   on a message for the rest of that call: its lock script call takes a live handoff by its
+//!   record, and finds none of a dead one (the waiter then waits on, in its new place). That
+//!   costs such a waiter one round trip more.
+//! * A hold that vanished after it was taken on a message (expired unseen, force-unlocked, lost
+//!   to a restart) is reported by its confirmation (due a third of the hold's validity after
+//!   it was taken), which finds no hold of the owner: the guard
+//!   is marked lost at once ([`lost()`](FairLockGuard::lost) fires, `is_lost()` turns true),
+//!   as a watchdog renewal that finds its lock gone does, and its `unlock()` is
+//!   [`Error::NotHeld`](crate::Error::NotHeld) (a release finding no hold of its run answers so).
 //!
 //! Every script that touches the queue first purges waiters whose deadline has passed, and
 //! sets the queue keys' TTL to "latest deadline + 1 s" (or deletes them when the queue is
