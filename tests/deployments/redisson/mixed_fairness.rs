@@ -132,20 +132,22 @@ async fn redisson_waiters_are_not_starved_by_local_lockwise_wakeups() {
         same_rate * 100.0
     );
     assert_eq!(timeouts, 0, "Redisson waiters starved");
-    // Per client, each side takes the lock about as often as the other: within a factor of
-    // two. Between clients of one side the shares differ more: Redis delivers a message to
-    // a channel's subscribers in the order they subscribed, so the client that never
+    // The Java side is not starved: per client it takes the lock at least half as often as
+    // the lockwise side, and its waiters wait no much longer. (The other way round depends
+    // on how fast each client turns a wakeup into an attempt, not on being local: on a
+    // loaded machine this in-process peer, with fewer hops than a lockwise waiter, wins
+    // more.) Between clients of one side the shares differ more: Redis delivers a message
+    // to a channel's subscribers in the order they subscribed, so the client that never
     // unsubscribes (it always has a waiter) hears every release first, on either side.
     assert!(
-        (0.5..=2.0).contains(&per_client_ratio),
+        per_client_ratio >= 0.5,
         "a Redisson client took the lock {per_client_ratio:.2}x as often as a lockwise one: \
          {per_client:?}"
     );
-    // Neither side waits much longer than the other (plus scheduling slack).
     let slack = Duration::from_millis(200);
     assert!(
-        r95 <= l95 * 3 + slack && l95 <= r95 * 3 + slack,
-        "waits differ by side: lockwise p95 {l95:?}, Redisson p95 {r95:?}"
+        r95 <= l95 * 3 + slack,
+        "Redisson waiters wait longer: lockwise p95 {l95:?}, Redisson p95 {r95:?}"
     );
     assert!(
         same_rate <= 0.5,
