@@ -31,6 +31,17 @@ async fn client(server: &RedisServer, ns: &str, layout: KeyLayout) -> Client {
         .expect("build client")
 }
 
+/// Two clients of one lock in lockwise's layout, then two in Redisson's.
+async fn four_clients(server: &RedisServer, ns: &str) -> [Client; 4] {
+    let redisson = format!("{ns}r");
+    [
+        client(server, ns, KeyLayout::Lockwise).await,
+        client(server, ns, KeyLayout::Lockwise).await,
+        client(server, &redisson, KeyLayout::Redisson).await,
+        client(server, &redisson, KeyLayout::Redisson).await,
+    ]
+}
+
 /// How the stale guard meets the re-acquire in one task.
 #[derive(Clone, Copy, Debug)]
 enum Race {
@@ -107,14 +118,7 @@ async fn every_race<L: Lock>(lock: L, other: L) {
 async fn stale_release_never_takes_a_reacquired_hold_of_the_same_task() {
     let server = RedisServer::start();
     let ns = support::unique_ns("runs-race");
-    let (a, b) = (
-        client(&server, &ns, KeyLayout::Lockwise).await,
-        client(&server, &ns, KeyLayout::Lockwise).await,
-    );
-    let (ra, rb) = (
-        client(&server, &format!("{ns}r"), KeyLayout::Redisson).await,
-        client(&server, &format!("{ns}r"), KeyLayout::Redisson).await,
-    );
+    let [a, b, ra, rb] = four_clients(&server, &ns).await;
     tokio::join!(
         every_race(a.lock("plain"), b.lock("plain")),
         every_race(a.fenced_lock("fenced"), b.fenced_lock("fenced")),
@@ -185,14 +189,7 @@ async fn abandoned_reentry_is_not_adopted<L: Lock>(
 async fn abandoned_reentry_after_a_force_unlock_is_not_adopted_as_the_old_hold() {
     let server = RedisServer::start();
     let ns = support::unique_ns("runs-abandoned");
-    let (a, b) = (
-        client(&server, &ns, KeyLayout::Lockwise).await,
-        client(&server, &ns, KeyLayout::Lockwise).await,
-    );
-    let (ra, rb) = (
-        client(&server, &format!("{ns}r"), KeyLayout::Redisson).await,
-        client(&server, &format!("{ns}r"), KeyLayout::Redisson).await,
-    );
+    let [a, b, ra, rb] = four_clients(&server, &ns).await;
     let conn = server.conn().await;
     let (l, f, rl) = (a.lock("plain"), a.fenced_lock("fenced"), ra.lock("plain"));
     let (lk, fk, rk) = (
