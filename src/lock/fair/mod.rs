@@ -110,6 +110,7 @@
 //!   attempts, leaving.
 
 mod acquire;
+mod handoff;
 mod redisson;
 
 use std::sync::Arc;
