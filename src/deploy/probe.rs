@@ -12,7 +12,7 @@ use std::time::Duration;
 use redis::{AsyncConnectionConfig, ConnectionInfo, IntoConnectionInfo, ProtocolVersion};
 
 use super::CommandConn;
-use crate::error::{Error, Result};
+use crate::error::{io_timeout, Error, Result};
 use crate::wire::scripts::ReplicaSync;
 
 /// Parses `url` and asks for RESP3 (needed for push messages on one multiplexed connection).
@@ -44,10 +44,9 @@ pub(super) async fn within<T>(
 ) -> Result<T> {
     match tokio::time::timeout(timeout, fut).await {
         Ok(r) => Ok(r?),
-        Err(_) => Err(Error::Redis(redis::RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
+        Err(_) => Err(Error::Redis(io_timeout(
             "connecting to the cluster timed out",
-        )))),
+        ))),
     }
 }
 

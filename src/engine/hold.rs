@@ -15,7 +15,7 @@ use super::registry::Outcome;
 use super::registry::{HoldKey, Release};
 use super::settle::{finish, outcome_unknown, send_release, spawn_settle};
 use super::wait::Owner;
-use crate::error::{Error, Result};
+use crate::error::{io_timeout, Error, Result};
 use crate::wire::redisson;
 use crate::wire::scripts::REKEY;
 
@@ -230,11 +230,10 @@ impl Hold {
         let bound = core.response_timeout.saturating_mul(2);
         match tokio::time::timeout(bound, release).await {
             Ok(reply) => reply,
-            Err(_) => Err(Error::Redis(redis::RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
+            Err(_) => Err(Error::Redis(io_timeout(
                 "the release did not finish within two response timeouts; \
                  it goes on in the background",
-            )))),
+            ))),
         }
     }
 

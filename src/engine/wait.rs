@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use super::listener::Subscription;
 use super::Core;
-use crate::error::{Error, Result};
+use crate::error::{io_timeout, Error, Result};
 
 /// Used when the holder's TTL is unknown (-1, or an odd reply): re-check at least this often.
 const FALLBACK_WAIT: Duration = Duration::from_millis(500);
@@ -335,21 +335,18 @@ impl Trouble {
             };
             return match tokio::time::timeout_at(until, call).await {
                 Ok(out) => Ok(out),
-                Err(_) => Err(Error::Redis(redis::RedisError::from(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
+                Err(_) => Err(Error::Redis(io_timeout(
                     "no reply within the wait budget and one response timeout",
-                )))),
+                ))),
             };
         }
         let left = self.left(Instant::now(), deadline).unwrap_or_default();
         match tokio::time::timeout(left, call).await {
             Ok(out) => Ok(out),
-            Err(_) => Err(self.last.take().unwrap_or_else(|| {
-                Error::Redis(redis::RedisError::from(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "the failover retry ran out",
-                )))
-            })),
+            Err(_) => Err(self
+                .last
+                .take()
+                .unwrap_or_else(|| Error::Redis(io_timeout("the failover retry ran out")))),
         }
     }
 

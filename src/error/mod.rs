@@ -515,6 +515,12 @@ pub(crate) fn did_not_run(e: &redis::RedisError) -> bool {
         )
 }
 
+/// An I/O timeout error saying `why`: nothing answered in time (retryable, and an unknown
+/// outcome for a call that may have been sent).
+pub(crate) fn io_timeout(why: impl Into<String>) -> redis::RedisError {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, why.into()).into()
+}
+
 /// Keeps error messages readable when a name is huge.
 fn abbreviate(name: &str) -> String {
     const MAX: usize = 200;

@@ -9,19 +9,15 @@ use std::time::Duration;
 use futures::FutureExt;
 
 use crate::engine::{self, Attempt, Core, HoldKey, Ticket};
-use crate::error::{Error, Result};
+use crate::error::{io_timeout, Error, Result};
 use crate::wire::keys::Keys;
 use crate::wire::scripts::{LOCK, RENEW};
 
 /// The error of a node that did not answer within the node timeout (retryable).
 pub(super) fn node_timeout_error(timeout: Duration) -> Error {
-    Error::Redis(
-        std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("no reply within the node timeout ({timeout:?})"),
-        )
-        .into(),
-    )
+    Error::Redis(io_timeout(format!(
+        "no reply within the node timeout ({timeout:?})"
+    )))
 }
 
 /// One node of a lock: its client and keys there, and the node as the engine sees it

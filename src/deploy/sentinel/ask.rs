@@ -8,7 +8,7 @@ use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Value};
 use tokio::time::Instant;
 
 use super::SentinelSettings;
-use crate::error::{Error, Result};
+use crate::error::{io_timeout, Error, Result};
 
 /// The master as one sentinel sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -229,10 +229,9 @@ where
 {
     match tokio::time::timeout(timeout, fut).await {
         Ok(r) => Ok(r?),
-        Err(_) => Err(Error::Redis(redis::RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
+        Err(_) => Err(Error::Redis(io_timeout(
             "a sentinel or master did not answer in time",
-        )))),
+        ))),
     }
 }
 

@@ -57,7 +57,7 @@ use tokio::time::Instant;
 
 use super::probe::{probe, resp3};
 use super::{protocol, CommandConn, Options, Route, Subscriber};
-use crate::error::{Error, Result};
+use crate::error::{io_timeout, Error, Result};
 
 /// Credentials and database of a Sentinel master (set only for Sentinel deployments).
 #[derive(Clone, Default)]
@@ -414,26 +414,19 @@ impl SentinelMaster {
                 .map(|c| c.clone())
                 .ok()
         };
-        let unsent = |why: String| {
-            Err(redis::RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                why,
-            )))
-        };
         // (`wait` ends early only if the sender closed, which cannot happen while `self` lives.)
         let Ok(Some(found)) = tokio::time::timeout(self.settings.check_wait(), wait).await else {
-            return unsent(
-                "no check confirmed the sentinel master in time (it may be moving); not sent"
-                    .to_string(),
-            );
+            return Err(io_timeout(
+                "no check confirmed the sentinel master in time (it may be moving); not sent",
+            ));
         };
         match found.silent {
-            Some((_, error)) if found.confirmed < needed => unsent(format!(
+            Some((_, error)) if found.confirmed < needed => Err(io_timeout(format!(
                 "no sentinel confirmed the master `{}` within the trust window ({:?}) and none \
                  answered now ({error}); not sent",
                 self.settings.master_name,
                 self.settings.trust_window()
-            )),
+            ))),
             _ => Ok(()),
         }
     }

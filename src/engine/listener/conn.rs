@@ -9,6 +9,7 @@ use redis::{PushInfo, RedisResult, Value};
 
 use super::resp2::Resp2Conn;
 use super::Shared;
+use crate::error::io_timeout;
 
 impl Shared {
     /// `config` with this listener's push handler and automatic resubscription.
@@ -47,10 +48,7 @@ impl Shared {
         tokio::select! {
             r = tokio::time::timeout(self.op_timeout, op) => match r {
                 Ok(r) => r,
-                Err(_) => Err(redis::RedisError::from(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "subscription command timed out",
-                ))),
+                Err(_) => Err(io_timeout("subscription command timed out")),
             },
             // The connection was replaced (a Sentinel master moved): this call went to the
             // old one. The caller retries, or the switch resubscribes the channel.

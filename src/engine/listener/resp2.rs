@@ -22,6 +22,7 @@ use redis::{PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::watch;
 
 use super::Shared;
+use crate::error::io_timeout;
 
 /// Longest pause between two reconnect attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
@@ -91,10 +92,9 @@ async fn open(
 ) -> RedisResult<(PubSubSink, PubSubStream)> {
     match tokio::time::timeout(connect_timeout, client.get_async_pubsub()).await {
         Ok(pubsub) => Ok(pubsub?.split()),
-        Err(_) => Err(redis::RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
+        Err(_) => Err(io_timeout(
             "connecting the subscription connection timed out",
-        ))),
+        )),
     }
 }
 
