@@ -13,7 +13,7 @@ use futures::FutureExt;
 
 use super::close::Cleanups;
 use super::kind::Kind;
-use super::registry::{Begin, HoldKey, Outcome, Sent};
+use super::registry::{wait_turn, Begin, HoldKey, Outcome, Sent};
 use super::settle::{finish, outcome_unknown};
 use super::Core;
 use crate::error::{Error, Result};
@@ -108,12 +108,7 @@ impl Ticket {
                 }
                 Begin::Wait(settled) => settled,
             };
-            let notified = settled.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if holds.is_busy(key) {
-                notified.await;
-            }
+            wait_turn(&settled, || holds.is_busy(key)).await;
         }
     }
 

@@ -12,7 +12,7 @@ use super::call::{Inflight, Ticket};
 use super::kind::Kind;
 use super::observe::{self, Meta};
 use super::registry::Outcome;
-use super::registry::{HoldKey, Release};
+use super::registry::{wait_turn, HoldKey, Release};
 use super::settle::{finish, outcome_unknown, send_release, spawn_settle};
 use super::wait::Owner;
 use crate::error::{io_timeout, Error, Result};
@@ -375,12 +375,7 @@ fn release(state: HoldState, dropped: bool) -> BoxFuture<'static, Result<()>> {
         loop {
             match core.holds.released(&state.hold_key, watch, state.epoch) {
                 Release::Busy(turn) => {
-                    let notified = turn.notified();
-                    tokio::pin!(notified);
-                    notified.as_mut().enable();
-                    if core.holds.is_busy(&state.hold_key) {
-                        notified.await;
-                    }
+                    wait_turn(&turn, || core.holds.is_busy(&state.hold_key)).await;
                 }
                 Release::Stale { settle } => {
                     // The run of this hold ended (expired, force-unlocked, lost) and this
@@ -395,12 +390,7 @@ fn release(state: HoldState, dropped: bool) -> BoxFuture<'static, Result<()>> {
                 Release::Settling(settled, lasted) => {
                     // The settlement running now releases this hold with the others it
                     // trims, and says whether the hold was still there: Ok only if it lasted.
-                    let notified = settled.notified();
-                    tokio::pin!(notified);
-                    notified.as_mut().enable();
-                    if core.holds.is_settling(&state.hold_key) {
-                        notified.await;
-                    }
+                    wait_turn(&settled, || core.holds.is_settling(&state.hold_key)).await;
                     return if lasted.get() == Some(&true) && !state.lost.is_cancelled() {
                         Ok(())
                     } else {

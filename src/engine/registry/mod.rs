@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::deadline::safe_until;
 
+mod loss;
 mod settling;
 mod transfer;
 
@@ -52,9 +53,6 @@ pub(super) struct OwnerHolds {
     pub(super) lost: CancellationToken,
     /// Mirrors `lost.is_cancelled()` without the token's lock (checked per renewal).
     pub(super) is_lost: bool,
-    /// Acquire and release calls started for this owner so far (tells a reply whether any
-    /// other call could have changed the count after it).
-    pub(super) started: u64,
     /// Acquire and release calls sent for this owner whose outcome is not settled yet.
     pub(super) inflight: u32,
     /// The server's hold count may differ from `holds`: a call's outcome is unknown (its
@@ -97,7 +95,6 @@ impl OwnerHolds {
             ttl_ceiling: Duration::ZERO,
             lost: CancellationToken::new(),
             is_lost: false,
-            started: 0,
             inflight: 0,
             doubt: false,
             hint: None,
@@ -184,15 +181,9 @@ impl OwnerHolds {
     /// release, renew or inherit the loss of a hold of the new one. What is in flight, and
     /// the calls waiting for their turn, carry over.
     fn start_new_run(&mut self, epoch: u64) {
-        let (inflight, started, settled, kind) = (
-            self.inflight,
-            self.started,
-            self.settled.take(),
-            self.kind.take(),
-        );
+        let (inflight, settled, kind) = (self.inflight, self.settled.take(), self.kind.take());
         *self = OwnerHolds::new(epoch);
         self.inflight = inflight;
-        self.started = started;
         self.settled = settled;
         self.kind = kind;
     }
@@ -218,6 +209,18 @@ impl OwnerHolds {
     }
 }
 
+/// Waits on `turn` (from [`Begin::Wait`], [`Release::Busy`] or [`Release::Settling`]) unless
+/// `still_busy`, asked once the wakeup is registered, says the turn came already: no wakeup
+/// is lost between the registry's answer and the wait.
+pub(crate) async fn wait_turn(turn: &Notify, still_busy: impl FnOnce() -> bool) {
+    let notified = turn.notified();
+    tokio::pin!(notified);
+    notified.as_mut().enable();
+    if still_busy() {
+        notified.await;
+    }
+}
+
 /// What [`HoldRegistry::begin`] found: the call may be sent, or a settlement must end first.
 pub(crate) enum Begin {
     /// Counted as in flight; send the call now.
@@ -229,13 +232,10 @@ pub(crate) enum Begin {
 /// What the registry knew when an acquire call was sent.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Sent {
-    /// No other call of this owner was in flight and nothing was in doubt: the server's
-    /// count was exactly `base`, and a granted reply must say `base + 1`.
-    quiescent: bool,
-    /// Local holds when the call was sent.
+    /// Local holds when the call was sent: the server's count then, since the call went out
+    /// alone (one call per owner at a time, nothing in doubt), so a granted reply that joins
+    /// this run says `base + 1`.
     base: u32,
-    /// The entry's call count with this call (see `Hold::started`).
-    call: u64,
     /// When the call was sent (just before).
     pub(crate) at: Instant,
     /// The TTL a grant set when it is not the lease (a fair lock's handoff, see
@@ -245,10 +245,10 @@ pub(crate) struct Sent {
 }
 
 impl Sent {
-    /// Whether the owner held nothing here, with nothing in flight or in doubt, when the
-    /// call was sent: a hold the server gave it meanwhile is then its only one.
+    /// Whether the owner held nothing here when the call was sent: a hold the server gave it
+    /// meanwhile is then its only one.
     pub(crate) fn held_nothing(&self) -> bool {
-        self.quiescent && self.base == 0
+        self.base == 0
     }
 }
 
@@ -346,12 +346,10 @@ impl HoldRegistry {
         if h.busy() {
             return Begin::Wait(h.settled.get_or_insert_with(Default::default).clone());
         }
-        let quiescent = h.inflight == 0 && !h.doubt;
+        // Not busy, so nothing is in doubt either: a doubt starts a settlement as soon as no
+        // call is in flight.
         h.inflight += 1;
-        h.started += 1;
         Begin::Go(Sent {
-            quiescent,
-            call: h.started,
             base: h.holds,
             at: Instant::now(),
             set_ttl: None,
@@ -372,14 +370,13 @@ impl HoldRegistry {
                 h.doubt = true;
                 h.hint = None;
             }
-            // The reply's count is the server's now only if nothing else was in flight
-            // when the call was sent, no call started after it, and nothing is in doubt.
+            // The reply's count is the server's now, unless a stale release put the count
+            // in doubt meanwhile (the call went out alone).
             Outcome::Abandoned(sent, n) => {
-                let alone = sent.quiescent && sent.call == h.started && h.inflight == 0;
-                let hint = (alone && !h.doubt).then_some(n);
+                let hint = (!h.doubt).then_some(n);
                 // A grant that did not find the run's holds (or joined a lost run) took a
                 // hold of a new run: the old guards are lost and never own it.
-                if h.is_lost || (sent.quiescent && n <= sent.base) {
+                if h.is_lost || n <= sent.base {
                     h.mark_lost("the server no longer has this owner's holds", key);
                     h.start_new_run(self.new_epoch());
                 }
@@ -429,8 +426,8 @@ impl HoldRegistry {
                 .or_insert_with(|| OwnerHolds::new(self.new_epoch()));
             h.inflight = h.inflight.saturating_sub(1);
             let expected = sent.base + 1;
-            if h.is_lost || (sent.quiescent && server_holds < expected) {
-                // Nothing else was in flight, so the server had forgotten the older holds
+            if h.is_lost || server_holds < expected {
+                // The call went out alone, so the server had forgotten the older holds
                 // (expired, force-unlocked, restarted): their guards are lost and must not
                 // touch the new hold. Or the run is known lost (its loss deadline passed):
                 // a new hold never joins it, nor inherits its loss signal.
@@ -440,10 +437,9 @@ impl HoldRegistry {
                 // Releases of the old guards send nothing; the settlement trims what the
                 // server still counts for them beyond this one hold.
                 h.doubt = doubt || server_holds != 1;
-            } else if !sent.quiescent || server_holds > expected {
-                // Another call of this owner was in flight (e.g. `join!` of two `lock()`s):
-                // this count is a snapshot that cannot be checked alone. Or the server counts
-                // more holds than there are guards. Either way, compare once all is quiet.
+            } else if server_holds > expected {
+                // The server counts more holds than there are guards: trim them once all is
+                // quiet, never adopt them.
                 h.doubt = true;
                 h.hint = None;
             }
@@ -484,61 +480,6 @@ impl HoldRegistry {
         out
     }
 
-    /// A hold of the run `epoch` on `key` was extended by a call outside the watchdog (a
-    /// Redlock's extension round): its key surely lives until `until`.
-    pub(crate) fn extended(&self, key: &HoldKey, epoch: u64, until: Instant) {
-        if let Some(mut h) = self.registry.get_mut(key) {
-            if h.epoch == epoch && until > h.valid_until {
-                h.valid_until = until;
-            }
-        }
-    }
-
-    /// Fires the loss signal of a run with leased holds at its loss deadline: a task sleeps
-    /// until `valid_until` (again when a renewal or re-entry moved it) and marks the run lost
-    /// once it passed, unless the run ended first (released, lost, or replaced by a new run).
-    /// One task per (lock, owner) run with a leased hold; watched runs are also followed by
-    /// the watchdog's deadlines.
-    fn lease_deadline(&self, key: HoldKey, epoch: u64) {
-        let registry = Arc::downgrade(&self.registry);
-        tokio::spawn(async move {
-            // The run's token and latest deadline: a guard can outlive its client (every
-            // `Client` clone dropped), and is still told when its lease runs out.
-            let mut last: Option<(CancellationToken, Instant)> = None;
-            loop {
-                let until = {
-                    let Some(registry) = registry.upgrade() else {
-                        if let Some((lost, until)) = last {
-                            tokio::time::sleep_until(until).await;
-                            lost.cancel();
-                        }
-                        return;
-                    };
-                    let Some(mut h) = registry.get_mut(&key) else {
-                        return;
-                    };
-                    if h.epoch != epoch {
-                        return; // a new run has its own timer
-                    }
-                    if h.holds == 0 || h.is_lost {
-                        h.lease_timer = false;
-                        return;
-                    }
-                    if Instant::now() >= h.valid_until {
-                        h.mark_lost("its lease ran out", &key);
-                        h.lease_timer = false;
-                        return;
-                    }
-                    last = Some((h.lost.clone(), h.valid_until));
-                    h.valid_until
-                };
-                // Not ended by the client's shutdown: a guard can outlive every `Client`
-                // clone, and its lease still runs out on the server.
-                tokio::time::sleep_until(until).await;
-            }
-        });
-    }
-
     /// Forgets one hold, before anything is sent for it, so no renewal is scheduled for a
     /// lock that is being released, unless another call of the owner is in flight
     /// ([`Release::Busy`]: nothing changed). See [`Release`] for what the caller does next.
@@ -575,7 +516,6 @@ impl HoldRegistry {
                 Release::Settling(settled, lasted)
             } else {
                 h.inflight += 1;
-                h.started += 1;
                 Release::Send { expected }
             }
         };
@@ -589,28 +529,5 @@ impl HoldRegistry {
     /// [`Release::Busy`], [`Begin::Wait`]).
     pub(crate) fn is_busy(&self, key: &HoldKey) -> bool {
         self.registry.get(key).is_some_and(|h| h.busy())
-    }
-
-    /// Whether the guard of `epoch` is known to be lost, and how long its lock is still
-    /// valid (zero when lost), from the send times of the calls that set the key's TTL.
-    pub(crate) fn validity(&self, key: &HoldKey, epoch: u64) -> Duration {
-        match self.registry.get(key) {
-            Some(h) if h.epoch == epoch && !h.is_lost && !h.lost.is_cancelled() => {
-                h.valid_until.saturating_duration_since(Instant::now())
-            }
-            _ => Duration::ZERO,
-        }
-    }
-
-    /// The server showed that this owner holds nothing on `key` right now (another owner
-    /// holds it, or a renewal found it gone): the guards of `epoch` (of the current run when
-    /// `None`) are lost. Their releases still go out and find nothing; a later grant starts
-    /// a new run.
-    pub(crate) fn forgotten(&self, key: &HoldKey, epoch: Option<u64>, why: &str) {
-        if let Some(mut h) = self.registry.get_mut(key) {
-            if h.holds > 0 && epoch.is_none_or(|e| e == h.epoch) {
-                h.mark_lost(why, key);
-            }
-        }
     }
 }

@@ -38,14 +38,12 @@ impl HoldRegistry {
                 return Err("a call of its owner on this lock is in flight");
             }
             h.inflight += 1;
-            h.started += 1;
         }
         let mut h = self
             .registry
             .entry(to.clone())
             .or_insert_with(|| OwnerHolds::new(self.new_epoch()));
         h.inflight += 1;
-        h.started += 1;
         Ok(())
     }
 
