@@ -220,21 +220,13 @@ impl Hold {
         };
         let core = state.kind.core().clone();
         observe::held(&core, state.meta.kind, -1.0);
-        let release = Inflight::new(core.cleanups.clone(), release(state, false), |_| {
-            async {}.boxed()
-        });
-        // At most one response timeout for another call of this owner in flight, and one
-        // for this release's own call: past that (a stalled server, a settlement that
-        // waits for Redis to come back) the release goes on in the background and the
-        // caller hears that its outcome is not known yet.
-        let bound = core.response_timeout.saturating_mul(2);
-        match tokio::time::timeout(bound, release).await {
-            Ok(reply) => reply,
-            Err(_) => Err(Error::Redis(io_timeout(
-                "the release did not finish within two response timeouts; \
-                 it goes on in the background",
-            ))),
-        }
+        // Waits and resends stop one response timeout from now, and the call sent by then
+        // takes at most one more: past that (a stalled server, a settlement that waits for
+        // Redis to come back) the release goes on in the background and the caller hears
+        // that its outcome is not known yet. No timer on the common path (sent at once).
+        let deadline = tokio::time::Instant::now() + core.response_timeout;
+        let release = release(state, false, Some(deadline));
+        Inflight::new(core.cleanups.clone(), release, |_| async {}.boxed()).await
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -344,38 +336,77 @@ impl Drop for Hold {
         let Some(state) = self.state.take() else {
             return;
         };
-        let core = state.kind.core().clone();
-        observe::held(&core, state.meta.kind, -1.0);
-        let name = state.kind.name().to_string();
-        let task = release(state, true).map(move |reply| {
-            if let Err(e) = reply {
-                if !matches!(e, Error::NotHeld { .. } | Error::ClientClosed) {
-                    tracing::warn!(
-                        lock = %name,
-                        error = %e,
-                        "background release failed; settling it, or the lock expires with its TTL"
-                    );
-                }
-            }
-        });
-        core.cleanups.spawn(task);
+        observe::held(state.kind.core(), state.meta.kind, -1.0);
+        release_in_background(state);
     }
+}
+
+/// Hands the release of `state` to the client's background tasks (a dropped guard, or an
+/// unlock that ran out of time waiting for its turn).
+fn release_in_background(state: HoldState) {
+    let cleanups = state.kind.core().cleanups.clone();
+    let name = state.kind.name().to_string();
+    let task = release(state, true, None).map(move |reply| {
+        if let Err(e) = reply {
+            if !matches!(e, Error::NotHeld { .. } | Error::ClientClosed) {
+                tracing::warn!(
+                    lock = %name,
+                    error = %e,
+                    "background release failed; settling it, or the lock expires with its TTL"
+                );
+            }
+        }
+    });
+    cleanups.spawn(task);
+}
+
+/// Awaits `wait`, but not past `deadline`: false if the deadline came first.
+async fn until(
+    deadline: Option<tokio::time::Instant>,
+    wait: impl std::future::Future<Output = ()>,
+) -> bool {
+    match deadline {
+        Some(d) => tokio::time::timeout_at(d, wait).await.is_ok(),
+        None => {
+            wait.await;
+            true
+        }
+    }
+}
+
+/// The error of an unlock whose release goes on in the background (see [`Hold::unlock`]).
+fn unlock_timed_out() -> Error {
+    Error::Redis(io_timeout(
+        "the release did not finish within two response timeouts; it goes on in the background",
+    ))
 }
 
 /// Releases one hold (an unlock, or a dropped guard's release in the background): waits for
 /// its turn while another call of the owner is in flight, then does what the registry says
 /// (see [`Release`]). `Ok` only if the hold lasted until its release.
-fn release(state: HoldState, dropped: bool) -> BoxFuture<'static, Result<()>> {
+///
+/// `deadline` (an unlock's): a wait for another call of the owner or for the running
+/// settlement, and the resends of a release refused unrun, go no further; the release is
+/// then left to the background (or to the settlement) and a retryable timeout returned.
+/// `None` (a dropped guard's): as long as it takes.
+fn release(
+    state: HoldState,
+    dropped: bool,
+    deadline: Option<tokio::time::Instant>,
+) -> BoxFuture<'static, Result<()>> {
     async move {
         let core = state.kind.core().clone();
-        let not_held = || Error::NotHeld {
+        let not_held = |state: &HoldState| Error::NotHeld {
             name: state.kind.name().to_string(),
         };
         let watch = state.lease.is_none();
         loop {
             match core.holds.released(&state.hold_key, watch, state.epoch) {
                 Release::Busy(turn) => {
-                    wait_turn(&turn, || core.holds.is_busy(&state.hold_key)).await;
+                    if !until(deadline, wait_turn(&turn, || core.holds.is_busy(&state.hold_key))).await {
+                        release_in_background(state);
+                        return Err(unlock_timed_out());
+                    }
                 }
                 Release::Stale { settle } => {
                     // The run of this hold ended (expired, force-unlocked, lost) and this
@@ -383,18 +414,21 @@ fn release(state: HoldState, dropped: bool) -> BoxFuture<'static, Result<()>> {
                     if settle {
                         spawn_settle(&state.kind, &state.hold_key);
                     }
-                    return Err(not_held());
+                    return Err(not_held(&state));
                 }
                 // The client was closed, which released the hold: nothing left to send.
                 Release::Closed => return Err(Error::ClientClosed),
                 Release::Settling(settled, lasted) => {
                     // The settlement running now releases this hold with the others it
                     // trims, and says whether the hold was still there: Ok only if it lasted.
-                    wait_turn(&settled, || core.holds.is_settling(&state.hold_key)).await;
+                    let settling = || core.holds.is_settling(&state.hold_key);
+                    if !until(deadline, wait_turn(&settled, settling)).await {
+                        return Err(unlock_timed_out());
+                    }
                     return if lasted.get() == Some(&true) && !state.lost.is_cancelled() {
                         Ok(())
                     } else {
-                        Err(not_held())
+                        Err(not_held(&state))
                     };
                 }
                 Release::Send { expected } => {
@@ -402,12 +436,13 @@ fn release(state: HoldState, dropped: bool) -> BoxFuture<'static, Result<()>> {
                     if dropped {
                         tracing::debug!(parent: &span, "guard dropped; releasing in the background");
                     }
-                    let reply = send_release(&state.kind, &state.hold_key, expected, state.note.clone())
+                    let note = state.note.clone();
+                    let reply = send_release(&state.kind, &state.hold_key, expected, note, deadline)
                         .instrument(span.clone())
                         .await;
                     observe::released(&core, state.meta.kind, &span, &reply);
                     return match reply? {
-                        -1 => Err(not_held()),
+                        -1 => Err(not_held(&state)),
                         // Released (n holds left), or the count was not the run's (-2: a
                         // settlement brings it back to the guards; the hold was there).
                         n if n >= -2 => Ok(()),

@@ -112,7 +112,8 @@ pub(crate) async fn owner_holds(core: &Core, key: &str, owner: &str) -> Result<u
 }
 
 /// Sends the unlock script for one hold counted by [`Release::Send`] (the owner's count is
-/// `expected` before it), and ends the count.
+/// `expected` before it), and ends the count. A release refused unrun is sent again within
+/// the client's failover retry, and no later than `deadline` (an unlock's).
 ///
 /// [`Release::Send`]: super::registry::Release::Send
 pub(super) fn send_release(
@@ -120,6 +121,7 @@ pub(super) fn send_release(
     key: &HoldKey,
     expected: u32,
     note: Option<Arc<str>>,
+    deadline: Option<Instant>,
 ) -> BoxFuture<'static, Result<i64>> {
     let (kind, key) = (kind.clone(), key.clone());
     async move {
@@ -129,7 +131,7 @@ pub(super) fn send_release(
         let reply = loop {
             let sent = Instant::now();
             match kind.release(key.1.clone(), expected, note.clone()).await {
-                Err(e) if e.did_not_run() => match trouble.retry(e, sent, None) {
+                Err(e) if e.did_not_run() => match trouble.retry(e, sent, deadline) {
                     Ok(pause) => tokio::time::sleep(pause).await,
                     Err(e) => break Err(e),
                 },
