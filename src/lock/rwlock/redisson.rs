@@ -55,7 +55,8 @@ impl Shared {
     }
 
     /// RReadWriteLock's read release (`lua/redisson_rw_unlock_read.lua`): freeing the lock
-    /// publishes `0`; locally one waiter wakes.
+    /// publishes `0`, which wakes one waiter in every client, this one included (no local
+    /// head start in a mixed fleet: see [`Release::redisson_unlock`]).
     pub(super) fn redisson_read_release(&self) -> Release {
         Release {
             script: &REDISSON_RW_UNLOCK_READ,
@@ -63,21 +64,21 @@ impl Shared {
             message: "0".to_string(),
             extra: vec![self.prefix.clone()],
             wake_all: Vec::new(),
-            wake_one: vec![self.read_channel.clone()],
+            wake_one: Vec::new(),
             clock: false,
             batch: false,
         }
     }
 
     /// RReadWriteLock's write release (`lua/redisson_rw_unlock_write.lua`): the last write
-    /// hold publishes `1`; locally every waiter wakes.
+    /// hold publishes `1`, which wakes every waiter in every client, this one included.
     pub(super) fn redisson_write_release(&self) -> Release {
         Release {
             script: &REDISSON_RW_UNLOCK_WRITE,
             keys: vec![self.write.clone(), self.write_channel.clone()],
             message: "1".to_string(),
             extra: Vec::new(),
-            wake_all: vec![self.write_channel.clone()],
+            wake_all: Vec::new(),
             wake_one: Vec::new(),
             clock: false,
             batch: false,
