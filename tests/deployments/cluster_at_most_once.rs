@@ -42,6 +42,22 @@ struct Tally {
     ran_then_lost: usize,
 }
 
+impl Tally {
+    /// One round of a counter that starts at `before` and that one run of the script moves
+    /// to `once`: the call's `result` and the value read after it.
+    fn count<T, E>(&mut self, result: &Result<T, E>, value: i64, before: i64, once: i64) {
+        match (result, value) {
+            (Ok(_), v) if v == once => {}
+            (Err(_), v) if v == once => self.ran_then_lost += 1,
+            (Err(_), v) if v == before => {}
+            _ => self.double_runs += 1,
+        }
+        if result.is_err() {
+            self.lost_replies += 1;
+        }
+    }
+}
+
 /// A cluster client under `ns` in `layout`.
 async fn client(cluster: &RedisCluster, ns: &str, layout: KeyLayout) -> Client {
     Client::cluster_builder(cluster.seed_urls())
@@ -190,15 +206,7 @@ async fn release_rounds(cluster: &RedisCluster, a: &Client) -> Tally {
         eprintln!(
             "semaphore {round}: release -> {result:?}; {scripts} scripts run; permits {permits}"
         );
-        match (&result, permits) {
-            (Ok(_), 6) => {}
-            (Err(_), 6) => tally.ran_then_lost += 1,
-            (Err(_), 5) => {}
-            _ => tally.double_runs += 1,
-        }
-        if result.is_err() {
-            tally.lost_replies += 1;
-        }
+        tally.count(&result, permits as i64, 5, 6);
     }
     tally
 }
@@ -220,15 +228,7 @@ async fn count_down_rounds(cluster: &RedisCluster, a: &Client) -> Tally {
         let (result, scripts) = lose_reply(port, async move { counting.count_down().await }).await;
         let count = read("latch count", || latch.count()).await;
         eprintln!("latch {round}: count_down -> {result:?}; {scripts} scripts run; count {count}");
-        match (&result, count) {
-            (Ok(_), 1) => {}
-            (Err(_), 1) => tally.ran_then_lost += 1,
-            (Err(_), 2) => {}
-            _ => tally.double_runs += 1,
-        }
-        if result.is_err() {
-            tally.lost_replies += 1;
-        }
+        tally.count(&result, count as i64, 2, 1);
     }
     tally
 }
