@@ -7,6 +7,7 @@
 //! |---|---|
 //! | stale unlock joined with a re-acquire in one task (`join!`, both orders), every hash kind, both layouts | the stale unlock is `NotHeld`; the new guard holds, is not lost and is the only hold; another client cannot take the lock; the new unlock is `Ok` |
 //! | stale guard dropped while the same task re-acquires | the same |
+//! | `select!` of the stale unlock and a re-acquire (the loser cancelled), then a re-acquire | the same |
 //! | a re-entry polled once and dropped after the lock was force-unlocked and re-taken by another client | the old guard is told lost (not adopted); its unlock is `NotHeld`; the abandoned hold is released |
 //! | a leased guard outlives every `Client` clone | its `lost()` fires by the lease's end |
 
@@ -51,6 +52,9 @@ enum Race {
     UnlockFirst,
     /// `join!(lock.lock_with_lease(..), async { drop(stale) })`.
     Dropped,
+    /// `select!` of a re-acquire and the stale unlock (the loser is cancelled: an abandoned
+    /// acquire, or an unlock finished in the background), then a re-acquire.
+    Selected,
 }
 
 /// One round of the race on `lock` (owned by the calling task), with `other` (another
@@ -70,6 +74,16 @@ async fn stale_release_races_reacquire<L: Lock>(lock: &L, other: &L, race: Race,
         Race::Dropped => {
             let (g, ()) = tokio::join!(lock.lock_with_lease(LONG_LEASE), async { drop(stale) });
             (g, None)
+        }
+        Race::Selected => {
+            let unlocked = tokio::select! {
+                u = stale.unlock() => Some(u),
+                g = lock.lock_with_lease(LONG_LEASE) => {
+                    drop(g); // released in the background
+                    None
+                }
+            };
+            (lock.lock_with_lease(LONG_LEASE).await, unlocked)
         }
     };
     let fresh = fresh.unwrap_or_else(|e| panic!("{race:?} round {round}: re-acquire failed: {e}"));
@@ -106,7 +120,12 @@ async fn stale_release_races_reacquire<L: Lock>(lock: &L, other: &L, race: Race,
 async fn every_race<L: Lock>(lock: L, other: L) {
     in_task(async move {
         for round in 0..3 {
-            for race in [Race::ReacquireFirst, Race::UnlockFirst, Race::Dropped] {
+            for race in [
+                Race::ReacquireFirst,
+                Race::UnlockFirst,
+                Race::Dropped,
+                Race::Selected,
+            ] {
                 stale_release_races_reacquire(&lock, &other, race, round).await;
             }
         }
