@@ -15,6 +15,11 @@
 //! the outright collapse that waking every waiter after each subscription loss caused here).
 //! It prints the figures and exits non-zero on any violation.
 //!
+//! With `--lock` the tasks call `lock()` ("waits as long as it takes") instead of
+//! `try_lock(20 s)`, and any error a caller sees is a failure, retryable or not: a wait with
+//! budget left retries what failed inside the library, so on a healthy server (`--no-faults`)
+//! and through the faults above alike, `lock()` only returns a guard.
+//!
 //! Without `REDIS_URL` it starts its own redis-server; with it, it uses a fresh namespace there
 //! (and still injects the faults: do not point it at a server others use).
 
@@ -38,6 +43,8 @@ struct Args {
     locks: usize,
     clients: usize,
     faults: bool,
+    /// `lock()` instead of `try_lock(20 s)`; every error is a failure.
+    forever: bool,
     /// The last seconds run without faults; their handoffs are measured.
     quiet: f64,
     quiet_bound: Duration,
@@ -50,6 +57,7 @@ fn parse_args() -> Result<Args, BoxError> {
         locks: 100,
         clients: 4,
         faults: true,
+        forever: false,
         quiet: 6.0,
         quiet_bound: Duration::from_secs(2),
     };
@@ -62,12 +70,13 @@ fn parse_args() -> Result<Args, BoxError> {
             "--locks" => args.locks = value()?.parse()?,
             "--clients" => args.clients = value()?.parse()?,
             "--no-faults" => args.faults = false,
+            "--lock" => args.forever = true,
             "--quiet" => args.quiet = value()?.parse()?,
             "--quiet-bound-ms" => args.quiet_bound = Duration::from_millis(value()?.parse()?),
             "-h" | "--help" => {
                 println!(
                     "usage: soak [--seconds N (30)] [--tasks N (10000)] [--locks N (100)] \
-                     [--clients N (4)] [--no-faults] [--quiet SECONDS (6)] [--quiet-bound-ms N (2000)]"
+                     [--clients N (4)] [--no-faults] [--lock] [--quiet SECONDS (6)] [--quiet-bound-ms N (2000)]"
                 );
                 std::process::exit(0);
             }
@@ -133,14 +142,24 @@ async fn run(args: Args, url: String) -> Result<usize, BoxError> {
     let ns = format!("soak-{}", lockwise::Uuid::new_v4().simple());
     let fair_locks = (0..args.locks).filter(|l| is_fair(*l)).count();
     println!(
-        "lockwise soak: {} tasks, {} Clients, {} locks ({} RLock, {} FairLock), {} s, \
-         CLIENT KILL TYPE pubsub every 200 ms, SCRIPT FLUSH every 1 s\nredis: {url}",
+        "lockwise soak: {} tasks calling {}, {} Clients, {} locks ({} RLock, {} FairLock), \
+         {} s, {}\nredis: {url}",
         args.tasks,
+        if args.forever {
+            "lock()"
+        } else {
+            "try_lock(20 s)"
+        },
         args.clients,
         args.locks,
         args.locks - fair_locks,
         fair_locks,
-        args.seconds
+        args.seconds,
+        if args.faults {
+            "CLIENT KILL TYPE pubsub every 200 ms, SCRIPT FLUSH every 1 s"
+        } else {
+            "no faults"
+        }
     );
     let mut clients = Vec::new();
     for _ in 0..args.clients {
@@ -211,6 +230,7 @@ async fn run(args: Args, url: String) -> Result<usize, BoxError> {
         let client = clients[t % clients.len()].clone();
         let lock_ix = t % args.locks;
         let (holds, stats) = (holds.clone(), stats.clone());
+        let args_forever = args.forever;
         handles.push(tokio::spawn(async move {
             let name = format!("soak-{lock_ix}");
             let rlock = client.lock(&name);
@@ -218,9 +238,15 @@ async fn run(args: Args, url: String) -> Result<usize, BoxError> {
             while Instant::now() < until {
                 let started = Instant::now();
                 let wait = Duration::from_secs(20);
+                let forever = args_forever;
                 // Both kinds: one enum-free path per kind keeps the guard types apart.
                 let held = if is_fair(lock_ix) {
-                    match fair.try_lock(wait, None).await {
+                    let got = if forever {
+                        fair.lock().await
+                    } else {
+                        fair.try_lock(wait, None).await
+                    };
+                    match got {
                         Ok(g) => {
                             let start = Instant::now();
                             tokio::task::yield_now().await;
@@ -233,7 +259,12 @@ async fn run(args: Args, url: String) -> Result<usize, BoxError> {
                         Err(e) => Err(e),
                     }
                 } else {
-                    match rlock.try_lock(wait, None).await {
+                    let got = if forever {
+                        rlock.lock().await
+                    } else {
+                        rlock.try_lock(wait, None).await
+                    };
+                    match got {
                         Ok(g) => {
                             let start = Instant::now();
                             tokio::task::yield_now().await;
@@ -257,7 +288,7 @@ async fn run(args: Args, url: String) -> Result<usize, BoxError> {
                     Err(e) => {
                         // Typed and retryable (e.g. a response timeout while every waiter
                         // retries after a subscription loss): counted, not a failure.
-                        if e.is_retryable() {
+                        if e.is_retryable() && !forever {
                             stats.retryable.fetch_add(1, Ordering::Relaxed);
                         } else {
                             stats.error(e.to_string());
