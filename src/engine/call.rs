@@ -162,9 +162,14 @@ impl Ticket {
         None
     }
 
-    /// Ends the call without a guard.
+    /// Ends the call without a guard. An unknown outcome is an acquire's: the registry
+    /// learns what the owner held when it was sent ([`Outcome::AcquireUnknown`]).
     fn finish(mut self, outcome: Outcome) {
         self.open = false;
+        let outcome = match outcome {
+            Outcome::Unknown => Outcome::AcquireUnknown(self.sent),
+            other => other,
+        };
         finish(&self.kind, &self.key, outcome);
     }
 }
@@ -172,7 +177,7 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         if self.open {
-            finish(&self.kind, &self.key, Outcome::Unknown);
+            finish(&self.kind, &self.key, Outcome::AcquireUnknown(self.sent));
         }
     }
 }

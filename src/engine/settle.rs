@@ -39,39 +39,52 @@ async fn settle(kind: Kind, key: HoldKey) {
     let core = kind.core().clone();
     let started = Instant::now();
     let mut backoff = SETTLE_BACKOFF;
-    // The first count read: it tells whether the holds whose release this settlement took
-    // over were still there (later reads see this settlement's own releases).
-    let mut first_count: Option<u32> = None;
     loop {
         let SettleTarget {
             target,
             expected,
             ttl,
             hint,
+            handed_over,
+            unverified,
         } = core.holds.settle_target(&key);
         let step: Result<Option<bool>> = async {
             let count = match hint {
                 Some(count) => count,
-                None => owner_holds(&core, &key.0, &key.1).await?,
+                None => {
+                    let count = owner_holds(&core, &key.0, &key.1).await?;
+                    // Read after these hand-overs, and after the unverified re-entry (one
+                    // connection, in order): it has run by now, or never will.
+                    if unverified && count == 1 && expected >= 1 {
+                        // Whether the run's holds lasted is what the count cannot tell.
+                        core.holds.counted(&key, handed_over, false);
+                        core.holds.give_up_run(&key);
+                        return Ok(None);
+                    }
+                    core.holds.counted(&key, handed_over, count >= expected);
+                    count
+                }
             };
-            first_count.get_or_insert(count);
             if count == target {
                 return Ok(Some(false));
             }
             if count < target {
                 return Ok(Some(true));
             }
-            // Release one hold, but only while the count is still what we read.
-            kind.release(key.1.clone(), count, None).await?;
+            // Release one hold, but only while the count is still what we read. Found gone or
+            // changed: whether the holds handed over were released before is unknowable.
+            if kind.release(key.1.clone(), count, None).await? < 0 {
+                core.holds.vanished(&key);
+            }
             Ok(None)
         }
         .await;
-        // Every hold the server was expected to count was there (then the ones being released
-        // lasted until this settlement released them), or some had vanished.
-        let lasted = first_count.map(|first| first >= expected);
         match step {
             Ok(Some(lost)) => {
-                if core.holds.settle_done(&key, target, lost, lasted, false) {
+                // Every guard that handed its release over was counted by a read after its
+                // hand-over, or handed it over after this step's target and the settlement
+                // goes on (`settle_done` sees the target moved).
+                if core.holds.settle_done(&key, target, lost, false, false) {
                     tracing::debug!(lock = %kind.name(), holds = target, lost, "hold count settled");
                     return;
                 }
@@ -87,7 +100,7 @@ async fn settle(kind: Kind, key: HoldKey) {
                         error = %e,
                         "could not settle the hold count; the hold expires with its TTL"
                     );
-                    core.holds.settle_done(&key, target, false, None, true);
+                    core.holds.settle_done(&key, target, false, true, true);
                     return;
                 }
                 tracing::debug!(lock = %kind.name(), error = %e, "settling the hold count failed; retrying");

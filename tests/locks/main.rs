@@ -10,6 +10,7 @@
 //! | [`same_name`] | one name, one lock: every mutex kind of a name excludes the others |
 //! | [`mutual_exclusion`], [`overtake`], [`wakeup`] | contention: exclusion, the overtake bound, wakeups |
 //! | [`ownership`], [`stale_guard`], [`hold_accounting`], [`hold_runs`] | who holds, guards that no longer do, hold counts, runs of holds |
+//! | [`settlement`] | settlements a count cannot fool: a re-entry run after a force unlock, a vanished hold handed over |
 //! | [`watchdog`], [`cancellation`] | renewal and loss; dropping a future at any point |
 //! | [`wait_budget`] | a wait budget is a promise: bounded under a stall, retried while it lasts |
 //! | [`batching`] | calls that queue on the connection go out as one script call: faults and edge cases |
@@ -31,6 +32,7 @@ mod rlock;
 mod rlock_leases;
 mod rwlock;
 mod same_name;
+mod settlement;
 mod spin;
 mod stale_guard;
 mod wait_budget;

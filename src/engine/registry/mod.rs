@@ -69,9 +69,13 @@ pub(super) struct OwnerHolds {
     pub(super) settled: Option<Arc<Notify>>,
     /// The watchdog task has a timer for the current watch (it must be told when it ends).
     pub(super) armed: bool,
-    /// Guards whose release was left to the running settlement: each learns from it whether
-    /// its hold lasted until the release (see [`Release::Settling`]).
-    pub(super) releasing: Vec<Arc<Lasted>>,
+    /// Guards whose release was left to the running settlement: each learns whether its
+    /// hold lasted when the settlement ends (see [`Release::Settling`]).
+    pub(super) releasing: Vec<Releasing>,
+    /// A re-entry's outcome is unknown and no count was read since: it may still run, or
+    /// have run, after this owner's holds were lost, and then started a new run with the
+    /// same count (see [`HoldRegistry::give_up_run`]).
+    pub(super) unverified: bool,
     /// A task waits for the loss deadline of this run's leased holds ([`HoldRegistry::lease_deadline`]).
     pub(super) lease_timer: bool,
     /// The kind whose holds these are (from the first guard), to release them on close.
@@ -102,6 +106,7 @@ impl OwnerHolds {
             settled: None,
             armed: false,
             releasing: Vec::new(),
+            unverified: false,
             lease_timer: false,
             kind: None,
             closed_out: 0,
@@ -115,11 +120,12 @@ impl OwnerHolds {
     }
 
     /// The settlement ended: tells each guard whose release it took over whether its hold
-    /// lasted (`None`: the settlement gave up, which says nothing good).
-    fn tell_releasing(&mut self, lasted: Option<bool>) {
-        for verdict in self.releasing.drain(..) {
-            if let Some(lasted) = lasted {
-                let _ = verdict.set(lasted);
+    /// lasted (its count's verdict; nothing when the settlement gave up, which says nothing
+    /// good).
+    fn tell_releasing(&mut self, gave_up: bool) {
+        for r in self.releasing.drain(..) {
+            if !gave_up {
+                let _ = r.lasted.set(r.counted == Some(true));
             }
         }
     }
@@ -257,6 +263,16 @@ impl Sent {
 /// force-unlocked, and another owner may have held the lock since); unset if it gave up.
 pub(crate) type Lasted = std::sync::OnceLock<bool>;
 
+/// A guard whose release a settlement took over, and what the settlement found so far.
+pub(super) struct Releasing {
+    pub(super) lasted: Arc<Lasted>,
+    /// Set by the first count read after the hand-over: the hold was still there (`true`);
+    /// turned `false` if the settlement later finds the owner's holds gone before it could
+    /// release them all ([`HoldRegistry::vanished`]): whether this one was released first
+    /// is then unknowable, and `Ok` would be a guess.
+    pub(super) counted: Option<bool>,
+}
+
 /// How a release should proceed, from [`HoldRegistry::released`].
 pub(crate) enum Release {
     /// Counted as in flight: send the unlock script with this expected hold count (the
@@ -286,6 +302,10 @@ pub(crate) enum Outcome {
     /// The server may count a hold that no guard has: the reply was lost, or an abandoned
     /// acquire took a hold.
     Unknown,
+    /// An acquire, sent as described, whose reply was lost: as [`Outcome::Unknown`]; sent
+    /// while the owner held the lock (a re-entry), it leaves the run unverified until a
+    /// settlement reads the count (see [`HoldRegistry::give_up_run`]).
+    AcquireUnknown(Sent),
     /// A release found no hold of this owner although guards remain: the server forgot
     /// them (expired, force-unlocked, restarted), so they are lost.
     Forgotten,
@@ -369,6 +389,11 @@ impl HoldRegistry {
             Outcome::Unknown => {
                 h.doubt = true;
                 h.hint = None;
+            }
+            Outcome::AcquireUnknown(sent) => {
+                h.doubt = true;
+                h.hint = None;
+                h.unverified |= sent.base > 0;
             }
             // The reply's count is the server's now, unless a stale release put the count
             // in doubt meanwhile (the call went out alone).
@@ -511,7 +536,10 @@ impl HoldRegistry {
                 Release::Closed
             } else if h.settling {
                 let lasted = Arc::new(Lasted::new());
-                h.releasing.push(lasted.clone());
+                h.releasing.push(Releasing {
+                    lasted: lasted.clone(),
+                    counted: None,
+                });
                 let settled = h.settled.get_or_insert_with(Default::default).clone();
                 Release::Settling(settled, lasted)
             } else {
