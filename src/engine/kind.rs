@@ -38,6 +38,11 @@ pub(crate) struct Release {
     /// [`batch`](super::batch)), which publishes the client's id: `lua/unlock.lua` of a
     /// client's own lock hash, unless [`Release::unbatched`].
     pub(crate) batch: bool,
+    /// Whether each hold lives by a TTL key of its own, numbered by the owner's count and
+    /// deleted by the release from that count (Redisson's read holds: `rwlock_timeout:<n>`),
+    /// rather than by the hash's TTL, which no release lowers: a run is then valid only as
+    /// long as the keys of its remaining holds (see the registry's `deadlines`).
+    pub(crate) per_hold_ttl: bool,
 }
 
 impl Release {
@@ -54,6 +59,7 @@ impl Release {
             wake_one: vec![keys.channel.clone()],
             clock: false,
             batch: true,
+            per_hold_ttl: false,
         }
     }
 
@@ -84,6 +90,7 @@ impl Release {
             wake_one: Vec::new(),
             clock: false,
             batch: false,
+            per_hold_ttl: false,
         }
     }
 
@@ -99,6 +106,7 @@ impl Release {
             wake_one: Vec::new(),
             clock: true,
             batch: false,
+            per_hold_ttl: false,
         }
     }
 }
@@ -138,6 +146,11 @@ impl Kind {
     /// The release's keys (see [`Release`]).
     pub(super) fn release_keys(&self) -> &[String] {
         &self.0.release.keys
+    }
+
+    /// Whether each hold lives by a TTL key of its own (see [`Release::per_hold_ttl`]).
+    pub(super) fn per_hold_ttl(&self) -> bool {
+        self.0.release.per_hold_ttl
     }
 
     /// The lock's name, for errors and logs.

@@ -409,6 +409,10 @@ impl Task {
                 if until > h.valid_until {
                     h.valid_until = until;
                 }
+                // `lua/renew.lua` extends the TTL key of every count of a per-hold kind.
+                for d in &mut h.deadlines {
+                    *d = (*d).max(until);
+                }
                 Some(h.valid_until)
             }
             _ => None,

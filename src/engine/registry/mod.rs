@@ -50,6 +50,11 @@ pub(super) struct OwnerHolds {
     /// The longest TTL this owner gave the key: after its last call, the key is gone at
     /// the latest this long after that call ran.
     pub(super) ttl_ceiling: Duration,
+    /// For a kind whose holds live by TTL keys of their own ([`Kind::per_hold_ttl`]): the
+    /// deadline of each count's key, lowest count first. A release deletes the key of the
+    /// top count, so the run is valid only until the latest deadline left (`valid_until`
+    /// is lowered to it), not until the longest lease it ever had.
+    pub(super) deadlines: Vec<Instant>,
     pub(super) lost: CancellationToken,
     /// Mirrors `lost.is_cancelled()` without the token's lock (checked per renewal).
     pub(super) is_lost: bool,
@@ -97,6 +102,7 @@ impl OwnerHolds {
             gen: 0,
             valid_until: now,
             ttl_ceiling: Duration::ZERO,
+            deadlines: Vec::new(),
             lost: CancellationToken::new(),
             is_lost: false,
             inflight: 0,
@@ -470,6 +476,9 @@ impl HoldRegistry {
             }
             let until = safe_until(sent.at, sent.set_ttl.map_or(ttl, |t| t.min(ttl)));
             schedule = h.add_guard(until, ttl, watch, || self.new_epoch());
+            if kind.per_hold_ttl() {
+                h.deadlines.push(until);
+            }
             h.meta.get_or_insert_with(|| meta.clone());
             h.kind.get_or_insert(kind);
             let settle = h.start_settling();
@@ -510,6 +519,7 @@ impl HoldRegistry {
     /// ([`Release::Busy`]: nothing changed). See [`Release`] for what the caller does next.
     pub(crate) fn released(&self, key: &HoldKey, watch: bool, epoch: u64) -> Release {
         let unwatch;
+        let mut rearm = None;
         let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
             // A live guard's entry exists until its epoch's last hold is released, so no
             // entry means this guard is stale (its run ended, the owner may be re-acquiring
@@ -531,6 +541,15 @@ impl HoldRegistry {
             }
             let expected = h.holds;
             unwatch = h.remove_guard(watch, || self.new_epoch());
+            // The release deletes the top count's TTL key: the run lives by those left.
+            if h.deadlines.pop().is_some() {
+                if let Some(&latest) = h.deadlines.iter().max() {
+                    if latest < h.valid_until {
+                        h.valid_until = latest;
+                        rearm = h.lease_timer.then_some(h.epoch);
+                    }
+                }
+            }
             if h.closed_out > 0 {
                 h.closed_out -= 1;
                 Release::Closed
@@ -549,6 +568,12 @@ impl HoldRegistry {
         };
         if let Some(gen) = unwatch {
             let _ = self.tx.send(Cmd::Unwatch(gen));
+        }
+        drop(e);
+        // The loss deadline moved earlier: a timer for it (the one sleeping towards the
+        // old deadline ends when it wakes and finds the run lost or ended).
+        if let Some(epoch) = rearm {
+            self.lease_deadline(key.clone(), epoch);
         }
         release
     }

@@ -381,6 +381,7 @@ impl Shared {
             wake_one: vec![self.write_channel.clone()],
             clock: false,
             batch: false,
+            per_hold_ttl: false,
         }
     }
 
@@ -404,6 +405,7 @@ impl Shared {
             wake_one: vec![self.write_channel.clone()],
             clock: false,
             batch: false,
+            per_hold_ttl: false,
         }
     }
 

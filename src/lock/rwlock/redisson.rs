@@ -56,7 +56,8 @@ impl Shared {
 
     /// RReadWriteLock's read release (`lua/redisson_rw_unlock_read.lua`): freeing the lock
     /// publishes `0`, which wakes one waiter in every client, this one included (no local
-    /// head start in a mixed fleet: see [`Release::redisson_unlock`]).
+    /// head start in a mixed fleet: see [`Release::redisson_unlock`]). Each read hold lives
+    /// by its own timeout key, which the release from its count deletes (`per_hold_ttl`).
     pub(super) fn redisson_read_release(&self) -> Release {
         Release {
             script: &REDISSON_RW_UNLOCK_READ,
@@ -67,6 +68,7 @@ impl Shared {
             wake_one: Vec::new(),
             clock: false,
             batch: false,
+            per_hold_ttl: true,
         }
     }
 
@@ -82,6 +84,7 @@ impl Shared {
             wake_one: Vec::new(),
             clock: false,
             batch: false,
+            per_hold_ttl: false,
         }
     }
 

@@ -493,3 +493,40 @@ async fn detached_holds_keep_redissons_fields_and_timeout_keys() {
     write.unlock().await.unwrap();
     nothing_left(&mut conn, &[]).await;
 }
+
+/// A read hold lives by its own timeout key, and a release deletes the key of the owner's
+/// top count: after a short-leased read, a long-leased re-entry and that re-entry's unlock,
+/// what keeps the hash is the short lease's key. The short hold must be told lost when that
+/// key runs out (not when the long lease would have), before another client's writer takes
+/// the lock: the run's validity follows the keys that are left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_run_is_valid_only_as_long_as_the_timeout_keys_it_has_left() {
+    let server = RedisServer::start();
+    let (c1, c2) = (client(&server, TTL).await, client(&server, TTL).await);
+    let short = Duration::from_millis(400);
+    support::in_task(async move {
+        let read = c1.rw_lock("keys-left").read();
+        let g1 = read.lock_with_lease(short).await.unwrap();
+        let taken = Instant::now();
+        let lost = g1.lost();
+        let g2 = read.lock_with_lease(Duration::from_secs(30)).await.unwrap();
+        g2.unlock().await.unwrap();
+        within(5, lost.cancelled()).await;
+        let told = taken.elapsed();
+        assert!(g1.is_lost());
+        assert!(
+            told < short + Duration::from_millis(500),
+            "the short read hold was told lost {told:?} after it was taken (lease {short:?})"
+        );
+        // Its key is gone by now (or within a moment): a writer of another client gets in.
+        let write = c2.rw_lock("keys-left").write();
+        let w = within(10, write.lock()).await.unwrap();
+        assert!(
+            g1.is_lost(),
+            "two owners: a writer holds while the reader believes"
+        );
+        w.unlock().await.unwrap();
+        support::kit::assert_not_held(g1.unlock().await, "keys-left");
+    })
+    .await;
+}
