@@ -162,6 +162,33 @@ impl Ticket {
         None
     }
 
+    /// The ticket of a granted call, unless the kind's holds live by TTL keys of their own
+    /// and the grant sits above holds this owner's run does not explain (see
+    /// [`HoldRegistry::stacks_on_unexplained`]): settling those away would delete the new
+    /// hold's key. Such a call gets no guard; the settlement releases every hold the run
+    /// does not own (the new one too, so its key goes with it) and `None` tells the caller
+    /// to try again once it is done.
+    ///
+    /// [`HoldRegistry::stacks_on_unexplained`]: super::registry::HoldRegistry::stacks_on_unexplained
+    pub(crate) fn unless_stacked(self, holds: u32, lock: &str) -> Option<Self> {
+        let core = self.kind.core().clone();
+        if !self.kind.per_hold_ttl()
+            || !core
+                .holds
+                .stacks_on_unexplained(&self.key, &self.sent, holds)
+        {
+            return Some(self);
+        }
+        tracing::debug!(
+            lock,
+            holds,
+            "grant above holds the run does not own; settling them away and trying again"
+        );
+        let sent = self.sent;
+        self.finish(Outcome::Abandoned(sent, holds));
+        None
+    }
+
     /// Ends the call without a guard. An unknown outcome is an acquire's: the registry
     /// learns what the owner held when it was sent ([`Outcome::AcquireUnknown`]).
     fn finish(mut self, outcome: Outcome) {

@@ -340,7 +340,10 @@ where
         .await;
         match granted {
             // A reply too late to trust takes no guard (see `Ticket::unless_late`).
-            Ok(Some((ticket, holds, extra))) => match ticket.unless_late(holds, ttl, &base.name) {
+            Ok(Some((ticket, holds, extra))) => match ticket
+                .unless_late(holds, ttl, &base.name)
+                .and_then(|t| t.unless_stacked(holds, &base.name))
+            {
                 Some(ticket) => break Ok(Some((ticket, holds, extra))),
                 None if deadline.is_some_and(|d| Instant::now() >= d) => break Ok(None),
                 None => {}

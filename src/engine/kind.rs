@@ -149,7 +149,7 @@ impl Kind {
     }
 
     /// Whether each hold lives by a TTL key of its own (see [`Release::per_hold_ttl`]).
-    pub(super) fn per_hold_ttl(&self) -> bool {
+    pub(crate) fn per_hold_ttl(&self) -> bool {
         self.0.release.per_hold_ttl
     }
 

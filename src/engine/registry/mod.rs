@@ -578,6 +578,24 @@ impl HoldRegistry {
         release
     }
 
+    /// Whether a grant sent as `sent` that left the owner `holds` holds would sit above
+    /// holds its run does not explain (left by an earlier hold that expired, or a lost
+    /// run's): [`HoldRegistry::acquired`] would settle those away, and for a kind whose holds
+    /// live by TTL keys of their own ([`Kind::per_hold_ttl`]) the settlement's release from
+    /// the top count deletes the new hold's key, not theirs.
+    pub(crate) fn stacks_on_unexplained(&self, key: &HoldKey, sent: &Sent, holds: u32) -> bool {
+        let (lost, base) = self
+            .registry
+            .get(key)
+            .map_or((false, 0), |h| (h.is_lost, sent.base));
+        let expected = if lost || holds < base + 1 {
+            1
+        } else {
+            base + 1
+        };
+        holds > expected
+    }
+
     /// Whether a call of `key`'s owner is in flight or a settlement runs (see
     /// [`Release::Busy`], [`Begin::Wait`]).
     pub(crate) fn is_busy(&self, key: &HoldKey) -> bool {

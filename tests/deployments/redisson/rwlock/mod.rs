@@ -530,3 +530,58 @@ async fn a_read_run_is_valid_only_as_long_as_the_timeout_keys_it_has_left() {
     })
     .await;
 }
+
+/// An owner's read hold that ran out of lease leaves its count in the hash while another
+/// client's reader keeps the hash alive. The owner's next read must get a hold that lives
+/// by a key of its own: a grant stacked on the stale count would have its key (the top
+/// count's) deleted when the stale count is settled away, and the hash then dies under a
+/// reader that believes it holds. So such a grant is settled away with the stale count and
+/// the read taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_after_an_expired_one_of_the_same_owner_lives_by_its_own_key() {
+    let server = RedisServer::start();
+    let (c1, c2, c3) = (
+        client(&server, TTL).await,
+        client(&server, TTL).await,
+        client(&server, TTL).await,
+    );
+    let name = "stale-count";
+    let keep = c2
+        .rw_lock(name)
+        .read()
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
+    support::in_task(async move {
+        let read = c1.rw_lock(name).read();
+        let old = read
+            .lock_with_lease(Duration::from_millis(300))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert!(old.is_lost(), "the short read hold's lease ran out");
+        let new = within(10, read.lock_with_lease(Duration::from_secs(30)))
+            .await
+            .unwrap();
+        within(10, async {
+            while read.hold_count().await.unwrap() != 1 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        // The other reader leaves: the hash lives by the keys left, the new hold's.
+        keep.unlock().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let write = c3.rw_lock(name).write();
+        let taken = write.try_lock(Duration::ZERO, None).await;
+        assert!(
+            matches!(taken, Err(ref e) if e.is_timeout()),
+            "a writer got in under a reader that believes it holds: {:?}",
+            taken.map(|_| ())
+        );
+        assert!(!new.is_lost());
+        new.unlock().await.unwrap();
+        support::kit::assert_not_held(old.unlock().await, name);
+    })
+    .await;
+}
