@@ -7,6 +7,8 @@
 //!   `SIGCONT`, `SIGKILL`), connect. `REDIS_SERVER_BIN` picks the binary.
 //! * [`topology`]: a local Redis Cluster (masters and replicas) and a Sentinel set, with
 //!   failovers, kills and pauses of single nodes.
+//! * [`faults`]: a RESP-aware fault proxy: drop, hold or duplicate one command's reply, or
+//!   reset its connection after the server ran it; for one server or every node of a Cluster.
 //! * [`checker`]: records every hold interval (and fencing token) of a run, across
 //!   processes, and checks that no two holds of one lock overlap, that tokens rise, and that
 //!   the server holds nothing no task believes it owns.
@@ -57,6 +59,7 @@
 #![warn(missing_docs)]
 
 pub mod checker;
+pub mod faults;
 pub mod postgres;
 pub mod server;
 pub mod topology;

@@ -255,6 +255,31 @@ impl RedisServer {
         assert!(status.success(), "kill {sig} {pid} failed");
     }
 
+    /// Pauses the server process (SIGSTOP): it accepts nothing and answers nothing until
+    /// [`RedisServer::resume`]; clients see their response timeouts.
+    ///
+    /// ```no_run
+    /// # fn demo(server: &lockwise_testkit::RedisServer) {
+    /// server.pause();
+    /// std::thread::sleep(std::time::Duration::from_millis(300));
+    /// server.resume();
+    /// # }
+    /// ```
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Resumes a server paused with [`RedisServer::pause`] (SIGCONT).
+    ///
+    /// ```no_run
+    /// # fn demo(server: &lockwise_testkit::RedisServer) {
+    /// server.resume();
+    /// # }
+    /// ```
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
     /// A plain async connection for the test's own inspection and fault injection.
     pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
         redis::Client::open(self.url.as_str())

@@ -53,5 +53,6 @@ use support::checker;
 mod history_checker;
 mod partition;
 mod process;
+mod randomized;
 mod restart;
 mod server;
