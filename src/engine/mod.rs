@@ -74,6 +74,16 @@
 //!
 //! So a release whose reply was lost never leaves a phantom hold that the same task would
 //! later re-enter, and a server count above what the owner knows is never adopted.
+//!
+//! A guard whose release a settlement took over is told its hold lasted only if a count read
+//! *after* its hand-over still had it and the settlement then released what it meant to
+//! without finding the owner's holds gone. A re-entry whose reply was lost leaves the run
+//! *unverified*: it may have run after the run's holds were force-unlocked and taken a fresh
+//! hold with the same count. The settlement's first read settles it (one connection, in
+//! order: the re-entry has run by then, or never will); a count of 1 where holds were
+//! expected cannot tell the two apart, so the run is given up (its guards told lost, the hold
+//! released) rather than a new run adopted as the old one. The model in `model/` checks
+//! these rules, with the ones above, over every interleaving of a bounded world.
 //! When Redis cannot be reached, a settlement retries with backoff; with no guard left it
 //! stops once the key's longest TTL has certainly run out.
 //!
