@@ -477,6 +477,27 @@ impl World {
                         self.held[i].recorded = true;
                     }
                 }
+                // Half the time a holder re-enters at once and cancels it after sending,
+                // before its renewal can see the lock gone: a fresh hold of the same count
+                // that must not be adopted by the force-unlocked guard.
+                let doomed = |h: &&Held| h.doomed_at.is_some() && h.kind == kind;
+                let holder = (self.held.iter().filter(doomed))
+                    .find(|h| h.lease.is_none())
+                    .or_else(|| self.held.iter().find(doomed))
+                    .map(|h| h.owner);
+                if let (Some(o), true) = (holder, self.rng.random_bool(0.5)) {
+                    // Its reply held back so that the cancel lands after the send.
+                    let key = self.lock(kind, 0).key();
+                    for p in &self.proxies {
+                        p.disarm();
+                        p.arm(
+                            Fault::HoldReply(Duration::from_millis(50)),
+                            Match::scripts().arg_contains(&key),
+                        );
+                    }
+                    self.note(format!("re-entry of o{o} held back and cancelled"));
+                    self.select_after(kind, o, Duration::from_millis(5)).await;
+                }
             }
             ("other", true) => {
                 let lease = Some(Duration::from_millis(self.rng.random_range(200..800)));
@@ -611,6 +632,12 @@ impl World {
     /// cancels it, often after it was sent.
     async fn select(&mut self, kind: Kind, owner: usize) {
         let after = Duration::from_millis(self.rng.random_range(0..12));
+        self.select_after(kind, owner, after).await;
+    }
+
+    /// `select!` of an acquire and a timer of `after`: the acquire is cancelled if the timer
+    /// fires first (after it was sent, when the reply takes longer).
+    async fn select_after(&mut self, kind: Kind, owner: usize, after: Duration) {
         if !kind.is_lock() {
             let sem = self.sem(self.owners[owner].0);
             let lsem = self.lsem(self.owners[owner].0);
@@ -793,7 +820,11 @@ impl World {
             let mut firm: BTreeMap<&str, u64> = BTreeMap::new();
             let mut live: BTreeMap<&str, u64> = BTreeMap::new();
             for h in self.held.iter().filter(|h| h.key == key) {
-                *live.entry(&h.field).or_default() += 1;
+                // A force-unlocked hold is gone for good: no later count is its own (a count
+                // only it could explain is a later hold adopted as it).
+                if h.doomed_at.is_none() {
+                    *live.entry(&h.field).or_default() += 1;
+                }
                 if !h.doomed && !h.lost_now() {
                     *firm.entry(&h.field).or_default() += 1;
                 }
