@@ -19,13 +19,13 @@ use redis::RedisError;
 
 use super::CommandConn;
 use crate::error::{Error, Result};
-use crate::wire::scripts::MULTI_CHECK;
+use crate::layout::KeyLayout;
+use crate::wire::scripts::{commands_run, MULTI_CHECK};
 
-/// Every command lockwise runs on the keys and channels of `namespace`, as `ACL DRYRUN`
+/// The commands the client itself sends on the keys of `namespace`, as `ACL DRYRUN`
 /// arguments: the command name, then arguments where `K` stands for a key and `C` for a
 /// channel under the namespace.
-const NEEDED: &[&[&str]] = &[
-    // Sent by the client.
+const SENT: &[&[&str]] = &[
     &["ping"],
     &[
         "evalsha",
@@ -38,34 +38,66 @@ const NEEDED: &[&[&str]] = &[
     &["exists", "K"],
     &["pttl", "K"],
     &["llen", "K"],
-    // Run by the scripts in lua/.
+];
+
+/// How to ask `ACL DRYRUN` about each command a script may run (the server checks the
+/// arity and finds the keys by position, so each needs arguments of its shape). Which
+/// commands are asked about is read from the scripts ([`commands_run`]); a unit test
+/// checks that each has a shape here.
+const SHAPES: &[&[&str]] = &[
     &["time"],
     &["hset", "K", "f", "1"],
     &["hexists", "K", "f"],
+    &["hget", "K", "f"],
     &["hmget", "K", "f"],
     &["hgetall", "K"],
     &["hincrby", "K", "f", "1"],
+    &["hdel", "K", "f"],
+    &["hlen", "K"],
+    &["exists", "K"],
+    &["pttl", "K"],
     &["pexpire", "K", "1"],
     &["del", "K"],
+    &["rename", "K", "K"],
     &["get", "K"],
     &["set", "K", "1"],
     &["incr", "K"],
     &["decr", "K"],
-    &["hdel", "K", "f"],
+    &["incrby", "K", "1"],
+    &["decrby", "K", "1"],
+    &["llen", "K"],
     &["lindex", "K", "0"],
+    &["lrange", "K", "0", "1"],
     &["lrem", "K", "0", "w"],
     &["lpop", "K"],
     &["rpush", "K", "w"],
     &["zadd", "K", "1", "w"],
+    &["zincrby", "K", "1", "w"],
     &["zrem", "K", "w"],
     &["zscore", "K", "w"],
+    &["zcard", "K"],
     &["zrange", "K", "0", "0"],
     &["zrangebyscore", "K", "0", "1"],
+    &["zrevrangebyscore", "K", "1", "0"],
     &["zremrangebyscore", "K", "0", "1"],
-    &["incrby", "K", "1"],
-    &["decrby", "K", "1"],
-    &["zcard", "K"],
 ];
+
+/// Every command a client of `layout` runs on the namespace's keys: those it sends, then
+/// those its scripts run, each in its [`SHAPES`] form (a command without one, which the
+/// unit test rules out, is left to the probe calls of step 2).
+fn needed(layout: KeyLayout) -> Vec<&'static [&'static str]> {
+    let mut out: Vec<&'static [&'static str]> = SENT.to_vec();
+    for command in commands_run(layout) {
+        if SENT.iter().any(|s| s[0] == command) {
+            continue;
+        }
+        match SHAPES.iter().find(|s| s[0] == command) {
+            Some(shape) => out.push(shape),
+            None => tracing::debug!(command, "no ACL DRYRUN form for a script's command"),
+        }
+    }
+    out
+}
 
 /// The reads of a read-only client ([`super::read_only`]): all it needs, on keys under
 /// the namespace.
@@ -87,7 +119,8 @@ const READS_NEEDED: &[&[&str]] = &[
 /// Checks that the connected user may run what lockwise runs on `namespace`'s keys and
 /// channels; `publish` is the deployment's publish command (`"publish"` or `"spublish"`),
 /// whose subscribe pair is checked with it. A `read_only` client needs only its reads
-/// (step 1 alone, on [`READS_NEEDED`]): a read-only Redis user passes.
+/// (step 1 alone, on [`READS_NEEDED`]): a read-only Redis user passes. The commands
+/// asked for are those of `layout`'s scripts.
 ///
 /// # Errors
 /// [`Error::Permission`] naming the refused command, or the key or channel pattern;
@@ -100,6 +133,7 @@ pub(super) async fn check(
     namespace: &str,
     publish: &str,
     read_only: bool,
+    layout: KeyLayout,
 ) -> Result<()> {
     // No lock name maps to this key or channel (theirs are `<ns>:<role>:{<name>}`).
     let probe = format!("{namespace}:acl-probe");
@@ -111,7 +145,7 @@ pub(super) async fn check(
         _ => ("subscribe", "unsubscribe"),
     };
     let pubsub: [&[&str]; 3] = [&[publish, "C", "m"], &[subscribe, "C"], &[unsubscribe, "C"]];
-    dry_run(conn, namespace, NEEDED, &pubsub, &probe).await?;
+    dry_run(conn, namespace, &needed(layout), &pubsub, &probe).await?;
 
     let reply: redis::RedisResult<Vec<i64>> =
         MULTI_CHECK.run(conn, &[&probe], &[&"acl-probe"]).await;
@@ -210,6 +244,61 @@ mod tests {
         match permission(reason, "ns", "evalsha") {
             Error::Permission { what, .. } => what,
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_command_a_script_runs_is_asked_about() {
+        for layout in [KeyLayout::Lockwise, KeyLayout::Redisson] {
+            let asked: Vec<&str> = needed(layout).iter().map(|c| c[0]).collect();
+            for command in commands_run(layout) {
+                assert!(
+                    asked.contains(&command.as_str()),
+                    "{command} ({layout:?}) has no ACL DRYRUN form in SHAPES"
+                );
+            }
+        }
+        let redisson: Vec<&str> = needed(KeyLayout::Redisson).iter().map(|c| c[0]).collect();
+        for command in ["hlen", "rename", "zincrby", "zrevrangebyscore"] {
+            assert!(redisson.contains(&command), "{command}");
+        }
+    }
+
+    /// The guide's minimal ACL rule grants every command a client of the default layout
+    /// runs (what its scripts run is read from them, so a new command in `lua/` fails here
+    /// until the guide says so).
+    #[test]
+    fn the_guides_minimal_user_may_run_every_command() {
+        let guide = include_str!("../../docs/guide/deployments.md");
+        let rule = guide
+            .lines()
+            .find(|l| l.starts_with("ACL SETUSER locker "))
+            .expect("the guide's minimal user");
+        let granted = |text: &str, command: &str| {
+            text.split(|c: char| c.is_whitespace() || c == '`')
+                .any(|w| w == format!("+{command}"))
+        };
+        let own = needed(KeyLayout::Lockwise);
+        for command in &own {
+            assert!(
+                granted(rule, command[0]),
+                "the guide's minimal user lacks +{}",
+                command[0]
+            );
+        }
+        // Redisson's layout: the guide names what its scripts run besides.
+        let redisson = guide
+            .split("\n- ")
+            .find(|bullet| bullet.starts_with("In Redisson's key layout"))
+            .expect("the guide's note on Redisson's layout");
+        for command in needed(KeyLayout::Redisson) {
+            if !own.contains(&command) {
+                assert!(
+                    granted(redisson, command[0]),
+                    "the guide's Redisson note lacks +{}",
+                    command[0]
+                );
+            }
         }
     }
 

@@ -218,6 +218,9 @@ pub(crate) struct Settings {
     pub(crate) self_id: String,
     /// The key and channel prefix, for the permission check.
     pub(crate) namespace: String,
+    /// Whose key names the client writes: the permission check asks for the commands of
+    /// that layout's scripts.
+    pub(crate) key_layout: crate::layout::KeyLayout,
     /// RESP3 with a RESP2 fallback, or RESP2 only.
     pub(crate) protocol: Protocol,
     /// How often a Sentinel client asks the sentinels for the master unprompted.
@@ -338,6 +341,7 @@ pub(crate) async fn connect<L: Subscriber>(settings: Settings) -> Result<Connect
         &settings.namespace,
         publish,
         settings.read_only,
+        settings.key_layout,
     )
     .await?;
     let replica_sync = match settings.replica_sync {

@@ -17,7 +17,7 @@ use super::settle::{finish, outcome_unknown, send_release, spawn_settle};
 use super::wait::Owner;
 use crate::error::{io_timeout, Error, Result};
 use crate::wire::redisson;
-use crate::wire::scripts::REKEY;
+use crate::wire::scripts::{REDISSON_REKEY, REKEY};
 
 /// One hold of a lock of kind `K`: the state and release logic every guard type shares.
 pub(crate) struct Hold {
@@ -142,7 +142,11 @@ impl Hold {
         let mut retries = 0;
         let reply = loop {
             let keys: [&str; 1] = [&from.0];
-            let reply: redis::RedisResult<i64> = REKEY
+            let script = match core.layout {
+                crate::KeyLayout::Lockwise => &REKEY,
+                crate::KeyLayout::Redisson => &REDISSON_REKEY,
+            };
+            let reply: redis::RedisResult<i64> = script
                 .run(&mut core.conn.clone(), &keys, &[&&*from.1, &&*to.1])
                 .await;
             match reply {

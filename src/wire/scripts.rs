@@ -8,10 +8,13 @@
 //! EVAL, which also reloads the cache. EVAL is safe to repeat here because NOSCRIPT means the
 //! script did not run.
 
+use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, RedisResult, ToRedisArgs, Value};
+
+use crate::layout::KeyLayout;
 
 /// A Lua script embedded at build time with its SHA1.
 pub(crate) struct Script {
@@ -169,7 +172,37 @@ macro_rules! scripts {
         /// The `lua/` files the scripts above are made of.
         #[cfg(test)]
         const DECLARED_FILES: &[&str] = &[$($first, $($rest,)*)*];
+
+        /// Every script above, with its name.
+        static ALL: &[(&str, &LazyLock<Script>)] = &[$((stringify!($name), &$name),)*];
     };
+}
+
+/// Every Redis command a script of `layout` may run (each `redis.call('name', ..)` or
+/// `redis.pcall('name', ..)` with a literal name in its source; the publish command is
+/// chosen at run time and checked with the pub/sub commands). The permission check at
+/// connect asks for these, so the list cannot drift from `lua/`. The Redisson layout also
+/// runs lockwise's own scripts (renewal, batch, ...), so it counts every script.
+pub(crate) fn commands_run(layout: KeyLayout) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (name, script) in ALL {
+        if layout == KeyLayout::Lockwise && name.starts_with("REDISSON_") {
+            continue;
+        }
+        let source = script.source;
+        for call in ["redis.call(", "redis.pcall("] {
+            for (at, _) in source.match_indices(call) {
+                let rest = source[at + call.len()..].trim_start();
+                let Some(quote) = rest.chars().next().filter(|q| *q == '\'' || *q == '"') else {
+                    continue;
+                };
+                if let Some(end) = rest[1..].find(quote) {
+                    out.insert(rest[1..1 + end].to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    out
 }
 
 scripts! {
@@ -188,8 +221,12 @@ scripts! {
     RENEW = "renew.lua";
     /// `lua/force_unlock.lua`, after the shared `lua/fair_queue.lua`: for every kind
     FORCE_UNLOCK = "fair_queue.lua" + "force_unlock.lua";
-    /// `lua/rekey.lua`: a guard's hold moves to an owner of its own (`detach`)
-    REKEY = "rekey.lua";
+    /// `lua/rekey.lua`, then `lua/rekey_end.lua`: a guard's hold moves to an owner of its
+    /// own (`detach`)
+    REKEY = "rekey.lua" + "rekey_end.lua";
+    /// `lua/rekey.lua`, then `lua/redisson_rekey.lua`: `detach` in Redisson's layout (a
+    /// reader's timeout key moves too)
+    REDISSON_REKEY = "rekey.lua" + "redisson_rekey.lua";
     /// `lua/latch_set.lua`
     LATCH_SET = "latch_set.lua";
     /// `lua/latch_count_down.lua`
@@ -304,7 +341,6 @@ scripts! {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
     use std::path::Path;
 
     use super::*;
@@ -366,6 +402,24 @@ mod tests {
             "lua/ files vs. scripts declared in src/wire/scripts.rs"
         );
         assert!(!files.is_empty());
+    }
+
+    #[test]
+    fn the_commands_scripts_run_are_read_from_their_source() {
+        let own = commands_run(KeyLayout::Lockwise);
+        let all = commands_run(KeyLayout::Redisson);
+        for command in ["hincrby", "pexpire", "zadd", "time", "lrem"] {
+            assert!(own.contains(command), "{command} in {own:?}");
+        }
+        // Only Redisson's scripts run these.
+        for command in ["hlen", "rename", "zincrby", "zrevrangebyscore"] {
+            assert!(!own.contains(command) && all.contains(command), "{command}");
+        }
+        assert!(own.is_subset(&all));
+        assert!(
+            !own.contains("publish"),
+            "chosen at run time, not a literal"
+        );
     }
 
     #[test]

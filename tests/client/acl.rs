@@ -277,7 +277,8 @@ async fn user_without_channel_permission_fails_at_connect() {
 }
 
 /// (3) A command lockwise needs is missing: the connect names it, whether the user may run
-/// ACL DRYRUN (any script command is found) or not (the probe calls find EVALSHA).
+/// ACL DRYRUN (any script command is found) or not (the probe calls find EVALSHA); which
+/// commands are needed depends on the key layout.
 #[tokio::test]
 async fn user_without_a_needed_command_fails_at_connect() {
     let server = RedisServer::start();
@@ -301,6 +302,24 @@ async fn user_without_a_needed_command_fails_at_connect() {
     let e = connect_as(&server, "nohincrby", &ns).await.unwrap_err();
     assert!(e.to_string().contains("hincrby"), "{e}");
     assert_eq!(permission_what(e), "command `hincrby`");
+
+    // A command only Redisson's scripts run: a client of that layout is refused at
+    // connect, one of lockwise's own layout (whose scripts never run it) is not.
+    set_user(
+        &mut admin,
+        "nohlen",
+        &["on", ">pw", "~*", "&*", "+@all", "-hlen"],
+    )
+    .await;
+    let redisson = Client::builder(format!("redis://nohlen:pw@127.0.0.1:{}/", server.port()))
+        .namespace(&ns)
+        .key_layout(lockwise::KeyLayout::Redisson)
+        .build()
+        .await;
+    assert_eq!(permission_what(redisson.unwrap_err()), "command `hlen`");
+    connect_as(&server, "nohlen", &ns)
+        .await
+        .expect("lockwise's layout runs no hlen");
 
     // Without any way to check (no ACL commands) and nothing missing: connects.
     set_user(

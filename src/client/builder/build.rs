@@ -87,6 +87,7 @@ impl ClientBuilder {
             replica_sync,
             self_id: id_str.clone(),
             namespace: self.namespace.clone(),
+            key_layout: self.key_layout,
             protocol: self.protocol,
             sentinel_check_interval,
             watchdog_timeout: self.watchdog_timeout,
