@@ -29,11 +29,13 @@ pub(crate) struct Presence {
     namespace: String,
     /// Cancelled once the task deleted the keys after the client's shutdown.
     done: CancellationToken,
+    ttl_ms: u64,
 }
 
 impl Presence {
     /// Starts announcing `own_id` (the client's id; `None`: none yet), until the watchdog
-    /// shuts down.
+    /// shuts down. The task writes the keys every period from now on; the first write is
+    /// [`write_now`](Self::write_now)'s.
     pub(crate) fn start(
         conn: CommandConn,
         namespace: &str,
@@ -46,15 +48,16 @@ impl Presence {
             changed: Arc::new(Notify::new()),
             namespace: namespace.to_string(),
             done: CancellationToken::new(),
+            ttl_ms: timeout.as_millis().max(1) as u64,
         };
         if let Some(id) = own_id {
-            presence.add(id);
+            lock(&presence.keys).insert(Presence::key(namespace, id), 1);
         }
         let task = Task {
             conn,
             keys: presence.keys.clone(),
             changed: presence.changed.clone(),
-            ttl_ms: timeout.as_millis().max(1) as u64,
+            ttl_ms: presence.ttl_ms,
             period: (timeout / 3).max(Duration::from_millis(1)),
         };
         let done = presence.done.clone();
@@ -64,6 +67,17 @@ impl Presence {
             done.cancel();
         });
         presence
+    }
+
+    /// Writes every announced key now: `build` awaits it, so no hold of the new client is
+    /// ever seen without its presence key (an operator's `leaks` would call it a leak). A
+    /// failed write is logged; the task writes again next period.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may leave some keys unwritten until the task's next period.
+    pub(crate) async fn write_now(&self, conn: &CommandConn) {
+        let keys: Vec<String> = lock(&self.keys).keys().cloned().collect();
+        write_all(conn, &keys, self.ttl_ms).await;
     }
 
     /// Completes once the client shut down and its presence keys were deleted.
@@ -101,6 +115,28 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// One `SET key 1 PX ttl` per key, concurrently; failures are logged (the next period
+/// writes again).
+async fn write_all(conn: &CommandConn, keys: &[String], ttl_ms: u64) {
+    let writes = keys.iter().map(|key| {
+        let mut conn = conn.clone();
+        async move {
+            redis::cmd("SET")
+                .arg(key)
+                .arg(1)
+                .arg("PX")
+                .arg(ttl_ms)
+                .query_async::<()>(&mut conn)
+                .await
+        }
+    });
+    for result in futures::future::join_all(writes).await {
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "presence key not written; retried next period");
+        }
+    }
+}
+
 struct Task {
     conn: CommandConn,
     keys: Arc<Mutex<HashMap<String, usize>>>,
@@ -110,31 +146,17 @@ struct Task {
 }
 
 impl Task {
+    /// Writes the keys every period, and at once when one is added ([`Presence::add`]);
+    /// the first write is [`Presence::write_now`]'s.
     async fn run(self, shutdown: CancellationToken) {
         loop {
-            let keys: Vec<String> = lock(&self.keys).keys().cloned().collect();
-            let writes = keys.iter().map(|key| {
-                let mut conn = self.conn.clone();
-                async move {
-                    redis::cmd("SET")
-                        .arg(key)
-                        .arg(1)
-                        .arg("PX")
-                        .arg(self.ttl_ms)
-                        .query_async::<()>(&mut conn)
-                        .await
-                }
-            });
-            for result in futures::future::join_all(writes).await {
-                if let Err(e) = result {
-                    tracing::debug!(error = %e, "presence key not refreshed; retried next period");
-                }
-            }
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = self.changed.notified() => {}
                 _ = tokio::time::sleep(self.period) => {}
             }
+            let keys: Vec<String> = lock(&self.keys).keys().cloned().collect();
+            write_all(&self.conn, &keys, self.ttl_ms).await;
         }
         // The client is gone: its holds are no longer renewed, so neither is its presence.
         let keys: Vec<String> = lock(&self.keys).drain().map(|(k, _)| k).collect();

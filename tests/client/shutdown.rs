@@ -138,3 +138,29 @@ async fn shutdown_releases_every_kind_and_closes_the_client() {
     assert!(matches!(refused, Err(Error::ClientClosed)), "{refused:?}");
     held_by_b.unlock().await.unwrap();
 }
+
+/// A client announces itself before `build` returns: its presence key exists at once, so
+/// another process's `Admin::leaks` never calls its first holds leaks (several clients,
+/// each checked the moment it is built); a shutdown deletes the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presence_key_is_written_before_build_returns() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("presence");
+    let mut conn = server.conn().await;
+    let observer = client(&server, &ns).await;
+    for _ in 0..8 {
+        let c = client(&server, &ns).await;
+        let key = format!("{ns}:client:{{{}}}", c.id());
+        let exists: bool = conn.exists(&key).await.unwrap();
+        assert!(exists, "{key} missing right after build");
+        let ttl: i64 = conn.pttl(&key).await.unwrap();
+        assert!(ttl > 0 && ttl <= 5_000, "TTL {ttl}");
+        let guard = c.lock("first").lock().await.unwrap();
+        let report = observer.admin().leaks().await.unwrap();
+        assert!(report.leaks.is_empty(), "{:?}", report.leaks);
+        guard.unlock().await.unwrap();
+        c.shutdown(Duration::from_secs(5)).await;
+        let exists: bool = conn.exists(&key).await.unwrap();
+        assert!(!exists, "{key} left after shutdown");
+    }
+}

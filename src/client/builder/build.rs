@@ -104,6 +104,7 @@ impl ClientBuilder {
             self.watchdog_timeout,
             &holds,
         );
+        presence.write_now(&conn).await;
         tracing::debug!(client = %id, namespace = %self.namespace, "lockwise client connected");
         let batcher = crate::engine::batch::Batcher::start(
             conn.clone(),
