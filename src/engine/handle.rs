@@ -18,8 +18,10 @@ use super::call::{ticketed_call, Synced, Ticket};
 use super::claim::{Claim, Withdraw, CLAIM_REFRESH};
 use super::hold::Hold;
 use super::kind::{Kind, Release};
+use super::kinds::KindId;
+use super::owner::Owner;
 use super::registry::HoldKey;
-use super::wait::{pttl_from, wait_loop, Attempt, Owner, Wake};
+use super::wait::{pttl_from, wait_loop, Attempt, Wake};
 use super::{inspect, observe, Core};
 use crate::error::{Error, Result};
 use crate::wire::keys::{check_millis, check_name_in, ClaimKeys, Keys, Role};
@@ -247,7 +249,7 @@ pub(crate) async fn acquire_hold<T, F, Fut>(
     wake: Wake<'_>,
     deadline: Option<Instant>,
     lease: Option<Duration>,
-    label: &'static str,
+    label: KindId,
     mut attempt: F,
 ) -> Result<Option<(Hold, T)>>
 where

@@ -10,11 +10,12 @@ use tracing::{Instrument, Span};
 
 use super::call::{Inflight, Ticket};
 use super::kind::Kind;
+use super::kinds::KindId;
 use super::observe::{self, Meta};
+use super::owner::Owner;
 use super::registry::Outcome;
 use super::registry::{wait_turn, HoldKey, Release};
 use super::settle::{finish, outcome_unknown, send_release, spawn_settle};
-use super::wait::Owner;
 use crate::error::{io_timeout, Error, Result};
 use crate::wire::redisson;
 use crate::wire::scripts::{REDISSON_REKEY, REKEY};
@@ -42,7 +43,7 @@ impl Hold {
     /// ending the call's ticket. Call it right after the acquire reply, with no `.await` in
     /// between, so no cancellation separates the hold from its guard.
     pub(crate) fn register(ticket: Ticket, server_holds: u32, lease: Option<Duration>) -> Hold {
-        Hold::register_observed(ticket, server_holds, lease, "redlock", Span::none())
+        Hold::register_observed(ticket, server_holds, lease, KindId::RedLock, Span::none())
     }
 
     /// [`Hold::register`] for a hold of the kind labelled `label` (metrics, spans) whose
@@ -51,7 +52,7 @@ impl Hold {
         mut ticket: Ticket,
         server_holds: u32,
         lease: Option<Duration>,
-        label: &'static str,
+        label: KindId,
         span: Span,
     ) -> Hold {
         ticket.open = false;

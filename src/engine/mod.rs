@@ -91,8 +91,10 @@
 //!
 //! - [`core`]: the per-client state every kind works through (connection, listener, watchdog).
 //! - [`wait`]: the wait loop above and its deadline helpers.
+//! - [`owner`]: whose holds an acquire takes, and the owner field it writes.
 //! - [`claim`]: the overtake limit: a waiter that waited too long claims the next release.
 //! - [`kind`]: what a lock kind gives the engine (its client, name and release script).
+//! - [`kinds`]: [`KindId`], every kind by one name and its metric label.
 //! - [`batch`]: natural batching of the uncontended lock and unlock calls per connection.
 //! - [`call`]: acquire calls that never leak a hold (cancellation, tickets, replica sync).
 //! - [`registry`]: the local hold registry: guards, calls in flight, doubts, loss deadlines.
@@ -101,6 +103,9 @@
 //! - [`handle`]: what every hash-based kind shares above that: name and keys, the acquire
 //!   prologue, one script attempt, inspection and guard accessors.
 //! - [`watchdog`]: the task that renews held locks in batches.
+//! - [`deadline`]: how long a key surely lives after a call (the loss deadline's margin).
+//! - [`close`]: `Client::shutdown`: background clean-ups, permits to give back.
+//! - [`presence`]: the presence keys of a live client.
 //! - [`listener`]: the one subscription connection that wakes waiters.
 //! - [`inspect`]: read-only queries shared by the hash-based kinds.
 //! - [`observe`]: every metric and tracing span of the events above, in one place.
@@ -117,8 +122,10 @@ pub(crate) mod handle;
 pub(crate) mod hold;
 pub(crate) mod inspect;
 mod kind;
+mod kinds;
 pub(crate) mod listener;
 pub(crate) mod observe;
+mod owner;
 pub(crate) mod presence;
 pub(crate) mod registry;
 pub(crate) mod settle;
@@ -133,7 +140,9 @@ pub(crate) use handle::{
 };
 pub(crate) use hold::{Hold, HoldRef};
 pub(crate) use kind::{client_clock_ms, Kind, Release};
+pub(crate) use kinds::KindId;
+pub(crate) use owner::Owner;
 pub(crate) use registry::HoldKey;
 pub(crate) use wait::{
-    deadline_after, never_timed_out, or_timeout, pttl_from, Attempt, Backoff, Owner, Wake,
+    deadline_after, never_timed_out, or_timeout, pttl_from, Attempt, Backoff, Wake,
 };

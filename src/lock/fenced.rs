@@ -281,7 +281,7 @@ impl FencedLock {
             engine::Wake::Channel(rlock.channel()),
             deadline,
             lease,
-            "fenced",
+            engine::KindId::Fenced,
             |hold_key, lease_ms, claim| {
                 let (base, owner) = (rlock.base.clone(), hold_key.1.clone());
                 let (key, fence) = (self.inner.key.clone(), self.inner.fence.clone());
@@ -444,3 +444,5 @@ impl std::fmt::Debug for FencedLockGuard {
             .finish()
     }
 }
+
+crate::lock::contract::impl_lock!(crate::FencedLock, crate::FencedLockGuard, token: |g| Some(g.token()));

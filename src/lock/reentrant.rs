@@ -219,7 +219,7 @@ impl RLock {
     ) -> Result<Option<RLockGuard>> {
         let wake = engine::Wake::Channel(self.channel());
         let hold = self
-            .acquire_hold(wake, "reentrant", deadline, lease)
+            .acquire_hold(wake, engine::KindId::Reentrant, deadline, lease)
             .await?;
         Ok(hold.map(|hold| RLockGuard { hold }))
     }
@@ -230,7 +230,7 @@ impl RLock {
     pub(super) async fn acquire_hold(
         &self,
         wake: engine::Wake<'_>,
-        label: &'static str,
+        label: engine::KindId,
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<Hold>> {
@@ -395,3 +395,5 @@ impl std::fmt::Debug for RLockGuard {
             .finish()
     }
 }
+
+crate::lock::contract::impl_lock!(crate::RLock, crate::RLockGuard);

@@ -259,7 +259,7 @@ impl SpinLock {
         let wake = Wake::Backoff(self.backoff);
         let hold = self
             .rlock
-            .acquire_hold(wake, "spin", deadline, lease)
+            .acquire_hold(wake, crate::engine::KindId::Spin, deadline, lease)
             .await?;
         Ok(hold.map(|hold| SpinLockGuard { hold }))
     }

@@ -492,3 +492,5 @@ async fn keep(keeper: Keeper, ttl: Duration, extend: bool, acquired_at: Instant)
         }
     }
 }
+
+crate::lock::contract::impl_lock!(crate::RedLock, crate::RedLockGuard);

@@ -55,7 +55,7 @@ impl RedLock {
         // `lockwise.acquire` span), through the first node's client.
         let observed = observe::Acquire::start(
             &self.inner.nodes[0].core,
-            "redlock",
+            crate::engine::KindId::RedLock,
             &self.inner.name,
             &owner,
         );

@@ -344,9 +344,15 @@ impl CountDownLatch {
             }
         };
         let (channel, name) = (&self.inner.channel, &self.inner.name);
-        let open =
-            engine::wait::observed_wait_loop(core, channel, deadline, "latch", name, attempt)
-                .await?;
+        let open = engine::wait::observed_wait_loop(
+            core,
+            channel,
+            deadline,
+            engine::KindId::Latch,
+            name,
+            attempt,
+        )
+        .await?;
         if open.is_some() {
             // Pass it on: the others of this client may have missed the broadcast (a
             // subscription loss wakes one waiter per channel only).

@@ -3,27 +3,15 @@
 //!
 //! Handles are registered on first use, per kind, metric and outcome, with the recorder
 //! installed at that moment: install the recorder before the first lock call (the README
-//! says so). Kinds not in [`KINDS`] (and the rare events: errors, losses, renew calls,
-//! reconnects; and the opted-in lock-name label) record without a cache.
+//! says so). Every kind ([`KindId::ALL`]) has its handles; the rare events (errors, losses,
+//! renew calls, reconnects) and the opted-in lock-name label record without a cache.
 
 use std::sync::OnceLock;
 
 use metrics::{Counter, Gauge, Histogram};
 
 use super::names::*;
-
-/// The kinds whose handles are cached.
-const KINDS: [&str; 9] = [
-    "reentrant",
-    "fair",
-    "fenced",
-    "rw_read",
-    "rw_write",
-    "semaphore",
-    "lease_semaphore",
-    "latch",
-    "redlock",
-];
+use crate::engine::KindId;
 
 /// The outcomes of `lockwise_acquire_wait_seconds`.
 pub(super) const OUTCOMES: [&str; 4] = ["acquired", "timeout", "error", "cancelled"];
@@ -31,7 +19,7 @@ pub(super) const OUTCOMES: [&str; 4] = ["acquired", "timeout", "error", "cancell
 /// The cached handles of one client.
 #[derive(Default)]
 pub(crate) struct Cache {
-    kinds: [KindMetrics; KINDS.len()],
+    kinds: [KindMetrics; KindId::ALL.len()],
 }
 
 /// The cached handles of one kind.
@@ -46,12 +34,9 @@ pub(super) struct KindMetrics {
 }
 
 impl Cache {
-    /// The handles of `kind`, if it is one of the cached kinds.
-    pub(super) fn kind(&self, kind: &str) -> Option<&KindMetrics> {
-        KINDS
-            .iter()
-            .position(|k| *k == kind)
-            .map(|i| &self.kinds[i])
+    /// The handles of `kind`.
+    pub(super) fn kind(&self, kind: KindId) -> Option<&KindMetrics> {
+        self.kinds.get(kind.index())
     }
 }
 

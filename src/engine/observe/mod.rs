@@ -24,7 +24,7 @@ use std::time::Instant;
 use tracing::field::Empty;
 use tracing::Span;
 
-use super::Core;
+use super::{Core, KindId};
 use crate::error::{Error, Result};
 
 #[cfg(feature = "metrics")]
@@ -32,42 +32,7 @@ mod cache;
 #[cfg(feature = "metrics")]
 pub(crate) use cache::Cache;
 
-/// The metric names, as the engine records them (Prometheus conventions: `_seconds`,
-/// `_total`). [`guide::operations`](crate::guide::operations) lists their types, labels and meaning.
-pub mod names {
-    /// Histogram, seconds: how long each acquire call took from its start until it acquired,
-    /// timed out, failed or was cancelled. Labels `kind`, `outcome` (and `name` when opted in).
-    pub const ACQUIRE_WAIT_SECONDS: &str = "lockwise_acquire_wait_seconds";
-    /// Counter: acquire calls that acquired. Label `kind`.
-    pub const ACQUISITIONS_TOTAL: &str = "lockwise_acquisitions_total";
-    /// Counter: acquire calls whose wait ran out (`try_lock` answered `None`). Label `kind`.
-    pub const TIMEOUTS_TOTAL: &str = "lockwise_timeouts_total";
-    /// Counter: acquire and release calls that failed. Labels `kind`, `op`, `error`.
-    pub const ERRORS_TOTAL: &str = "lockwise_errors_total";
-    /// Counter: holds released (explicitly or by a dropped guard). Label `kind`.
-    pub const RELEASES_TOTAL: &str = "lockwise_releases_total";
-    /// Gauge: holds currently held by guards of this process. Label `kind`.
-    pub const HOLDS: &str = "lockwise_holds";
-    /// Counter: locks renewed by the watchdog (one per lock and renewal).
-    pub const WATCHDOG_RENEWALS_TOTAL: &str = "lockwise_watchdog_renewals_total";
-    /// Counter: renew script calls of the watchdog (one per batch of up to 100 locks).
-    /// Label `result` (`ok` or `error`).
-    pub const WATCHDOG_RENEW_CALLS_TOTAL: &str = "lockwise_watchdog_renew_calls_total";
-    /// Counter: holds found lost (expired, deleted, no renewal confirmed in time). Label
-    /// `kind`.
-    pub const LOCKS_LOST_TOTAL: &str = "lockwise_locks_lost_total";
-    /// Counter: reconnections of the subscription connection after which the client
-    /// resubscribed its channels.
-    pub const SUBSCRIPTION_RECONNECTS_TOTAL: &str = "lockwise_subscription_reconnects_total";
-    /// Histogram: waiters left in a fair lock's queue when a waiter acquired it. Label `kind`.
-    pub const FAIR_QUEUE_LENGTH: &str = "lockwise_fair_queue_length";
-    /// Counter: batch script calls (lock and unlock calls that queued on a connection, sent
-    /// together). Label `result` (`ok` or `error`).
-    pub const BATCH_CALLS_TOTAL: &str = "lockwise_batch_calls_total";
-    /// Counter: lock and unlock calls sent in those batches (batched / batch calls is the
-    /// batching factor).
-    pub const BATCHED_TOTAL: &str = "lockwise_batched_total";
-}
+pub mod names;
 
 /// Registers the description and unit of every metric with the installed recorder (an
 /// exporter shows them, e.g. as Prometheus `# HELP` lines). Call it once after installing
@@ -114,7 +79,7 @@ pub fn describe_metrics() {
 /// What background work of a hold needs to name it: its kind, lock name and the span of the
 /// acquire that created it. Kept by the hold registry entry of its run.
 pub(crate) struct Meta {
-    pub(crate) kind: &'static str,
+    pub(crate) kind: KindId,
     pub(crate) name: Arc<str>,
     pub(crate) span: Span,
 }
@@ -122,7 +87,7 @@ pub(crate) struct Meta {
 /// One acquire call being observed: its span, and its outcome recorded exactly once
 /// (`cancelled` when dropped before [`finish`](Acquire::finish)).
 pub(crate) struct Acquire<'a> {
-    kind: &'static str,
+    kind: KindId,
     /// The client's cached handles of this kind.
     #[cfg(feature = "metrics")]
     handles: Option<&'a cache::KindMetrics>,
@@ -137,10 +102,10 @@ pub(crate) struct Acquire<'a> {
 }
 
 impl<'a> Acquire<'a> {
-    pub(crate) fn start(core: &'a Core, kind: &'static str, name: &str, owner: &str) -> Self {
+    pub(crate) fn start(core: &'a Core, kind: KindId, name: &str, owner: &str) -> Self {
         let span = tracing::debug_span!(
             "lockwise.acquire",
-            kind,
+            kind = kind.label(),
             lock = name,
             owner,
             outcome = Empty,
@@ -177,7 +142,7 @@ impl<'a> Acquire<'a> {
             Ok(Some(_)) => "acquired",
             Ok(None) => "timeout",
             Err(e) => {
-                errored(self.kind, "acquire", e);
+                errored(self.kind.label(), "acquire", e);
                 "error"
             }
         };
@@ -202,7 +167,8 @@ impl<'a> Acquire<'a> {
         }
         #[cfg(feature = "metrics")]
         {
-            let (kind, secs, handles) = (self.kind, waited.as_secs_f64(), self.handles);
+            let (kind, secs) = (self.kind.label(), waited.as_secs_f64());
+            let handles = self.handles;
             match self.name.take() {
                 Some(name) => metrics::histogram!(names::ACQUIRE_WAIT_SECONDS,
                     "kind" => kind, "outcome" => outcome, "name" => name)
@@ -240,9 +206,9 @@ pub(crate) fn fencing_token(span: &Span, token: u64) {
 }
 
 /// A hold began (+1) or ended (-1) in this process.
-pub(crate) fn held(core: &Core, kind: &'static str, delta: f64) {
+pub(crate) fn held(core: &Core, kind: KindId, delta: f64) {
     #[cfg(feature = "metrics")]
-    cache::holds(core.metrics.kind(kind), kind, delta);
+    cache::holds(core.metrics.kind(kind), kind.label(), delta);
     #[cfg(not(feature = "metrics"))]
     let _ = (core, kind, delta);
 }
@@ -252,7 +218,7 @@ pub(crate) fn held(core: &Core, kind: &'static str, delta: f64) {
 pub(crate) fn release_span(meta: &Meta, owner: &str, background: bool) -> Span {
     let span = tracing::debug_span!(
         "lockwise.release",
-        kind = meta.kind,
+        kind = meta.kind.label(),
         lock = &*meta.name,
         owner,
         background,
@@ -264,21 +230,22 @@ pub(crate) fn release_span(meta: &Meta, owner: &str, background: bool) -> Span {
 }
 
 /// A release ended: `Ok(n)` is the unlock script's reply (n >= 0 released, -1 not held).
-pub(crate) fn released(core: &Core, kind: &'static str, span: &Span, reply: &Result<i64>) {
+pub(crate) fn released(core: &Core, kind: KindId, span: &Span, reply: &Result<i64>) {
+    let label = kind.label();
     match reply {
         Ok(n) if *n >= 0 => {
             span.record("outcome", "released");
             span.record("remaining", n);
             tracing::debug!(parent: span, remaining = n, "lock released");
             #[cfg(feature = "metrics")]
-            cache::release(core.metrics.kind(kind), kind);
+            cache::release(core.metrics.kind(kind), label);
             #[cfg(not(feature = "metrics"))]
             let _ = core;
         }
         Ok(_) => {
             span.record("outcome", "not_held");
             errored(
-                kind,
+                label,
                 "release",
                 &Error::NotHeld {
                     name: String::new(),
@@ -287,7 +254,7 @@ pub(crate) fn released(core: &Core, kind: &'static str, span: &Span, reply: &Res
         }
         Err(e) => {
             span.record("outcome", "error");
-            errored(kind, "release", e);
+            errored(label, "release", e);
         }
     }
 }
@@ -352,7 +319,7 @@ pub(crate) fn renewals_traced() -> bool {
 
 /// One lock renewed by the watchdog (emit only when [`renewals_traced`]).
 pub(crate) fn renewed(meta: &Meta, owner: &str) {
-    tracing::trace!(parent: &meta.span, kind = meta.kind, lock = &*meta.name, owner, "lock renewed");
+    tracing::trace!(parent: &meta.span, kind = meta.kind.label(), lock = &*meta.name, owner, "lock renewed");
 }
 
 /// A hold was found lost. `meta` names it; without (a run that never had a guard) the key
@@ -362,7 +329,7 @@ pub(crate) fn lost(meta: Option<&Meta>, key: &str, owner: &str, why: &str) {
         Some(m) => {
             tracing::warn!(
                 parent: &m.span,
-                kind = m.kind,
+                kind = m.kind.label(),
                 lock = &*m.name,
                 key,
                 owner,
@@ -375,7 +342,7 @@ pub(crate) fn lost(meta: Option<&Meta>, key: &str, owner: &str, why: &str) {
         }
     }
     #[cfg(feature = "metrics")]
-    metrics::counter!(names::LOCKS_LOST_TOTAL, "kind" => meta.map_or("unknown", |m| m.kind))
+    metrics::counter!(names::LOCKS_LOST_TOTAL, "kind" => meta.map_or("unknown", |m| m.kind.label()))
         .increment(1);
 }
 
@@ -387,10 +354,10 @@ pub(crate) fn resubscribed() {
 }
 
 /// A fair lock was acquired with `len` waiters still queued behind.
-pub(crate) fn fair_queue(core: &Core, kind: &'static str, span: &Span, len: u64) {
+pub(crate) fn fair_queue(core: &Core, kind: KindId, span: &Span, len: u64) {
     tracing::debug!(parent: span, queued = len, "fair lock taken");
     #[cfg(feature = "metrics")]
-    cache::queue(core.metrics.kind(kind), kind, len as f64);
+    cache::queue(core.metrics.kind(kind), kind.label(), len as f64);
     #[cfg(not(feature = "metrics"))]
     let _ = (core, kind);
 }

@@ -1,5 +1,6 @@
-//! [`Lock`](super::Lock) and [`LockGuard`](super::LockGuard) for every kind, by calling
-//! the kinds' inherent methods of the same names.
+//! [`impl_lock!`]: [`Lock`](super::Lock) and [`LockGuard`](super::LockGuard) for a kind,
+//! by calling its inherent methods of the same names. Each kind's file invokes it, so the
+//! contract imports no kind.
 
 /// Implements [`Lock`] for a handle and [`LockGuard`] for its guard by calling the inherent
 /// methods of the same names.
@@ -111,13 +112,5 @@ macro_rules! impl_lock {
         }
     };
 }
-
-impl_lock!(crate::RLock, crate::RLockGuard);
-impl_lock!(crate::FairLock, crate::FairLockGuard);
-impl_lock!(crate::FencedLock, crate::FencedLockGuard, token: |g| Some(g.token()));
-impl_lock!(crate::ReadLock, crate::ReadLockGuard);
-impl_lock!(crate::WriteLock, crate::WriteLockGuard);
-impl_lock!(crate::MultiLock, crate::MultiLockGuard);
-impl_lock!(crate::RedLock, crate::RedLockGuard);
 
 pub(crate) use impl_lock;

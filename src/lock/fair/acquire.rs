@@ -166,7 +166,7 @@ impl FairLock {
             engine::Wake::Queued(&channel),
             deadline,
             lease,
-            "fair",
+            engine::KindId::Fair,
             |hold_key, lease_ms, _claim| {
                 self.attempt(
                     hold_key,
@@ -190,7 +190,12 @@ impl FairLock {
                     self.confirm(&hold, queued.waiter.clone());
                 }
                 if let Some(span) = hold.span() {
-                    engine::observe::fair_queue(&self.inner.base.core, "fair", span, behind);
+                    engine::observe::fair_queue(
+                        &self.inner.base.core,
+                        engine::KindId::Fair,
+                        span,
+                        behind,
+                    );
                 }
                 Ok(Some(FairLockGuard { hold }))
             }

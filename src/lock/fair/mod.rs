@@ -442,3 +442,5 @@ impl std::fmt::Debug for FairLockGuard {
             .finish()
     }
 }
+
+crate::lock::contract::impl_lock!(crate::FairLock, crate::FairLockGuard);

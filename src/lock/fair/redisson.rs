@@ -58,7 +58,7 @@ impl FairLock {
             engine::Wake::Queued(&channel),
             deadline,
             lease,
-            "fair",
+            engine::KindId::Fair,
             |hold_key, lease_ms, _claim| {
                 let (lock, owner) = (self.clone(), hold_key.1.clone());
                 let abandoned = queued.abandoned.clone();

@@ -363,3 +363,5 @@ impl std::fmt::Debug for MultiLock {
             .finish()
     }
 }
+
+crate::lock::contract::impl_lock!(crate::MultiLock, crate::MultiLockGuard);

@@ -181,7 +181,7 @@ impl ReadLock {
             engine::Wake::Channel(&self.shared.read_channel),
             deadline,
             lease,
-            "rw_read",
+            engine::KindId::RwRead,
             |hold_key, lease_ms, claim| {
                 let lock = self.clone();
                 let owner = hold_key.1.clone();
@@ -318,3 +318,5 @@ impl std::fmt::Debug for ReadLockGuard {
             .finish()
     }
 }
+
+crate::lock::contract::impl_lock!(crate::ReadLock, crate::ReadLockGuard);

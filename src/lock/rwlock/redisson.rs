@@ -181,11 +181,16 @@ pub(super) async fn acquire(
         ));
     }
     let (owner, script, label, what): (Arc<str>, &'static Script, _, _) = match side {
-        Side::Read => (reader.clone(), &REDISSON_RW_READ, "rw_read", "read lock"),
+        Side::Read => (
+            reader.clone(),
+            &REDISSON_RW_READ,
+            engine::KindId::RwRead,
+            "read lock",
+        ),
         Side::Write => (
             redisson::write_field(&reader).into(),
             &REDISSON_RW_WRITE,
-            "rw_write",
+            engine::KindId::RwWrite,
             "write lock",
         ),
     };

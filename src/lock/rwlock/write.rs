@@ -206,7 +206,7 @@ impl WriteLock {
             engine::Wake::Channel(&self.shared.write_channel),
             deadline,
             lease,
-            "rw_write",
+            engine::KindId::RwWrite,
             |hold_key, lease_ms, claim| {
                 let lock = self.clone();
                 let owner = hold_key.1.clone();
@@ -425,3 +425,5 @@ impl std::fmt::Debug for WriteLockGuard {
             .finish()
     }
 }
+
+crate::lock::contract::impl_lock!(crate::WriteLock, crate::WriteLockGuard);

@@ -160,7 +160,7 @@ impl LeaseSemaphore {
             core,
             channel,
             deadline,
-            "lease_semaphore",
+            engine::KindId::LeaseSemaphore,
             name,
             attempt,
         )

@@ -195,7 +195,7 @@ impl Semaphore {
             &i.core,
             channel,
             deadline,
-            "semaphore",
+            engine::KindId::Semaphore,
             name,
             attempt,
         )
