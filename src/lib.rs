@@ -27,11 +27,13 @@
 //                     works" essay (the wait loop, cancellation, settling)
 //     core.rs         per-client state: connection, listener, hold registry, settings
 //     handle.rs       what hash kinds share: name and keys, acquire_hold (the acquire)
-//     wait.rs         the wait loop: try, subscribe, re-check, sleep until woken or the TTL;
-//                     owners (task, per hold, named)
+//     wait.rs         the wait loop: try, subscribe, re-check, sleep until woken or the TTL
+//     owner.rs        owners (task, per hold, named) and their owner fields
 //     claim.rs        the overtake limit: overdue waiters queue by age for a free lock
 //     call.rs         acquire calls that never leak a hold; tickets; replica sync
+//     batch.rs        natural batching of the uncontended lock and unlock calls
 //     kind.rs         what a lock kind gives the engine, as data: client, name, release
+//     kinds.rs        `KindId`: every kind by one name, its metric label
 //     hold.rs         one granted hold, as every guard wraps it
 //     registry/       local holds per (lock, owner), calls in flight, loss deadlines:
 //                     the `HoldRegistry` (settling.rs, transfer.rs)
@@ -48,9 +50,11 @@
 //                     `CommandConn`, the one command connection type; protocol.rs: RESP3,
 //                     or RESP2 for servers without HELLO
 //   wire/             what lockwise writes to Redis
-//     keys.rs         every key and channel name (`Role`), argument checks
+//     role.rs         `Role`: every role a key or channel plays
+//     keys.rs         every key and channel name, argument checks
 //     scripts.rs      every Lua script (lua/*.lua), the runner, the header test
 //     redisson.rs     Redisson's key and channel names and payloads (`KeyLayout::Redisson`)
+//     slot.rs         the Cluster hash slot of a key
 //   error/            the one error enum (tests.rs: its classification)
 //   layout.rs         `KeyLayout`: lockwise's own key names, or Redisson's
 //   guide.rs          the guide: docs/guide/*.md as documentation-only modules

@@ -1,4 +1,5 @@
-//! What lockwise writes to Redis: every key and channel name ([`keys`]; Redisson's, for
+//! What lockwise writes to Redis: every key's role ([`role`]), every key and channel name
+//! ([`keys`]; Redisson's, for
 //! [`KeyLayout::Redisson`](crate::KeyLayout::Redisson), in [`redisson`]) and every Lua
 //! script with its runner ([`scripts`], the scripts themselves in `lua/`), and the Cluster
 //! hash slot of a key ([`slot`]). The layer every
@@ -6,5 +7,6 @@
 
 pub(crate) mod keys;
 pub(crate) mod redisson;
+pub(crate) mod role;
 pub(crate) mod scripts;
 pub(crate) mod slot;

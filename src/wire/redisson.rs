@@ -11,7 +11,7 @@
 
 use crate::error::{Error, Result};
 
-use super::keys::Role;
+use super::role::Role;
 use super::slot::slot_part;
 
 /// Redisson's `prefixName(prefix, name)`.

@@ -1,5 +1,5 @@
 //! The key layout is written down in three places that must agree, checked from the source
-//! text (no Redis needed): the `Role` enum in `src/wire/keys.rs` (its variants, the `Role::ALL`
+//! text (no Redis needed): the `Role` enum in `src/wire/role.rs` (its variants, the `Role::ALL`
 //! list the admin scan reads keys back with, and the spelling `as_str` gives each), and the
 //! key table of the guide (`docs/guide/internals.md`). A new role forgotten in any of them fails here.
 
@@ -30,7 +30,7 @@ fn code(text: &str) -> impl Iterator<Item = &str> {
 
 #[test]
 fn roles_their_list_their_spelling_and_the_readme_agree() {
-    let keys = read("src/wire/keys.rs");
+    let keys = read("src/wire/role.rs");
     let variants: BTreeSet<String> = code(between(&keys, "pub(crate) enum Role {", "\n}"))
         .map(|l| l.trim_end_matches(',').to_string())
         .collect();

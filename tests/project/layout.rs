@@ -1,19 +1,22 @@
-//! The crate's floor plan, checked from the source text (no Redis needed):
+//! The crate's floor plan, checked from the source text (no Redis needed), on the import
+//! graph between files that [`super::floor_plan`] reads:
 //! - layers: the foundation's modules import only what lies below them (the engine
 //!   `src/engine/` over the deployments `src/deploy/` over `src/wire/` (keys and scripts)
 //!   over `error`); every other module (the kinds in `src/lock/` and `src/sync/`, the
 //!   client, the admin views, RedLock: any module added later too) stands above the engine,
 //!   so the engine can never import it;
-//! - no import cycle between the crate's top-level modules, nor between the modules of one
-//!   folder (`lock::fenced` and `lock::reentrant`, `engine::hold` and `engine::registry`;
-//!   edges to the folder's own `mod.rs` aside);
-//! - the crate map in `lib.rs` names every top-level module;
+//! - no import cycle between the crate's top-level modules, nor between any two files
+//!   (a folder's `mod.rs` included), but for the groups still listed in `KNOWN_CYCLES`;
+//! - the crate map in `lib.rs` names every top-level module and every file of the layers
+//!   it maps file by file; the engine's `mod.rs` names each of its modules;
 //! - no source file much over 500 lines besides its doc comments, in the library and in
 //!   the workspace's other crates.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+
+use super::floor_plan::{cyclic_groups, find_cycle, FloorPlan};
 
 /// Files with more lines than this fail the check (the aim is about 500). Doc comment lines
 /// (`///`, `//!`) do not count: an example on every public item is documentation, not
@@ -50,177 +53,52 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The module path of a file: `src/engine/call.rs` -> `[engine, call]`,
-/// `src/lock/multi/mod.rs` -> `[lock, multi]`, `src/lib.rs` -> `[lib]`.
-fn module_path(src: &Path, path: &Path) -> Vec<String> {
-    let rel = path.strip_prefix(src).unwrap();
-    let mut parts: Vec<String> = rel
-        .iter()
-        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
-        .collect();
-    if parts.last().is_some_and(|p| p == "mod") {
-        parts.pop();
+/// Groups of files that import each other today, each to be broken up by the
+/// restructure in progress (the engine and the read-write lock over both key layouts).
+/// The test fails when a cycle appears outside them, or when one of them is gone (then
+/// the entry goes): the list only shrinks.
+const KNOWN_CYCLES: &[&[&str]] = &[];
+
+fn shown(module: &[String]) -> String {
+    match module {
+        [] => "lib".to_string(),
+        _ => module.join("::"),
     }
-    parts
-}
-
-/// Whether `path` (a module path) names a module file or folder under `src`.
-fn is_module(src: &Path, path: &[&str]) -> bool {
-    let joined: PathBuf = path.iter().collect();
-    src.join(&joined).with_extension("rs").is_file() || src.join(&joined).join("mod.rs").is_file()
-}
-
-/// The module path a reference leads to, cut to at most two segments (the unit the cycle
-/// checks look at), or `None` when it names no module of the crate.
-fn target(src: &Path, path: &[&str]) -> Option<Vec<String>> {
-    let mut found = None;
-    for len in 1..=path.len().min(2) {
-        if is_module(src, &path[..len]) {
-            found = Some(path[..len].iter().map(|s| s.to_string()).collect());
-        }
-    }
-    found
-}
-
-/// The `::`-separated identifiers that follow each `prefix` in `text`.
-fn paths_after<'a>(text: &'a str, prefix: &'a str) -> impl Iterator<Item = Vec<&'a str>> {
-    text.match_indices(prefix).map(move |(i, _)| {
-        let mut rest = &text[i + prefix.len()..];
-        let mut out = Vec::new();
-        loop {
-            let end = rest
-                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .unwrap_or(rest.len());
-            if end == 0 {
-                break;
-            }
-            out.push(&rest[..end]);
-            match rest[end..].strip_prefix("::") {
-                Some(more) => rest = more,
-                None => break,
-            }
-        }
-        out
-    })
-}
-
-/// Code only: line comments and doc comments (which link to other modules) are dropped.
-fn code(text: &str) -> String {
-    text.lines()
-        .map(|l| l.split("//").next().unwrap_or(""))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
-    fn visit(
-        node: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        state: &mut BTreeMap<String, u8>,
-        stack: &mut Vec<String>,
-    ) -> Option<Vec<String>> {
-        state.insert(node.to_string(), 1);
-        stack.push(node.to_string());
-        for next in graph.get(node).into_iter().flatten() {
-            match state.get(next.as_str()) {
-                Some(1) => {
-                    let at = stack.iter().position(|n| n == next).unwrap();
-                    let mut cycle = stack[at..].to_vec();
-                    cycle.push(next.clone());
-                    return Some(cycle);
-                }
-                Some(_) => {}
-                None => {
-                    if let Some(c) = visit(next, graph, state, stack) {
-                        return Some(c);
-                    }
-                }
-            }
-        }
-        stack.pop();
-        state.insert(node.to_string(), 2);
-        None
-    }
-    let mut state = BTreeMap::new();
-    for node in graph.keys() {
-        if !state.contains_key(node) {
-            if let Some(c) = visit(node, graph, &mut state, &mut Vec::new()) {
-                return Some(c);
-            }
-        }
-    }
-    None
 }
 
 #[test]
-fn engine_imports_nothing_above_it_and_no_module_cycles() {
+fn engine_imports_nothing_above_it_and_no_file_cycles() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
-    files.sort();
-    let units: BTreeSet<String> = files
-        .iter()
-        .map(|f| module_path(&src, f)[0].clone())
-        .collect();
-
-    // Top-level modules, and the modules of each folder (keyed by the folder).
-    let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut inner: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let plan = FloorPlan::read(&src);
     let mut problems = Vec::new();
-    for file in &files {
-        let text = fs::read_to_string(file).unwrap();
-        let lines = code_lines(&text);
-        let shown = file.strip_prefix(src.parent().unwrap()).unwrap().display();
+    let units: BTreeSet<String> = plan
+        .files
+        .keys()
+        .filter_map(|m| m.first().cloned())
+        .collect();
+    for (module, file) in &plan.files {
+        let lines = code_lines(&fs::read_to_string(file).unwrap());
         if lines > MAX_LINES {
             problems.push(format!(
-                "{shown}: {lines} lines besides doc comments (at most {MAX_LINES})"
+                "{}: {lines} lines besides doc comments (at most {MAX_LINES})",
+                file.strip_prefix(src.parent().unwrap()).unwrap().display()
             ));
         }
-        let me = module_path(&src, file);
-        let code = code(&text);
-        let is_mod_rs = file.ends_with("mod.rs");
-        // Where `super::` and `self::` lead from this file.
-        let parent: Vec<&str> = me[..me.len() - usize::from(!is_mod_rs)]
-            .iter()
-            .map(String::as_str)
-            .collect();
-        let mut used: Vec<Vec<String>> = Vec::new();
-        for path in paths_after(&code, "crate::") {
-            used.extend(target(&src, &path));
-        }
-        for (prefix, base) in [
-            ("super::", parent.len().saturating_sub(1)),
-            ("self::", parent.len()),
-        ] {
-            for path in paths_after(&code, prefix) {
-                let mut full: Vec<&str> = parent[..base.min(parent.len())].to_vec();
-                full.extend(path);
-                used.extend(target(&src, &full));
-            }
-        }
-        for to in used {
-            let (from_top, to_top) = (&me[0], &to[0]);
+        let Some(from_top) = module.first() else {
+            continue; // lib.rs
+        };
+        for to in &plan.edges[module] {
+            let Some(to_top) = to.first() else { continue };
             if from_top != to_top {
                 if let Some(mine) = layer(from_top) {
                     if layer(to_top).is_none_or(|theirs| theirs <= mine) {
                         problems.push(format!(
-                            "{shown} imports crate::{}, a module not below it",
-                            to.join("::")
+                            "src/{} imports crate::{}, a module not below it",
+                            shown(module),
+                            shown(to)
                         ));
                     }
                 }
-                if from_top != "lib" {
-                    top.entry(from_top.clone())
-                        .or_default()
-                        .insert(to_top.clone());
-                }
-            } else if me.len() >= 2 && to.len() == 2 && me[1] != to[1] {
-                inner
-                    .entry(from_top.clone())
-                    .or_default()
-                    .entry(me[1].clone())
-                    .or_default()
-                    .insert(to[1].clone());
             }
         }
     }
@@ -232,20 +110,15 @@ fn engine_imports_nothing_above_it_and_no_module_cycles() {
             );
         }
     }
-    // The crate map (the comment at the top of lib.rs) names every top-level module.
-    let map = fs::read_to_string(src.join("lib.rs")).unwrap();
-    for module in units.iter().filter(|u| *u != "lib") {
-        let as_dir = src.join(module).is_dir();
-        let entry = if as_dir {
-            format!("{module}/")
-        } else {
-            format!("{module}.rs")
-        };
-        if !map
-            .lines()
-            .any(|l| l.starts_with("//") && l.contains(&entry))
-        {
-            problems.push(format!("the crate map in src/lib.rs does not name {entry}"));
+    // Cycles between top-level modules, then between files.
+    let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, tos) in &plan.edges {
+        for to in tos {
+            if let (Some(a), Some(b)) = (from.first(), to.first()) {
+                if a != b {
+                    top.entry(a.clone()).or_default().insert(b.clone());
+                }
+            }
         }
     }
     if let Some(cycle) = find_cycle(&top) {
@@ -254,15 +127,115 @@ fn engine_imports_nothing_above_it_and_no_module_cycles() {
             cycle.join(" -> ")
         ));
     }
-    for (folder, graph) in &inner {
-        if let Some(cycle) = find_cycle(graph) {
+    let groups: Vec<BTreeSet<String>> = cyclic_groups(&plan.edges)
+        .iter()
+        .map(|g| g.iter().map(|m| shown(m)).collect())
+        .collect();
+    for group in &groups {
+        let known = KNOWN_CYCLES
+            .iter()
+            .any(|k| group.iter().all(|m| k.contains(&m.as_str())));
+        if !known {
+            let sub: BTreeMap<_, _> = plan
+                .edges
+                .iter()
+                .filter(|(f, _)| group.contains(&shown(f)))
+                .map(|(f, to)| {
+                    let to: BTreeSet<_> = to
+                        .iter()
+                        .filter(|t| group.contains(&shown(t)))
+                        .cloned()
+                        .collect();
+                    (f.clone(), to)
+                })
+                .collect();
+            let cycle = find_cycle(&sub).unwrap_or_default();
             problems.push(format!(
-                "import cycle in src/{folder}/: {}",
-                cycle.join(" -> ")
+                "import cycle between files: {} (files that import each other: {})",
+                cycle
+                    .iter()
+                    .map(|m| shown(m))
+                    .collect::<Vec<_>>()
+                    .join(" -> "),
+                group.iter().cloned().collect::<Vec<_>>().join(", ")
             ));
         }
     }
+    for known in KNOWN_CYCLES {
+        if !groups
+            .iter()
+            .any(|g| g.iter().filter(|m| known.contains(&m.as_str())).count() > 1)
+        {
+            problems.push(format!(
+                "the known cycle among {known:?} is gone: remove it from KNOWN_CYCLES"
+            ));
+        }
+    }
+    problems.extend(crate_maps(&src, &plan));
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The maps readers find their way by: the crate map at the top of `lib.rs` names every
+/// top-level module and every file or folder of the layers it lists file by file (the
+/// engine, `wire/`, the kinds); the engine's `mod.rs` names each of its modules under
+/// "# Layout".
+fn crate_maps(src: &Path, plan: &FloorPlan) -> Vec<String> {
+    let mut problems = Vec::new();
+    let map: Vec<String> = fs::read_to_string(src.join("lib.rs"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("//") && !l.starts_with("///") && !l.starts_with("//!"))
+        .map(str::to_string)
+        .collect();
+    let entry = |module: &[String]| -> String {
+        let name = module.last().unwrap();
+        let as_dir = src.join(module.join("/")).is_dir();
+        if as_dir {
+            format!("{name}/")
+        } else {
+            format!("{name}.rs")
+        }
+    };
+    let mapped = |module: &[String]| {
+        let entry = entry(module);
+        map.iter().any(|l| {
+            l.split_whitespace()
+                .any(|w| w == entry || w.ends_with(&format!("({entry}")))
+        })
+    };
+    for module in plan.files.keys() {
+        let listed = match module.as_slice() {
+            [_] => true,
+            [top, _] => ["engine", "wire", "lock", "sync"].contains(&top.as_str()),
+            _ => false,
+        };
+        if listed && module.last().is_some_and(|m| m != "tests") && !mapped(module) {
+            problems.push(format!(
+                "the crate map in src/lib.rs does not name {} (src/{})",
+                entry(module),
+                module.join("/")
+            ));
+        }
+    }
+    let engine = fs::read_to_string(src.join("engine/mod.rs")).unwrap();
+    let layout = engine
+        .split("//! # Layout")
+        .nth(1)
+        .expect("src/engine/mod.rs has a `# Layout` section")
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .to_string();
+    for module in plan.files.keys() {
+        if let [top, name] = module.as_slice() {
+            if top == "engine" && !layout.contains(&format!("[`{name}`]")) {
+                problems.push(format!(
+                    "src/engine/mod.rs's `# Layout` does not name [`{name}`]"
+                ));
+            }
+        }
+    }
+    problems
 }
 
 /// The other crates of the workspace (the testkit, the CLI, the bench programs) keep the

@@ -5,6 +5,7 @@
 mod citations;
 mod cli;
 mod compile_fail;
+mod floor_plan;
 mod key_layout;
 mod layout;
 mod method_table;
