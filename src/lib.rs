@@ -42,7 +42,8 @@
 //     watchdog.rs     the renewal task: timer wheel, batched renew calls
 //     listener/       the one subscription connection; wakeups per channel (resp2.rs: the
 //                     dedicated pub/sub connection of a RESP2 client)
-//     close.rs        Client::shutdown: background clean-ups, permits to give back
+//     close.rs        Client::shutdown: what the client holds, released and reported
+//     tracked.rs      what a close waits for: background clean-ups, live permits
 //     presence.rs     the presence keys of a live client
 //     observe/        metrics and tracing spans
 //     inspect.rs      read-only queries

@@ -22,9 +22,6 @@ use std::sync::{Arc, Mutex, Weak};
 use redis::{ErrorKind, RedisError, RedisResult};
 use tokio::sync::{oneshot, Notify};
 
-use super::call::Synced;
-use super::handle::Base;
-use super::kind::Kind;
 use super::observe;
 use crate::deploy::CommandConn;
 use crate::wire::scripts::{ToRedisArgsDyn, BATCH};
@@ -49,20 +46,31 @@ const STALL: std::time::Duration = std::time::Duration::from_millis(50);
 /// The batch reply of an item that was not tried (`lua/batch.lua`).
 pub(crate) const NOT_TRIED: i64 = -3;
 
-/// One call that may be batched.
+/// The keys a batched lock call takes from its lock handle (the engine's `Base`): the
+/// lock hash and its claim queue. Shared, not copied, while the call waits in its queue.
+pub(crate) trait LockKeys: Send + Sync {
+    fn lock_key(&self) -> &str;
+    fn claim_queue(&self) -> &str;
+}
+
+/// The keys a batched release takes from its kind (the engine's `Kind`): lock hash,
+/// channel, fair queue, then any others of the release.
+pub(crate) trait ReleaseKeys: Send + Sync {
+    fn release_keys(&self) -> &[String];
+}
+
+/// One call that may be batched: what `lua/batch.lua` needs of it, as data.
 pub(crate) enum Op {
-    /// `lua/lock.lua` with no claim to stake: take or re-enter `lock` for `owner`, or report
-    /// its holder's TTL.
-    /// The lock hash and its claim queue are `base`'s.
+    /// `lua/lock.lua` with no claim to stake: take or re-enter the lock for `owner`, or
+    /// report its holder's TTL.
     Lock {
-        base: Arc<Base>,
+        keys: Arc<dyn LockKeys>,
         lease_ms: u64,
         owner: Arc<str>,
     },
     /// `lua/unlock.lua` when the name has no fair queue: release one hold of `owner`.
-    /// The release's keys are `kind`'s: lock hash, channel, fair queue.
     Unlock {
-        kind: Kind,
+        keys: Arc<dyn ReleaseKeys>,
         owner: Arc<str>,
         expected: u32,
     },
@@ -71,8 +79,8 @@ pub(crate) enum Op {
 impl Op {
     fn lock_key(&self) -> &str {
         match self {
-            Op::Lock { base, .. } => &base.key,
-            Op::Unlock { kind, .. } => &kind.release_keys()[0],
+            Op::Lock { keys, .. } => keys.lock_key(),
+            Op::Unlock { keys, .. } => &keys.release_keys()[0],
         }
     }
 }
@@ -310,12 +318,20 @@ impl Batcher {
         let mut numbers: Vec<i64> = Vec::with_capacity(items.len());
         for item in items {
             match &item.op {
-                Op::Lock { base, lease_ms, .. } => {
-                    keys.extend([&*base.key, base.claims.queue.as_str()]);
+                Op::Lock {
+                    keys: lock,
+                    lease_ms,
+                    ..
+                } => {
+                    keys.extend([lock.lock_key(), lock.claim_queue()]);
                     numbers.push(i64::try_from(*lease_ms).unwrap_or(i64::MAX));
                 }
-                Op::Unlock { kind, expected, .. } => {
-                    keys.extend(kind.release_keys()[..3].iter().map(String::as_str));
+                Op::Unlock {
+                    keys: release,
+                    expected,
+                    ..
+                } => {
+                    keys.extend(release.release_keys()[..3].iter().map(String::as_str));
                     numbers.push(-1 - i64::from(*expected));
                 }
             }
@@ -370,36 +386,4 @@ impl Drop for Batcher {
         // Lets the stall check see that the batcher is gone.
         self.queued.notify_one();
     }
-}
-
-/// What an acquire's first attempt does after [`lock`].
-pub(crate) enum Lock {
-    /// The batch answered, as `lua/lock.lua` would have.
-    Answered(RedisResult<Synced>),
-    /// Send `lua/lock.lua` now, holding the lane's place if given.
-    Send(Option<Permit>),
-}
-
-/// The turn of `lua/lock.lua` with no claim to stake, for `owner` on `base`'s lock hash
-/// (lockwise's layout), on its client's batcher. For an acquire's first attempt, when the
-/// lock is most likely free; the client has no replica sync (a batch has no `WAIT`).
-pub(crate) async fn lock(base: &Arc<Base>, owner: &Arc<str>, lease_ms: u64) -> Lock {
-    let op = Op::Lock {
-        base: base.clone(),
-        lease_ms,
-        owner: owner.clone(),
-    };
-    let reply = match base.core.batcher.turn(op).await {
-        Turn::Alone(permit) => return Lock::Send(Some(permit)),
-        Turn::Batched(Ok(NOT_TRIED)) => return Lock::Send(None),
-        Turn::Batched(Ok(holds)) if holds >= 1 => Ok(vec![1, holds]),
-        Turn::Batched(Ok(held)) if held <= -9 => Ok(vec![0, -10 - held]),
-        Turn::Batched(Ok(other)) => Err(RedisError::from((
-            ErrorKind::UnexpectedReturnType,
-            "batch script answered a lock call",
-            other.to_string(),
-        ))),
-        Turn::Batched(Err(e)) => Err(e),
-    };
-    Lock::Answered(reply.map(Synced::plain))
 }

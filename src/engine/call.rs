@@ -11,10 +11,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use super::close::Cleanups;
 use super::kind::Kind;
 use super::registry::{wait_turn, Begin, HoldKey, Outcome, Sent};
 use super::settle::{finish, outcome_unknown};
+use super::tracked::Cleanups;
 use super::Core;
 use crate::error::{Error, Result};
 use crate::wire::scripts::{Script, ToRedisArgsDyn};

@@ -11,96 +11,24 @@
 //!   that `acquire_hold` drops at once (the client is closed), whose release goes out as usual:
 //!   only the guards counted at the snapshot are closed out.
 //! * **Permits** of the semaphores, which no registry counts: each live permit guard is
-//!   in [`Permits`] until it is released, dropped or forgotten, and is given back from
-//!   there; a guard created after the snapshot sees the client closed and gives its
-//!   permits back itself.
+//!   in [`Permits`](super::tracked::Permits) until it is released, dropped or forgotten,
+//!   and is given back from there; a guard created after the snapshot sees the client
+//!   closed and gives its permits back itself.
 //!
 //! Background clean-ups (dropped guards' releases, abandoned calls' undos, fair-queue
-//! leaves) run on [`Cleanups`], which `close` waits for. What could not be done within the
-//! bound is reported; it expires with its TTL.
+//! leaves) run on [`Cleanups`](super::tracked::Cleanups), which `close` waits for. What
+//! could not be done within the bound is reported; it expires with its TTL.
 
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
-use futures::future::{join_all, BoxFuture};
-use tokio::runtime::Handle;
+use futures::future::join_all;
 use tokio::time::Instant;
-use tokio_util::task::TaskTracker;
 
-use super::registry::HoldKey;
+use super::registry::{HoldKey, RunKind};
 use super::settle::owner_holds;
 use super::Core;
 use crate::error::Result;
-
-/// Runs background clean-ups on the client's runtime, and lets [`close`] wait for them.
-#[derive(Clone)]
-pub(crate) struct Cleanups {
-    handle: Handle,
-    tracker: TaskTracker,
-}
-
-impl Cleanups {
-    pub(crate) fn new(handle: Handle) -> Cleanups {
-        Cleanups {
-            handle,
-            tracker: TaskTracker::new(),
-        }
-    }
-
-    /// Counts as a clean-up while it lives: a waiter whose exit leaves something to undo
-    /// (a fair-queue entry, a writer's intent) holds one, so a close waits for it.
-    pub(crate) fn token(&self) -> tokio_util::task::task_tracker::TaskTrackerToken {
-        self.tracker.token()
-    }
-
-    /// Spawns `task` on the client's runtime, counted until it ends.
-    pub(crate) fn spawn<F>(&self, task: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        self.tracker.spawn_on(task, &self.handle);
-    }
-}
-
-/// Something a live guard holds that no registry counts (a semaphore's permits): closing
-/// the client gives it back.
-pub(crate) trait GiveBack: Send + Sync {
-    /// The semaphore's name, for the report.
-    fn name(&self) -> &str;
-    /// Gives it back, unless its guard did first; returns how many permits went back.
-    fn give_back(self: Arc<Self>) -> BoxFuture<'static, Result<u64>>;
-}
-
-/// The live permit guards of a client.
-#[derive(Default)]
-pub(crate) struct Permits {
-    next: AtomicU64,
-    live: DashMap<u64, Arc<dyn GiveBack>>,
-}
-
-impl Permits {
-    /// Counts a live guard's permits; `forget` it with the returned id when the guard ends.
-    pub(crate) fn track(&self, item: Arc<dyn GiveBack>) -> u64 {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.live.insert(id, item);
-        id
-    }
-
-    /// The guard `id` ended (released, dropped or forgotten).
-    pub(crate) fn forget(&self, id: u64) {
-        self.live.remove(&id);
-    }
-
-    fn take_all(&self) -> Vec<Arc<dyn GiveBack>> {
-        let ids: Vec<u64> = self.live.iter().map(|e| *e.key()).collect();
-        ids.into_iter()
-            .filter_map(|id| self.live.remove(&id).map(|(_, v)| v))
-            .collect()
-    }
-}
 
 /// What closing released, and what it could not.
 #[derive(Debug, Default)]
@@ -181,14 +109,14 @@ pub(crate) async fn close(core: &Arc<Core>, timeout: Duration) -> Option<Closed>
 
 /// Releases every hold the server counts for `key`'s owner, one conditional step at a time
 /// (each only while the count is what was read); returns how many.
-async fn release_all(core: &Core, key: &HoldKey, kind: &super::Kind) -> Result<u64> {
+async fn release_all(core: &Core, key: &HoldKey, kind: &Arc<dyn RunKind>) -> Result<u64> {
     let mut released = 0;
     loop {
         let count = owner_holds(core, &key.0, &key.1).await?;
         if count == 0 {
             return Ok(released);
         }
-        match kind.release(key.1.clone(), count, None).await? {
+        match kind.clone().release(key.1.clone(), count).await? {
             n if n >= 0 => released += 1,
             // -2: the count changed meanwhile (a late grant's own release); read again.
             -2 => {}

@@ -46,16 +46,13 @@ pub(crate) struct Core {
     pub(crate) handle: tokio::runtime::Handle,
     /// Background clean-ups (releases of dropped guards, undos, leaves), which a close
     /// waits for.
-    pub(crate) cleanups: super::close::Cleanups,
+    pub(crate) cleanups: super::tracked::Cleanups,
     /// Cancelled when the client is closed (`Client::shutdown`): its holds and permits were
     /// released, so guards alive then send nothing.
     pub(crate) closed: tokio_util::sync::CancellationToken,
     /// The live permit guards of the semaphores, to give back on close.
-    pub(crate) permits: super::close::Permits,
-    /// Label the acquire wait histogram with the lock name too (`metrics_lock_names`).
-    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-    pub(crate) metrics_lock_names: bool,
-    /// Metric handles of the hot path, registered on first use.
-    #[cfg(feature = "metrics")]
-    pub(crate) metrics: super::observe::Cache,
+    pub(crate) permits: super::tracked::Permits,
+    /// Metric handles of the hot path, registered on first use, and whether lock names
+    /// label them (`metrics_lock_names`).
+    pub(crate) metrics: super::observe::Metrics,
 }

@@ -11,9 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use redis::{ErrorKind, RedisError, RedisResult};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::batch;
 use super::call::{ticketed_call, Synced, Ticket};
 use super::claim::{Claim, Withdraw, CLAIM_REFRESH};
 use super::hold::Hold;
@@ -45,6 +47,16 @@ pub(crate) struct Base {
     /// gave its own [`Release`] ([`Base::with_release`]).
     pub(crate) kind: Kind,
     invalid: Option<(&'static str, String)>,
+}
+
+impl batch::LockKeys for Base {
+    fn lock_key(&self) -> &str {
+        &self.key
+    }
+
+    fn claim_queue(&self) -> &str {
+        &self.claims.queue
+    }
 }
 
 impl Base {
@@ -262,7 +274,7 @@ where
         Some(lease) => check_millis("lease", lease)?,
         None => base.core.watchdog_ms,
     };
-    let observed = observe::Acquire::start(&base.core, label, &base.name, &owner);
+    let observed = observe::Acquire::start(&base.core.metrics, label, &base.name, &owner);
     let hold_key: HoldKey = (base.key.clone(), owner);
     let member = format!("{}{}", base.claims.member_prefix, hold_key.1);
     // A waiter that does not subscribe (the spin lock) has no overtake limit: it never
@@ -389,4 +401,36 @@ pub(crate) fn check_owner_id(id: &str) -> std::result::Result<(), (&'static str,
         return Ok(());
     };
     Err(("owner", reason))
+}
+
+/// What an acquire's first attempt does after [`first_lock`] (the client's batcher decides).
+pub(crate) enum FirstLock {
+    /// The batch answered, as `lua/lock.lua` would have.
+    Answered(RedisResult<Synced>),
+    /// Send `lua/lock.lua` now, holding the lane's place if given.
+    Send(Option<batch::Permit>),
+}
+
+/// The turn of `lua/lock.lua` with no claim to stake, for `owner` on `base`'s lock hash
+/// (lockwise's layout), on its client's batcher. For an acquire's first attempt, when the
+/// lock is most likely free; the client has no replica sync (a batch has no `WAIT`).
+pub(crate) async fn first_lock(base: &Arc<Base>, owner: &Arc<str>, lease_ms: u64) -> FirstLock {
+    let op = batch::Op::Lock {
+        keys: base.clone(),
+        lease_ms,
+        owner: owner.clone(),
+    };
+    let reply = match base.core.batcher.turn(op).await {
+        batch::Turn::Alone(permit) => return FirstLock::Send(Some(permit)),
+        batch::Turn::Batched(Ok(batch::NOT_TRIED)) => return FirstLock::Send(None),
+        batch::Turn::Batched(Ok(holds)) if holds >= 1 => Ok(vec![1, holds]),
+        batch::Turn::Batched(Ok(held)) if held <= -9 => Ok(vec![0, -10 - held]),
+        batch::Turn::Batched(Ok(other)) => Err(RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "batch script answered a lock call",
+            other.to_string(),
+        ))),
+        batch::Turn::Batched(Err(e)) => Err(e),
+    };
+    FirstLock::Answered(reply.map(Synced::plain))
 }

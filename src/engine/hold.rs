@@ -63,14 +63,14 @@ impl Hold {
             name: kind.name().into(),
             span,
         });
-        observe::held(core, label, 1.0);
+        observe::held(&core.metrics, label, 1.0);
         let (lost, epoch, settle) = core.holds.acquired(
             &hold_key,
             ticket.sent,
             server_holds,
             lease,
             &meta,
-            kind.clone(),
+            kind.run_kind(),
         );
         if settle {
             spawn_settle(&kind, &hold_key);
@@ -224,7 +224,7 @@ impl Hold {
             return Ok(());
         };
         let core = state.kind.core().clone();
-        observe::held(&core, state.meta.kind, -1.0);
+        observe::held(&core.metrics, state.meta.kind, -1.0);
         // Waits and resends stop one response timeout from now, and the call sent by then
         // takes at most one more: past that (a stalled server, a settlement that waits for
         // Redis to come back) the release goes on in the background and the caller hears
@@ -341,7 +341,7 @@ impl Drop for Hold {
         let Some(state) = self.state.take() else {
             return;
         };
-        observe::held(state.kind.core(), state.meta.kind, -1.0);
+        observe::held(&state.kind.core().metrics, state.meta.kind, -1.0);
         release_in_background(state);
     }
 }
@@ -445,7 +445,7 @@ fn release(
                     let reply = send_release(&state.kind, &state.hold_key, expected, note, deadline)
                         .instrument(span.clone())
                         .await;
-                    observe::released(&core, state.meta.kind, &span, &reply);
+                    observe::released(&core.metrics, state.meta.kind, &span, &reply);
                     return match reply? {
                         -1 => Err(not_held(&state)),
                         // Released (n holds left), or the count was not the run's (-2: a

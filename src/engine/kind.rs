@@ -8,7 +8,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use super::batch::{Op, Turn, NOT_TRIED};
+use super::batch::{Op, ReleaseKeys, Turn, NOT_TRIED};
+use super::registry::RunKind;
 use super::Core;
 use crate::error::Result;
 use crate::wire::keys::Keys;
@@ -124,6 +125,26 @@ struct Inner {
     release: Release,
 }
 
+impl RunKind for Inner {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn per_hold_ttl(&self) -> bool {
+        self.release.per_hold_ttl
+    }
+
+    fn release(self: Arc<Self>, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
+        Kind(self).release(owner, expected, None)
+    }
+}
+
+impl ReleaseKeys for Inner {
+    fn release_keys(&self) -> &[String] {
+        &self.release.keys
+    }
+}
+
 /// A lock handle as the engine sees it (cheap to clone; holds, tickets and the hold
 /// registry keep one to release what they hold).
 #[derive(Clone)]
@@ -138,14 +159,14 @@ impl Kind {
         }))
     }
 
+    /// The kind as the hold registry keeps it (the same handle, not a copy).
+    pub(crate) fn run_kind(&self) -> Arc<dyn RunKind> {
+        self.0.clone()
+    }
+
     /// The client the lock belongs to.
     pub(crate) fn core(&self) -> &Arc<Core> {
         &self.0.core
-    }
-
-    /// The release's keys (see [`Release`]).
-    pub(super) fn release_keys(&self) -> &[String] {
-        &self.0.release.keys
     }
 
     /// Whether each hold lives by a TTL key of its own (see [`Release::per_hold_ttl`]).
@@ -177,7 +198,7 @@ impl Kind {
             let mut reply = Ok(NOT_TRIED);
             if spec.batch && note.is_none() {
                 let op = Op::Unlock {
-                    kind: kind.clone(),
+                    keys: kind.0.clone(),
                     owner: owner.clone(),
                     expected,
                 };

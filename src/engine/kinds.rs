@@ -29,6 +29,7 @@ pub(crate) enum KindId {
 
 impl KindId {
     /// Every kind.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) const ALL: [KindId; 10] = [
         KindId::Reentrant,
         KindId::Spin,
@@ -59,6 +60,7 @@ impl KindId {
     }
 
     /// Its index in [`KindId::ALL`].
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     pub(crate) fn index(self) -> usize {
         self as usize
     }

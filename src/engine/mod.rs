@@ -104,7 +104,8 @@
 //!   prologue, one script attempt, inspection and guard accessors.
 //! - [`watchdog`]: the task that renews held locks in batches.
 //! - [`deadline`]: how long a key surely lives after a call (the loss deadline's margin).
-//! - [`close`]: `Client::shutdown`: background clean-ups, permits to give back.
+//! - [`close`]: `Client::shutdown`: what the client still holds, released and reported.
+//! - [`tracked`]: what a close waits for or gives back: background clean-ups, live permits.
 //! - [`presence`]: the presence keys of a live client.
 //! - [`listener`]: the one subscription connection that wakes waiters.
 //! - [`inspect`]: read-only queries shared by the hash-based kinds.
@@ -129,6 +130,7 @@ mod owner;
 pub(crate) mod presence;
 pub(crate) mod registry;
 pub(crate) mod settle;
+pub(crate) mod tracked;
 pub(crate) mod wait;
 pub(crate) mod watchdog;
 

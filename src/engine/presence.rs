@@ -15,7 +15,6 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::registry::HoldRegistry;
 use crate::deploy::CommandConn;
 use crate::wire::keys::{Keys, Role};
 
@@ -33,15 +32,15 @@ pub(crate) struct Presence {
 }
 
 impl Presence {
-    /// Starts announcing `own_id` (the client's id; `None`: none yet), until the watchdog
-    /// shuts down. The task writes the keys every period from now on; the first write is
+    /// Starts announcing `own_id` (the client's id; `None`: none yet), until `shutdown`
+    /// (the hold registry's: the watchdog stopped) is cancelled. The task writes the keys every period from now on; the first write is
     /// [`write_now`](Self::write_now)'s.
     pub(crate) fn start(
         conn: CommandConn,
         namespace: &str,
         own_id: Option<&str>,
         timeout: Duration,
-        holds: &HoldRegistry,
+        shutdown: CancellationToken,
     ) -> Presence {
         let presence = Presence {
             keys: Arc::default(),
@@ -61,7 +60,6 @@ impl Presence {
             period: (timeout / 3).max(Duration::from_millis(1)),
         };
         let done = presence.done.clone();
-        let shutdown = holds.shutdown.clone();
         tokio::spawn(async move {
             task.run(shutdown).await;
             done.cancel();

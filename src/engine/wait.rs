@@ -245,7 +245,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Attempt<T>>>,
 {
-    let observed = super::observe::Acquire::start(core, kind, name, &core.id_str);
+    let observed = super::observe::Acquire::start(&core.metrics, kind, name, &core.id_str);
     let span = observed.span().clone();
     let result = wait_loop(core, Wake::Channel(channel), name, deadline, None, attempt)
         .instrument(span)

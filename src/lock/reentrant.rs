@@ -257,9 +257,9 @@ impl RLock {
                     let base = &lock.base;
                     let mut permit = None;
                     if batch {
-                        match engine::batch::lock(base, &owner, lease_ms).await {
-                            engine::batch::Lock::Answered(reply) => return reply,
-                            engine::batch::Lock::Send(alone) => permit = alone,
+                        match engine::handle::first_lock(base, &owner, lease_ms).await {
+                            engine::handle::FirstLock::Answered(reply) => return reply,
+                            engine::handle::FirstLock::Send(alone) => permit = alone,
                         }
                     }
                     let all: [&str; 3] = [&base.key, &base.claims.queue, &base.claims.deadlines];

@@ -54,7 +54,7 @@ impl RedLock {
         // Observed like the engine's kinds (wait histogram, outcome counters, the
         // `lockwise.acquire` span), through the first node's client.
         let observed = observe::Acquire::start(
-            &self.inner.nodes[0].core,
+            &self.inner.nodes[0].core.metrics,
             crate::engine::KindId::RedLock,
             &self.inner.name,
             &owner,

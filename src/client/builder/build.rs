@@ -102,7 +102,7 @@ impl ClientBuilder {
             // A read-only client holds nothing, so it has nothing to announce.
             (!self.read_only).then_some(id_str.as_str()),
             self.watchdog_timeout,
-            &holds,
+            holds.shutdown_token(),
         );
         presence.write_now(&conn).await;
         tracing::debug!(client = %id, namespace = %self.namespace, "lockwise client connected");
@@ -134,12 +134,10 @@ impl ClientBuilder {
                 Ownership::PerHold => Owner::PerHold,
             },
             handle: tokio::runtime::Handle::current(),
-            cleanups: crate::engine::close::Cleanups::new(tokio::runtime::Handle::current()),
+            cleanups: crate::engine::tracked::Cleanups::new(tokio::runtime::Handle::current()),
             closed: tokio_util::sync::CancellationToken::new(),
             permits: Default::default(),
-            metrics_lock_names: self.metrics_lock_names,
-            #[cfg(feature = "metrics")]
-            metrics: Default::default(),
+            metrics: crate::engine::observe::Metrics::new(self.metrics_lock_names),
         });
         Ok(Client::from_core(core))
     }

@@ -24,13 +24,32 @@ use std::time::Instant;
 use tracing::field::Empty;
 use tracing::Span;
 
-use super::{Core, KindId};
+use super::KindId;
 use crate::error::{Error, Result};
 
 #[cfg(feature = "metrics")]
 mod cache;
-#[cfg(feature = "metrics")]
-pub(crate) use cache::Cache;
+
+/// What every event of one client records through: its cached metric handles (with the
+/// `metrics` feature) and whether the lock name is a label too.
+#[derive(Default)]
+pub(crate) struct Metrics {
+    #[cfg(feature = "metrics")]
+    cache: cache::Cache,
+    /// Label the acquire wait histogram with the lock name too (`metrics_lock_names`).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    lock_names: bool,
+}
+
+impl Metrics {
+    /// A client's metrics; `lock_names`: the lock name labels the wait histogram too.
+    pub(crate) fn new(lock_names: bool) -> Metrics {
+        Metrics {
+            lock_names,
+            ..Metrics::default()
+        }
+    }
+}
 
 pub mod names;
 
@@ -102,7 +121,7 @@ pub(crate) struct Acquire<'a> {
 }
 
 impl<'a> Acquire<'a> {
-    pub(crate) fn start(core: &'a Core, kind: KindId, name: &str, owner: &str) -> Self {
+    pub(crate) fn start(metrics: &'a Metrics, kind: KindId, name: &str, owner: &str) -> Self {
         let span = tracing::debug_span!(
             "lockwise.acquire",
             kind = kind.label(),
@@ -114,20 +133,20 @@ impl<'a> Acquire<'a> {
             fencing_token = Empty,
         );
         #[cfg(not(feature = "metrics"))]
-        let _ = core;
+        let _ = metrics;
         Acquire {
             kind,
             #[cfg(feature = "metrics")]
-            handles: core.metrics.kind(kind),
+            handles: metrics.cache.kind(kind),
             #[cfg(not(feature = "metrics"))]
             handles: std::marker::PhantomData,
             started: Instant::now(),
             span,
             done: false,
             #[cfg(feature = "metrics")]
-            name: core
-                .metrics_lock_names
-                .then(|| metrics::SharedString::from(name.to_owned())),
+            name: metrics
+                .lock_names
+                .then(|| ::metrics::SharedString::from(name.to_owned())),
         }
     }
 
@@ -206,11 +225,11 @@ pub(crate) fn fencing_token(span: &Span, token: u64) {
 }
 
 /// A hold began (+1) or ended (-1) in this process.
-pub(crate) fn held(core: &Core, kind: KindId, delta: f64) {
+pub(crate) fn held(metrics: &Metrics, kind: KindId, delta: f64) {
     #[cfg(feature = "metrics")]
-    cache::holds(core.metrics.kind(kind), kind.label(), delta);
+    cache::holds(metrics.cache.kind(kind), kind.label(), delta);
     #[cfg(not(feature = "metrics"))]
-    let _ = (core, kind, delta);
+    let _ = (metrics, kind, delta);
 }
 
 /// The span of one release, linked to the acquire that created the hold. `background`: the
@@ -230,7 +249,7 @@ pub(crate) fn release_span(meta: &Meta, owner: &str, background: bool) -> Span {
 }
 
 /// A release ended: `Ok(n)` is the unlock script's reply (n >= 0 released, -1 not held).
-pub(crate) fn released(core: &Core, kind: KindId, span: &Span, reply: &Result<i64>) {
+pub(crate) fn released(metrics: &Metrics, kind: KindId, span: &Span, reply: &Result<i64>) {
     let label = kind.label();
     match reply {
         Ok(n) if *n >= 0 => {
@@ -238,9 +257,9 @@ pub(crate) fn released(core: &Core, kind: KindId, span: &Span, reply: &Result<i6
             span.record("remaining", n);
             tracing::debug!(parent: span, remaining = n, "lock released");
             #[cfg(feature = "metrics")]
-            cache::release(core.metrics.kind(kind), label);
+            cache::release(metrics.cache.kind(kind), label);
             #[cfg(not(feature = "metrics"))]
-            let _ = core;
+            let _ = metrics;
         }
         Ok(_) => {
             span.record("outcome", "not_held");
@@ -354,10 +373,10 @@ pub(crate) fn resubscribed() {
 }
 
 /// A fair lock was acquired with `len` waiters still queued behind.
-pub(crate) fn fair_queue(core: &Core, kind: KindId, span: &Span, len: u64) {
+pub(crate) fn fair_queue(metrics: &Metrics, kind: KindId, span: &Span, len: u64) {
     tracing::debug!(parent: span, queued = len, "fair lock taken");
     #[cfg(feature = "metrics")]
-    cache::queue(core.metrics.kind(kind), kind.label(), len as f64);
+    cache::queue(metrics.cache.kind(kind), kind.label(), len as f64);
     #[cfg(not(feature = "metrics"))]
-    let _ = (core, kind);
+    let _ = (metrics, kind);
 }

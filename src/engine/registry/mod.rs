@@ -22,9 +22,24 @@ mod loss;
 mod settling;
 mod transfer;
 
-use super::kind::Kind;
 use super::observe::{self, Meta};
 pub(crate) use settling::SettleTarget;
+
+/// What the registry keeps of the kind of a run's holds, to release them when the client
+/// closes ([`HoldRegistry::close_out`]): the engine's `Kind`. A trait, not that type: a
+/// `Kind` holds its client, whose state includes this registry.
+pub(crate) trait RunKind: Send + Sync {
+    /// The lock's name, for the close report.
+    fn name(&self) -> &str;
+    /// Whether each hold lives by a TTL key of its own (the release's `per_hold_ttl`).
+    fn per_hold_ttl(&self) -> bool;
+    /// Releases one hold of `owner` if its count is `expected` (the kind's release).
+    fn release(
+        self: Arc<Self>,
+        owner: Arc<str>,
+        expected: u32,
+    ) -> futures::future::BoxFuture<'static, crate::error::Result<i64>>;
+}
 
 /// (lock key, owner field): one local hold entry.
 pub(crate) type HoldKey = (Arc<str>, Arc<str>);
@@ -84,7 +99,7 @@ pub(super) struct OwnerHolds {
     /// A task waits for the loss deadline of this run's leased holds ([`HoldRegistry::lease_deadline`]).
     pub(super) lease_timer: bool,
     /// The kind whose holds these are (from the first guard), to release them on close.
-    pub(super) kind: Option<Kind>,
+    pub(super) kind: Option<Arc<dyn RunKind>>,
     /// Guards counted when the client closed: their holds were released by the close, so
     /// their own releases send nothing ([`Release::Closed`]).
     pub(super) closed_out: u32,
@@ -342,6 +357,11 @@ pub(crate) struct HoldRegistry {
 }
 
 impl HoldRegistry {
+    /// Cancelled when the client shuts down and its holds are no longer renewed.
+    pub(crate) fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
     fn new_epoch(&self) -> u64 {
         self.next_gen.fetch_add(1, Ordering::Relaxed)
     }
@@ -446,7 +466,7 @@ impl HoldRegistry {
         server_holds: u32,
         lease: Option<Duration>,
         meta: &Arc<Meta>,
-        kind: Kind,
+        kind: Arc<dyn RunKind>,
     ) -> (CancellationToken, u64, bool) {
         let (watch, ttl) = (lease.is_none(), lease.unwrap_or(self.timeout));
         let schedule;
@@ -498,7 +518,7 @@ impl HoldRegistry {
     /// Closes out every entry for the client's close ([`close`](super::close::close)): its
     /// guards are marked lost and their releases will send nothing, since the close releases
     /// what the server counts. Returns the entries whose kind is known, to release.
-    pub(crate) fn close_out(&self) -> Vec<(HoldKey, Kind)> {
+    pub(crate) fn close_out(&self) -> Vec<(HoldKey, Arc<dyn RunKind>)> {
         let mut out = Vec::new();
         for mut e in self.registry.iter_mut() {
             let key = e.key().clone();

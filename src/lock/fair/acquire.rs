@@ -191,7 +191,7 @@ impl FairLock {
                 }
                 if let Some(span) = hold.span() {
                     engine::observe::fair_queue(
-                        &self.inner.base.core,
+                        &self.inner.base.core.metrics,
                         engine::KindId::Fair,
                         span,
                         behind,

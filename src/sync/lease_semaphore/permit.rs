@@ -11,8 +11,8 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use super::LeaseSemaphore;
-use crate::engine::close::GiveBack;
 use crate::engine::safe_until;
+use crate::engine::tracked::GiveBack;
 use crate::error::{Error, Result};
 
 /// One leased permit of a [`LeaseSemaphore`], returned by its `acquire` methods.

@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use super::{Inner, Semaphore};
-use crate::engine::close::GiveBack;
+use crate::engine::tracked::GiveBack;
 use crate::error::{Error, Result};
 
 /// `k` permits taken from a [`Semaphore`]. Give them back with
