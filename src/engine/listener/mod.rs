@@ -46,6 +46,7 @@
 
 mod channel;
 mod conn;
+mod connect;
 mod follow;
 mod push;
 mod resp2;
@@ -57,7 +58,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManagerConfig;
 use tokio::runtime::Handle;
 use tokio::sync::futures::Notified;
 use tokio::sync::{Mutex, Notify};
@@ -409,24 +410,6 @@ impl Shared {
             resyncing: AtomicBool::new(false),
             disconnects: AtomicUsize::new(0),
             recent: std::sync::Mutex::new(VecDeque::new()),
-        })
-    }
-
-    /// The subscription connection to one server, in the protocol `client` asks for.
-    async fn connect_single(
-        self: &Arc<Self>,
-        client: redis::Client,
-        config: ConnectionManagerConfig,
-    ) -> Result<SubConn> {
-        let resp2 = client.get_connection_info().redis_settings().protocol()
-            == redis::ProtocolVersion::RESP2;
-        Ok(if resp2 {
-            let conn = resp2::Resp2Conn::connect(client, self.connect_timeout, self).await?;
-            SubConn::Resp2(Arc::new(conn))
-        } else {
-            let conn =
-                ConnectionManager::new_with_config(client, self.manager_config(config)).await?;
-            SubConn::Single(conn)
         })
     }
 }

@@ -3,7 +3,7 @@
 //! In RESP2 a connection in subscribe mode runs nothing but (P)(UN)SUBSCRIBE and PING, and
 //! its messages come as replies, not pushes: the listener gets a dedicated redis-rs
 //! [`PubSub`](redis::aio::PubSub) connection instead of a connection manager with a push
-//! sender. A task of its own reads the messages and hands each to [`Shared::on_push`] as
+//! sender. A task of its own reads the messages and hands each to the listener ([`OnPush`]) as
 //! the RESP3 path would, so the listener behaves the same on both protocols.
 //!
 //! redis-rs does not reconnect a `PubSub`; the task does. When the connection ends it
@@ -21,7 +21,6 @@ use redis::aio::{PubSubSink, PubSubStream};
 use redis::{PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::watch;
 
-use super::Shared;
 use crate::error::io_timeout;
 
 /// Longest pause between two reconnect attempts.
@@ -42,23 +41,25 @@ impl Drop for Resp2Conn {
     }
 }
 
+/// Where a [`Resp2Conn`] hands what it reads: the listener (held weakly: once it is gone,
+/// the connection's task ends).
+pub(super) trait OnPush: Send + Sync {
+    /// A message, or the connection's loss (`PushKind::Disconnection`).
+    fn on_push(self: Arc<Self>, push: PushInfo);
+}
+
 impl Resp2Conn {
     /// Connects to the server of `client` (which must ask for RESP2) within
     /// `connect_timeout` and starts the task that reads its messages into `shared`.
     pub(super) async fn connect(
         client: redis::Client,
         connect_timeout: Duration,
-        shared: &Arc<Shared>,
+        handle: &tokio::runtime::Handle,
+        shared: Weak<dyn OnPush>,
     ) -> RedisResult<Resp2Conn> {
         let (sink, stream) = open(&client, connect_timeout).await?;
         let (tx, rx) = watch::channel(Some(sink));
-        let task = shared.handle.spawn(run(
-            client,
-            connect_timeout,
-            Arc::downgrade(shared),
-            stream,
-            tx,
-        ));
+        let task = handle.spawn(run(client, connect_timeout, shared, stream, tx));
         Ok(Resp2Conn { sink: rx, task })
     }
 
@@ -110,7 +111,7 @@ fn closed() -> redis::RedisError {
 async fn run(
     client: redis::Client,
     connect_timeout: Duration,
-    shared: Weak<Shared>,
+    shared: Weak<dyn OnPush>,
     mut stream: PubSubStream,
     sink: watch::Sender<Option<PubSubSink>>,
 ) {
