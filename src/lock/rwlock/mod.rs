@@ -31,16 +31,17 @@
 
 mod read;
 mod redisson;
+mod shared;
 mod write;
 
 use std::sync::Arc;
 
-use crate::engine::{Base, Core, Owner, Release};
+use crate::engine::{Base, Core, Owner};
 use crate::error::Result;
 use crate::lock::api::owner_methods;
 use crate::wire::keys::{Keys, Role};
 use crate::wire::redisson::rw_key_prefix;
-use crate::wire::scripts::{RW_FORCE_UNLOCK, RW_UNLOCK_READ, RW_UNLOCK_WRITE};
+use shared::Shared;
 
 pub use read::{ReadLock, ReadLockGuard};
 pub use write::{WriteLock, WriteLockGuard};
@@ -89,19 +90,6 @@ pub use write::{WriteLock, WriteLockGuard};
 pub struct RwLock {
     shared: Arc<Shared>,
     owner: Owner,
-}
-
-/// What both sides of one lock use.
-pub(crate) struct Shared {
-    pub(crate) core: Arc<Core>,
-    pub(crate) name: String,
-    pub(crate) write: String,
-    pub(crate) read: String,
-    pub(crate) writers: String,
-    pub(crate) read_channel: String,
-    pub(crate) write_channel: String,
-    /// Redisson's layout: the prefix of the readers' timeout keys (`{<name>}`).
-    pub(crate) prefix: String,
 }
 
 impl RwLock {
@@ -335,7 +323,7 @@ impl RwLock {
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.base().check()?;
-        self.shared.force_unlock(None).await
+        redisson::force_unlock(&self.shared, None).await
     }
 
     /// Whether anyone holds the lock, reading or writing.
@@ -362,75 +350,6 @@ impl RwLock {
             return Ok(self.shared.redisson_mode().await?.is_some());
         }
         Ok(self.is_write_locked().await? || self.reader_count().await? > 0)
-    }
-}
-
-impl Shared {
-    /// How a read hold is released (`lua/rw_unlock_read.lua`): the last reader wakes one
-    /// local writer, as this client hears no echo of its own message.
-    fn read_release(&self) -> Release {
-        if self.redisson() {
-            return self.redisson_read_release();
-        }
-        Release {
-            script: &RW_UNLOCK_READ,
-            keys: vec![self.read.clone(), self.write_channel.clone()],
-            message: self.core.id_str.clone(),
-            extra: Vec::new(),
-            wake_all: Vec::new(),
-            wake_one: vec![self.write_channel.clone()],
-            clock: false,
-            batch: false,
-            per_hold_ttl: false,
-        }
-    }
-
-    /// How a write hold is released (`lua/rw_unlock_write.lua`): the local readers all
-    /// wake, and one local writer.
-    fn write_release(&self) -> Release {
-        if self.redisson() {
-            return self.redisson_write_release();
-        }
-        Release {
-            script: &RW_UNLOCK_WRITE,
-            keys: vec![
-                self.write.clone(),
-                self.read.clone(),
-                self.read_channel.clone(),
-                self.write_channel.clone(),
-            ],
-            message: self.core.id_str.clone(),
-            extra: Vec::new(),
-            wake_all: vec![self.read_channel.clone()],
-            wake_one: vec![self.write_channel.clone()],
-            clock: false,
-            batch: false,
-            per_hold_ttl: false,
-        }
-    }
-
-    /// `lua/rw_force_unlock.lua` on this lock, and the local waiters of both sides woken;
-    /// in Redisson's layout, Redisson's forceUnlock of `side` (`None`: either side's).
-    async fn force_unlock(&self, side: Option<redisson::Side>) -> Result<bool> {
-        if self.redisson() {
-            return self.redisson_force_unlock(side).await;
-        }
-        let held: i64 = RW_FORCE_UNLOCK
-            .run(
-                &mut self.core.conn.clone(),
-                &[
-                    &self.write,
-                    &self.read,
-                    &self.writers,
-                    &self.read_channel,
-                    &self.write_channel,
-                ],
-                &[&self.core.publish],
-            )
-            .await?;
-        self.core.listener.notify_all(&self.read_channel);
-        self.core.listener.notify_all(&self.write_channel);
-        Ok(held == 1)
     }
 }
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::time::Instant;
 
-use super::redisson::{self, Inspect, Side};
-use super::Shared;
+use super::redisson::{self, Inspect};
+use super::shared::{Shared, Side};
 use crate::engine::{self, Base, Hold};
 use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods};
@@ -37,7 +37,7 @@ pub struct ReadLock {
 
 impl ReadLock {
     pub(super) fn new(shared: Arc<Shared>, base: Base) -> ReadLock {
-        let base = Arc::new(base.with_release(shared.read_release()));
+        let base = Arc::new(base.with_release(redisson::release(&shared, Side::Read)));
         ReadLock {
             inspect: Inspect {
                 base: base.clone(),
@@ -249,7 +249,7 @@ impl ReadLock {
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.base.check()?;
-        self.shared.force_unlock(Some(Side::Read)).await
+        redisson::force_unlock(&self.shared, Some(Side::Read)).await
     }
 }
 

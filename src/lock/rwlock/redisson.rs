@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::Shared;
+use super::shared::{Shared, Side};
 use crate::engine::{self, inspect, Base, Hold, Owner, Release};
 use crate::error::{Error, Result};
 use crate::wire::redisson::{self, WRITE_SUFFIX};
@@ -29,14 +29,6 @@ use crate::wire::scripts::{
     Script, REDISSON_RW_FORCE_UNLOCK, REDISSON_RW_READ, REDISSON_RW_UNLOCK_READ,
     REDISSON_RW_UNLOCK_WRITE, REDISSON_RW_WRITE,
 };
-use crate::KeyLayout;
-
-/// The side of the lock a handle takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Side {
-    Read,
-    Write,
-}
 
 impl Side {
     /// The `mode` Redisson writes while this side holds the lock.
@@ -48,12 +40,26 @@ impl Side {
     }
 }
 
-impl Shared {
-    /// Whether the client uses Redisson's layout.
-    pub(super) fn redisson(&self) -> bool {
-        self.core.layout == KeyLayout::Redisson
+/// How a read (`Side::Read`) or write hold is released in the client's layout.
+pub(super) fn release(shared: &Shared, side: Side) -> Release {
+    match (shared.redisson(), side) {
+        (true, Side::Read) => shared.redisson_read_release(),
+        (true, Side::Write) => shared.redisson_write_release(),
+        (false, Side::Read) => shared.read_release(),
+        (false, Side::Write) => shared.write_release(),
     }
+}
 
+/// Force-unlocks the lock in the client's layout: lockwise's frees both sides; Redisson's
+/// forceUnlock frees `side` (`None`: either side's).
+pub(super) async fn force_unlock(shared: &Shared, side: Option<Side>) -> Result<bool> {
+    match shared.redisson() {
+        true => shared.redisson_force_unlock(side).await,
+        false => shared.force_unlock().await,
+    }
+}
+
+impl Shared {
     /// RReadWriteLock's read release (`lua/redisson_rw_unlock_read.lua`): freeing the lock
     /// publishes `0`, which wakes one waiter in every client, this one included (no local
     /// head start in a mixed fleet: see [`Release::redisson_unlock`]). Each read hold lives

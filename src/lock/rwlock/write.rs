@@ -7,8 +7,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::time::Instant;
 
-use super::redisson::{self, Inspect, Side};
-use super::Shared;
+use super::redisson::{self, Inspect};
+use super::shared::{Shared, Side};
 use crate::engine::{self, Base, Hold};
 use crate::error::{Error, Result};
 use crate::lock::api::{guard_accessors, inspect_methods};
@@ -40,7 +40,7 @@ pub struct WriteLock {
 
 impl WriteLock {
     pub(super) fn new(shared: Arc<Shared>, base: Base) -> WriteLock {
-        let base = Arc::new(base.with_release(shared.write_release()));
+        let base = Arc::new(base.with_release(redisson::release(&shared, Side::Write)));
         WriteLock {
             inspect: Inspect {
                 base: base.clone(),
@@ -353,7 +353,7 @@ impl WriteLock {
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.base.check()?;
-        self.shared.force_unlock(Some(Side::Write)).await
+        redisson::force_unlock(&self.shared, Some(Side::Write)).await
     }
 }
 

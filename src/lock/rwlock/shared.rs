@@ -1,0 +1,96 @@
+//! [`Shared`]: what both sides of one read-write lock use (the client, the names of its
+//! keys and channels), and how lockwise's own layout releases and force-unlocks them.
+//! Redisson's layout ([`super::redisson`]) builds on it; this file knows nothing of it.
+
+use std::sync::Arc;
+
+use crate::engine::{Core, Release};
+use crate::error::Result;
+use crate::wire::scripts::{RW_FORCE_UNLOCK, RW_UNLOCK_READ, RW_UNLOCK_WRITE};
+use crate::KeyLayout;
+
+/// The side of the lock a handle takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Side {
+    Read,
+    Write,
+}
+
+/// What both sides of one lock use.
+pub(crate) struct Shared {
+    pub(crate) core: Arc<Core>,
+    pub(crate) name: String,
+    pub(crate) write: String,
+    pub(crate) read: String,
+    pub(crate) writers: String,
+    pub(crate) read_channel: String,
+    pub(crate) write_channel: String,
+    /// Redisson's layout: the prefix of the readers' timeout keys (`{<name>}`).
+    pub(crate) prefix: String,
+}
+
+impl Shared {
+    /// Whether the client uses Redisson's layout.
+    pub(super) fn redisson(&self) -> bool {
+        self.core.layout == KeyLayout::Redisson
+    }
+}
+
+impl Shared {
+    /// How a read hold is released in lockwise's layout (`lua/rw_unlock_read.lua`): the last reader wakes one
+    /// local writer, as this client hears no echo of its own message.
+    pub(super) fn read_release(&self) -> Release {
+        Release {
+            script: &RW_UNLOCK_READ,
+            keys: vec![self.read.clone(), self.write_channel.clone()],
+            message: self.core.id_str.clone(),
+            extra: Vec::new(),
+            wake_all: Vec::new(),
+            wake_one: vec![self.write_channel.clone()],
+            clock: false,
+            batch: false,
+            per_hold_ttl: false,
+        }
+    }
+
+    /// How a write hold is released in lockwise's layout (`lua/rw_unlock_write.lua`): the local readers all
+    /// wake, and one local writer.
+    pub(super) fn write_release(&self) -> Release {
+        Release {
+            script: &RW_UNLOCK_WRITE,
+            keys: vec![
+                self.write.clone(),
+                self.read.clone(),
+                self.read_channel.clone(),
+                self.write_channel.clone(),
+            ],
+            message: self.core.id_str.clone(),
+            extra: Vec::new(),
+            wake_all: vec![self.read_channel.clone()],
+            wake_one: vec![self.write_channel.clone()],
+            clock: false,
+            batch: false,
+            per_hold_ttl: false,
+        }
+    }
+
+    /// `lua/rw_force_unlock.lua` on this lock, and the local waiters of both sides woken.
+    pub(super) async fn force_unlock(&self) -> Result<bool> {
+        let held: i64 = RW_FORCE_UNLOCK
+            .run(
+                &mut self.core.conn.clone(),
+                &[
+                    &self.write,
+                    &self.read,
+                    &self.writers,
+                    &self.read_channel,
+                    &self.write_channel,
+                ],
+                &[&self.core.publish],
+            )
+            .await?;
+        self.core.listener.notify_all(&self.read_channel);
+        self.core.listener.notify_all(&self.write_channel);
+        Ok(held == 1)
+    }
+}
