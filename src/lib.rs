@@ -45,8 +45,10 @@
 //     observe/        metrics and tracing spans
 //     inspect.rs      read-only queries
 //   deploy/           standalone, Cluster and Sentinel: connect, probe, follow failovers;
-//                     `CommandConn`, the one command connection type; protocol.rs: RESP3,
-//                     or RESP2 for servers without HELLO
+//                     `CommandConn`, the one command connection type (mod.rs); connect.rs:
+//                     `connect`, the steps every deployment shares; protocol.rs: RESP3,
+//                     or RESP2 for servers without HELLO; cluster/ (send.rs: resending what
+//                     the Cluster refused unrun); sentinel/ (the master, its follower)
 //   wire/             what lockwise writes to Redis
 //     keys.rs         every key and channel name (`Role`), argument checks
 //     scripts.rs      every Lua script (lua/*.lua), the runner, the header test
