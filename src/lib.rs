@@ -6,8 +6,9 @@
 // folders are the layers, from the top down; a layer imports only those below it
 // (tests/project/layout.rs checks it from the source):
 //
-//   redlock/          RedLock over independent masters (several Clients): options, node,
-//                     round, guard
+//   redlock/          RedLock over independent masters (several Clients): RedLock and
+//                     RedLockSet (mod.rs), options, node, round (the acquire), guard,
+//                     inspect
 //   client/           Client (mod.rs, handles.rs) and ClientBuilder (builder/): what users
 //                     build; the builder calls deploy/ to connect and assembles the engine's parts
 //   admin/            Admin: list, inspect, leaks, force unlock (what the CLI shows)
