@@ -6,8 +6,9 @@
 // folders are the layers, from the top down; a layer imports only those below it
 // (tests/project/layout.rs checks it from the source):
 //
-//   redlock/          RedLock over independent masters (several Clients): options, node,
-//                     round, guard
+//   redlock/          RedLock over independent masters (several Clients): RedLock and
+//                     RedLockSet (mod.rs), options, node, round (the acquire), guard,
+//                     inspect
 //   client/           Client (mod.rs, handles.rs) and ClientBuilder (builder/): what users
 //                     build; the builder calls deploy/ to connect and assembles the engine's parts
 //   admin/            Admin: list, inspect, leaks, force unlock (what the CLI shows)
@@ -48,8 +49,10 @@
 //     observe/        metrics and tracing spans
 //     inspect.rs      read-only queries
 //   deploy/           standalone, Cluster and Sentinel: connect, probe, follow failovers;
-//                     `CommandConn`, the one command connection type; protocol.rs: RESP3,
-//                     or RESP2 for servers without HELLO
+//                     `CommandConn`, the one command connection type (mod.rs); connect.rs:
+//                     `connect`, the steps every deployment shares; protocol.rs: RESP3,
+//                     or RESP2 for servers without HELLO; cluster/ (send.rs: resending what
+//                     the Cluster refused unrun); sentinel/ (the master, its follower)
 //   wire/             what lockwise writes to Redis
 //     role.rs         `Role`: every role a key or channel plays
 //     keys.rs         every key and channel name, argument checks

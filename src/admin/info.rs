@@ -1,10 +1,12 @@
 //! What the views report: a lock's [`LockInfo`] with its [`LockKind`], [`Holder`]s
-//! ([`HoldMode`]), [`QueueEntry`]s and [`KeyInfo`]s, and the [`Listing`] of a namespace.
+//! ([`HoldMode`]), [`QueueEntry`]s and [`KeyInfo`]s, and the [`Listing`] of a namespace;
+//! with the `serde` feature, the two helpers their derived `Serialize` writes durations
+//! (whole milliseconds) and unreadable names with.
 
 use std::time::Duration;
 
 #[cfg(feature = "serde")]
-use super::ser;
+use serde::{ser::SerializeMap, Serialize, Serializer};
 
 /// Which lock kind a [`LockInfo`] describes, as far as the keys tell it.
 ///
@@ -154,7 +156,7 @@ pub struct Holder {
     /// leased permit); `None` when it lives as long as the key ([`LockInfo::ttl`]).
     #[cfg_attr(
         feature = "serde",
-        serde(rename = "expires_in_ms", serialize_with = "ser::ms")
+        serde(rename = "expires_in_ms", serialize_with = "ms")
     )]
     pub expires_in: Option<Duration>,
 }
@@ -214,10 +216,7 @@ pub struct KeyInfo {
     /// Its role in the layout (`lock`, `fence`, `fairqueue`, ...: see [`guide::internals`](crate::guide::internals)).
     pub role: &'static str,
     /// Its time to live; `None` when it has none.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "ttl_ms", serialize_with = "ser::ms")
-    )]
+    #[cfg_attr(feature = "serde", serde(rename = "ttl_ms", serialize_with = "ms"))]
     pub ttl: Option<Duration>,
 }
 
@@ -249,10 +248,7 @@ pub struct LockInfo {
     pub holders: Vec<Holder>,
     /// The time to live of the kind's main key (lock hash, writer or readers hash, latch,
     /// permits); `None` when that key is absent or has no TTL.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "ttl_ms", serialize_with = "ser::ms")
-    )]
+    #[cfg_attr(feature = "serde", serde(rename = "ttl_ms", serialize_with = "ms"))]
     pub ttl: Option<Duration>,
     /// Length of the fair queue, or number of waiting writers of a `RwLock`.
     pub queue_len: u64,
@@ -322,6 +318,30 @@ pub struct Listing {
     /// Names that could not be read as a lockwise kind (a key of another type, or another
     /// program's value, under a lockwise key name), with the reason; they are left out of
     /// [`locks`](Self::locks) instead of failing the whole listing.
-    #[cfg_attr(feature = "serde", serde(serialize_with = "ser::unreadable"))]
+    #[cfg_attr(feature = "serde", serde(serialize_with = "unreadable"))]
     pub unreadable: Vec<(String, String)>,
+}
+
+/// An optional duration as whole milliseconds (`null` when absent).
+#[cfg(feature = "serde")]
+fn ms<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+        None => s.serialize_none(),
+    }
+}
+
+/// `(name, error)` pairs as `[{"name": .., "error": ..}]`.
+#[cfg(feature = "serde")]
+fn unreadable<S: Serializer>(pairs: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    struct Entry<'a>(&'a str, &'a str);
+    impl Serialize for Entry<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let mut m = s.serialize_map(Some(2))?;
+            m.serialize_entry("name", self.0)?;
+            m.serialize_entry("error", self.1)?;
+            m.end()
+        }
+    }
+    s.collect_seq(pairs.iter().map(|(n, e)| Entry(n, e)))
 }

@@ -28,20 +28,32 @@
 //!   call on it and the next call uses the new one. The subscription listener follows
 //!   through a [`watch`] channel. Unlock messages use `PUBLISH`.
 //!
-//! Then [`connect`] checks that the user's ACL allows what lockwise runs ([`acl`]: fails
-//! with `Error::Permission` naming what is missing). With replica sync configured, it
-//! finally checks that the server supports `WAIT`
+//! Then [`connect`](fn@connect) checks that the user's ACL allows what lockwise runs
+//! ([`acl`]: fails with `Error::Permission` naming what is missing). With replica sync
+//! configured, it finally checks that the server supports `WAIT`
 //! (if not: a warning, and the client runs without it).
 //!
 //! [`CommandConn`] is the one command-connection type the rest of the crate uses: it implements
 //! redis-rs's [`ConnectionLike`], so scripts and plain commands run on any deployment alike.
 //!
-//! This module knows nothing of lock kinds or the `Client`: the builder hands [`connect`] its
-//! validated [`Settings`], and the engine's subscription listener comes in through the
-//! [`Subscriber`] trait.
+//! This module knows nothing of lock kinds or the `Client`: the builder hands
+//! [`connect`](fn@connect) its validated [`Settings`], and the engine's subscription listener
+//! comes in through the [`Subscriber`] trait.
+//!
+//! # Layout
+//! - this file: what the other files share: [`CommandConn`] (which sends through the
+//!   read-only gate, the cluster's resends or the Sentinel master's gate), where the servers
+//!   are ([`Deployment`]), the [`Subscriber`] trait and the connect options.
+//! - [`connect`](mod@connect): [`connect`](fn@connect), with its [`Settings`] and what it
+//!   returns ([`Connected`]).
+//! - [`standalone`], [`cluster`] (with its resends, `cluster/send.rs`), [`sentinel`] (with
+//!   the master and its follower): each deployment's own connect.
+//! - [`probe`], [`protocol`], [`acl`]: the checks at connect; RESP3 or RESP2.
+//! - [`read_only`]: the gate of a read-only client.
 
 mod acl;
 mod cluster;
+mod connect;
 mod probe;
 mod protocol;
 mod read_only;
@@ -59,9 +71,9 @@ use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, Pipeline, RedisFuture, V
 use tokio::sync::watch;
 
 use crate::error::Result;
-use crate::wire::scripts::ReplicaSync;
 
 pub(crate) use cluster::cluster_client;
+pub(crate) use connect::{connect, Connected, Settings};
 pub(crate) use protocol::Protocol;
 pub(crate) use sentinel::{MasterAuth, SentinelMaster};
 use sentinel::{Retry, Verdict};
@@ -73,7 +85,7 @@ pub(crate) struct CommandConn {
     /// A read-only client's: only reads are sent ([`read_only`]).
     read_only: bool,
     /// Cluster only: how long after its first send a command the Cluster refused unrun (a
-    /// redirect, a failover state) may still be sent again ([`cluster::send`]).
+    /// redirect, a failover state) may still be sent again ([`cluster::send`](fn@cluster::send)).
     resend_within: Duration,
 }
 
@@ -205,46 +217,6 @@ pub(crate) enum Target {
     Info(Box<ConnectionInfo>),
 }
 
-/// The builder's settings, checked: everything [`connect`] needs.
-pub(crate) struct Settings {
-    pub(crate) deployment: Deployment,
-    /// Credentials and database of a Sentinel master; empty for the other deployments.
-    pub(crate) master: MasterAuth,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) response_timeout: Duration,
-    /// Replica sync as configured; [`connect`] drops it if the server has no `WAIT`.
-    pub(crate) replica_sync: Option<ReplicaSync>,
-    /// The client's id, for the subscription listener.
-    pub(crate) self_id: String,
-    /// The key and channel prefix, for the permission check.
-    pub(crate) namespace: String,
-    /// Whose key names the client writes: the permission check asks for the commands of
-    /// that layout's scripts.
-    pub(crate) key_layout: crate::layout::KeyLayout,
-    /// RESP3 with a RESP2 fallback, or RESP2 only.
-    pub(crate) protocol: Protocol,
-    /// How often a Sentinel client asks the sentinels for the master unprompted.
-    pub(crate) sentinel_check_interval: Duration,
-    /// The client's watchdog timeout: a Sentinel client trusts a confirmation of its master
-    /// for at most a third of it ([`sentinel`], "The gate").
-    pub(crate) watchdog_timeout: Duration,
-    /// A read-only client: reads only ([`read_only`]), no script preload, and the
-    /// permission check asks for the reads alone.
-    pub(crate) read_only: bool,
-}
-
-/// What a connected client is made of.
-pub(crate) struct Connected<L> {
-    /// The command connection.
-    pub(crate) commands: CommandConn,
-    /// The command scripts publish unlock messages with (`"spublish"` or `"publish"`).
-    pub(crate) publish: &'static str,
-    /// The subscription listener, connected (and following the master, on Sentinel).
-    pub(crate) listener: L,
-    /// Replica sync, if configured and supported by the server.
-    pub(crate) replica_sync: Option<ReplicaSync>,
-}
-
 /// The subscription listener as the deployments connect it: they say where and when, the
 /// engine's listener does the rest. Implemented next to the `Client`, which knows both.
 pub(crate) trait Subscriber: Sized {
@@ -285,73 +257,4 @@ struct Options {
     /// Bounds a Sentinel client's trust window.
     watchdog_timeout: Duration,
     read_only: bool,
-}
-
-/// Connects the command connection and the subscription listener `L` of the deployment in
-/// `settings`, probing the server first, and checks replica sync.
-///
-/// # Errors
-/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad URL or an empty seed
-/// or sentinel list; [`Error::Redis`](crate::Error::Redis) when no server is reachable
-/// within the connect timeout or one refuses the connection;
-/// [`Error::UnexpectedReply`](crate::Error::UnexpectedReply) when the sentinels do not know
-/// the master name or name a server that is not a master;
-/// [`Error::Permission`](crate::Error::Permission) when the user's ACL refuses a command,
-/// key or channel lockwise needs.
-///
-/// # Cancel safety
-/// Dropping the future abandons the attempt; connections made so far are closed.
-pub(crate) async fn connect<L: Subscriber>(settings: Settings) -> Result<Connected<L>> {
-    let options = Options {
-        connect_timeout: settings.connect_timeout,
-        response_timeout: settings.response_timeout,
-        probe: AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(settings.connect_timeout))
-            .set_response_timeout(Some(settings.response_timeout)),
-        manager: ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(settings.connect_timeout))
-            .set_response_timeout(Some(settings.response_timeout))
-            .set_number_of_retries(6)
-            .set_max_delay(Duration::from_secs(2)),
-        self_id: settings.self_id,
-        protocol: settings.protocol,
-        sentinel_check_interval: settings.sentinel_check_interval,
-        watchdog_timeout: settings.watchdog_timeout,
-        read_only: settings.read_only,
-    };
-    let (mut commands, listener, publish) = match &settings.deployment {
-        Deployment::Standalone { target } => standalone::connect(target, &options).await?,
-        Deployment::Cluster { seeds } => cluster::connect(seeds, &options).await?,
-        Deployment::Sentinel {
-            sentinels,
-            master_name,
-        } => sentinel::connect(sentinels, master_name, &settings.master, &options).await?,
-    };
-    commands.read_only = settings.read_only;
-    if commands.is_cluster() && !settings.read_only {
-        // Standalone and Sentinel preload on the probe connection; a cluster loads the
-        // scripts on every node (best effort: calls fall back to EVAL anyway).
-        if let Err(e) = crate::wire::scripts::preload(&mut commands).await {
-            tracing::debug!(error = %e, "script preload on the cluster failed");
-        }
-    }
-    // Refuse now what the ACL would refuse at the first contended wait or unlock.
-    acl::check(
-        &mut commands,
-        &settings.namespace,
-        publish,
-        settings.read_only,
-        settings.key_layout,
-    )
-    .await?;
-    let replica_sync = match settings.replica_sync {
-        Some(sync) => probe::check_wait_support(&mut commands, sync).await,
-        None => None,
-    };
-    Ok(Connected {
-        commands,
-        publish,
-        listener,
-        replica_sync,
-    })
 }

@@ -16,8 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::node::node_timeout_error;
-use super::round::{drift, quorum};
-use super::RedLock;
+use super::{drift, quorum, RedLock};
 use crate::engine::{Hold, HoldRef, Owner};
 use crate::error::{Error, Result};
 

@@ -7,8 +7,7 @@ use std::time::Duration;
 use futures::future::join_all;
 
 use super::node::NodeLock;
-use super::round::quorum;
-use super::RedLock;
+use super::{quorum, RedLock};
 use crate::engine::{self, inspect, Owner};
 use crate::error::{Error, Result};
 

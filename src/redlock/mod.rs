@@ -49,17 +49,20 @@
 //!
 //! # Layout
 //!
-//! - this file: the [`RedLock`] handle and its public methods.
-//! - [`options`]: [`RedLockOptions`] with their defaults, and the [`RedLockSet`].
+//! - this file: what the other files share: the [`RedLock`] handle and the [`RedLockSet`]
+//!   its locks come from (each makes the other), and the quorum and drift arithmetic.
+//! - [`options`]: [`RedLockOptions`] with their defaults.
 //! - [`node`]: one node's calls (acquire, renew, release) and what a node answered; a node
 //!   is a kind of the engine, so its holds live in the node client's hold registry.
-//! - [`round`]: the acquire rounds across the nodes, with the quorum, validity and drift
-//!   arithmetic and the randomized retry.
+//! - [`round`]: the acquire methods ([`RedLock::lock`], `lock_with_lease`, `try_lock`) and
+//!   their rounds across the nodes, with the validity check and the randomized retry.
 //! - [`guard`]: [`RedLockGuard`], its extension task and its unlock.
 //! - [`inspect`]: the read-only queries and `force_unlock`, answered by quorum.
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use uuid::Uuid;
 
 use crate::client::Client;
 use crate::engine::{self, Owner, Release};
@@ -75,12 +78,9 @@ mod options;
 mod round;
 
 pub use guard::RedLockGuard;
-pub use options::{
-    RedLockOptions, RedLockSet, DEFAULT_NODE_TIMEOUT, DEFAULT_REDLOCK_TTL, DEFAULT_RETRY_DELAY,
-};
+pub use options::{RedLockOptions, DEFAULT_NODE_TIMEOUT, DEFAULT_REDLOCK_TTL, DEFAULT_RETRY_DELAY};
 
 use node::NodeLock;
-use options::SetInner;
 
 /// A lock over the nodes of a [`RedLockSet`], acquired with the [Redlock] algorithm:
 /// held while a majority of the nodes hold it, for a validity that accounts for the time the
@@ -304,92 +304,6 @@ impl RedLock {
             None => Ok(()),
         }
     }
-
-    /// Acquires the lock on a majority of the nodes, retrying as long as it takes; the
-    /// guard's task extends it by quorum until the guard is released.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for an invalid name, option or empty set.
-    /// [`Error::Redis`] (the first node's error) when, in one round, so many nodes failed
-    /// (error or per-node timeout) that no majority was possible: the deployment is down
-    /// rather than contended. Contention alone never ends the wait.
-    ///
-    /// # Cancel safety
-    /// Cancel safe. Dropping the future at any point leaves no hold behind: each node call
-    /// abandoned mid-flight finishes in the background and releases what it took.
-    ///
-    /// # Example
-    ///
-    /// ```rust,no_run
-    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
-    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
-    /// let guard = lock.lock().await?;
-    /// // ... work while guard.validity() lasts ...
-    /// guard.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock(&self) -> Result<RedLockGuard> {
-        engine::never_timed_out(self.acquire(None, None).await?)
-    }
-
-    /// Like [`lock`](Self::lock), with a fixed lease and no extensions: the holds expire
-    /// `lease` after they were taken unless released before.
-    ///
-    /// # Errors
-    /// As for [`lock`](Self::lock); also [`Error::InvalidArgument`] for a lease below 1 ms,
-    /// above 2<sup>53</sup> ms, or not longer than its drift allowance.
-    ///
-    /// # Cancel safety
-    /// As for [`lock`](Self::lock).
-    ///
-    /// # Example
-    ///
-    /// ```rust,no_run
-    /// use std::time::Duration;
-    ///
-    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
-    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
-    /// // Expires 10 s after it was taken, unless unlocked before.
-    /// let guard = lock.lock_with_lease(Duration::from_secs(10)).await?;
-    /// guard.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
-        engine::never_timed_out(self.acquire(None, Some(lease)).await?)
-    }
-
-    /// Tries to acquire the lock on a majority of the nodes for at most `wait` (and at most
-    /// [`retry_count`](RedLockOptions::retry_count) retries). [`Error::Timeout`](crate::Error::Timeout): not acquired
-    /// in time. `Duration::ZERO` makes a single round. With `lease: None` the guard's task
-    /// extends the lock; with `Some(lease)` it expires after the lease.
-    ///
-    /// # Errors
-    /// As for [`lock_with_lease`](Self::lock_with_lease). [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
-    ///
-    /// # Cancel safety
-    /// As for [`lock`](Self::lock).
-    ///
-    /// # Example
-    ///
-    /// ```rust,no_run
-    /// use std::time::Duration;
-    ///
-    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
-    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
-    /// match lock.try_lock(Duration::from_secs(1), None).await {
-    ///     Ok(guard) => guard.unlock().await?,
-    ///     Err(e) if e.is_timeout() => println!("someone else holds it"),
-    ///     Err(e) => return Err(e),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<RedLockGuard> {
-        engine::or_timeout(
-            self.acquire(Some(engine::deadline_after(wait)), lease)
-                .await?,
-            self.name(),
-        )
-    }
 }
 
 owner_methods!(
@@ -406,5 +320,244 @@ impl std::fmt::Debug for RedLock {
             .field("set", &self.inner.set.id)
             .field("nodes", &self.inner.nodes.len())
             .finish()
+    }
+}
+
+/// A set of independent Redis masters to run [Redlock] on, and the owner id its locks share.
+///
+/// Build it from one [`Client`] per master (each connected to a different, independent
+/// server: not replicas of each other, not nodes of one cluster), then take lock handles
+/// with [`lock`](RedLockSet::lock). Cheap to clone.
+///
+/// Owners are `<set id>:<task id>`: every [`RedLock`] of one set is the same owner within one
+/// task (re-entry works across handles of one set), two sets are always different owners.
+///
+/// [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+///
+/// # Example
+///
+/// ```rust,no_run
+/// use std::time::Duration;
+///
+/// # async fn demo() -> lockwise::Result<()> {
+/// // One client per independent master.
+/// let mut clients = Vec::new();
+/// for url in ["redis://10.0.0.1/", "redis://10.0.0.2/", "redis://10.0.0.3/"] {
+///     clients.push(lockwise::Client::connect(url).await?);
+/// }
+/// let set = lockwise::RedLockSet::new(&clients);
+/// println!("{} nodes, quorum {}", set.nodes(), set.quorum());
+/// let guard = set.lock("invoice:9").lock().await?;
+/// guard.unlock().await?;
+/// set.shutdown(Duration::from_secs(5)).await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedLockSet {
+    inner: Arc<SetInner>,
+}
+
+struct SetInner {
+    /// Kept so the clients (and their connections) live as long as the set.
+    clients: Vec<Client>,
+    id: Uuid,
+    id_str: Arc<str>,
+    options: RedLockOptions,
+}
+
+impl Drop for SetInner {
+    fn drop(&mut self) {
+        for client in &self.clients {
+            client.core().presence.remove(&self.id_str);
+        }
+    }
+}
+
+impl RedLockSet {
+    /// A set over `clients` with the default [`RedLockOptions`]. An empty slice is reported
+    /// by the lock methods as [`Error::InvalidArgument`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// let guard = set.lock("invoice:9").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn new(clients: &[Client]) -> RedLockSet {
+        RedLockSet::with_options(clients, RedLockOptions::default())
+    }
+
+    /// A set over `clients` with `options`. Invalid options are reported by the lock methods
+    /// as [`Error::InvalidArgument`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    /// use lockwise::{RedLockOptions, RedLockSet};
+    ///
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let options = RedLockOptions::default().ttl(Duration::from_secs(10));
+    /// let set = RedLockSet::with_options(&clients, options);
+    /// let guard = set.lock("invoice:9").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_options(clients: &[Client], options: RedLockOptions) -> RedLockSet {
+        let id = Uuid::new_v4();
+        // Each node announces the set's id as present while the set lives, so an operator's
+        // leak check tells its holds from a dead client's.
+        for client in clients {
+            client.core().presence.add(&id.to_string());
+        }
+        RedLockSet {
+            inner: Arc::new(SetInner {
+                clients: clients.to_vec(),
+                id,
+                id_str: id.to_string().into(),
+                options,
+            }),
+        }
+    }
+
+    /// A handle to the Redlock `name` on every node of this set. Cheap; nothing is sent.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// let invoice = set.lock("invoice:9");
+    /// let guard = invoice.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, name: impl AsRef<str>) -> RedLock {
+        RedLock::in_set(self.inner.clone(), name.as_ref())
+    }
+
+    /// This set's id, the first part of every owner field it writes.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// println!("set {} (owner fields start with it)", set.id());
+    /// # Ok(()) }
+    /// ```
+    pub fn id(&self) -> Uuid {
+        self.inner.id
+    }
+
+    /// Number of nodes (clients).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// assert_eq!(set.nodes(), clients.len());
+    /// # Ok(()) }
+    /// ```
+    pub fn nodes(&self) -> usize {
+        self.inner.clients.len()
+    }
+
+    /// Closes the client of every node ([`Client::shutdown`]), at once: the set's locks are
+    /// released on every node, and so is everything else those clients hold. One report
+    /// per node, in the order of the clients.
+    ///
+    /// # Cancel safety
+    /// As for [`Client::shutdown`].
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// // ... when the service stops:
+    /// for report in set.shutdown(Duration::from_secs(5)).await {
+    ///     if !report.is_complete() {
+    ///         eprintln!("{} left to expire", report.failed.len());
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn shutdown(&self, timeout: std::time::Duration) -> Vec<crate::ShutdownReport> {
+        futures::future::join_all(self.inner.clients.iter().map(|c| c.shutdown(timeout))).await
+    }
+
+    /// How many nodes must grant a lock: `nodes() / 2 + 1`.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// println!("{} of {} nodes must grant a lock", set.quorum(), set.nodes());
+    /// # Ok(()) }
+    /// ```
+    pub fn quorum(&self) -> usize {
+        quorum(self.inner.clients.len())
+    }
+
+    /// The set's options.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let set = lockwise::RedLockSet::new(&clients);
+    /// println!("{:?}", set.options());
+    /// # Ok(()) }
+    /// ```
+    pub fn options(&self) -> &RedLockOptions {
+        &self.inner.options
+    }
+}
+
+impl std::fmt::Debug for RedLockSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedLockSet")
+            .field("id", &self.inner.id)
+            .field("nodes", &self.inner.clients.len())
+            .field("options", &self.inner.options)
+            .finish()
+    }
+}
+
+/// The drift allowance of the Redlock algorithm: 1% of the TTL plus 2 ms.
+fn drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+/// N/2 + 1.
+fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drift_is_one_percent_plus_two_ms() {
+        assert_eq!(drift(Duration::from_secs(10)), Duration::from_millis(102));
+        assert_eq!(drift(Duration::from_millis(1)), Duration::from_micros(2010));
+    }
+
+    #[test]
+    fn quorum_is_a_strict_majority() {
+        assert_eq!(quorum(1), 1);
+        assert_eq!(quorum(2), 2);
+        assert_eq!(quorum(3), 2);
+        assert_eq!(quorum(4), 3);
+        assert_eq!(quorum(5), 3);
     }
 }

@@ -1,5 +1,6 @@
-//! One acquire round across the nodes, its quorum / validity / drift arithmetic, and the
-//! randomized retry between rounds.
+//! The acquire: [`RedLock::lock`], [`lock_with_lease`](RedLock::lock_with_lease) and
+//! [`try_lock`](RedLock::try_lock), the rounds across the nodes with their validity check,
+//! and the randomized retry between rounds.
 
 use std::time::Duration;
 
@@ -9,15 +10,10 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::node::NodeReply;
-use super::{RedLock, RedLockGuard};
-use crate::engine::{observe, Hold};
+use super::{drift, quorum, RedLock, RedLockGuard};
+use crate::engine::{self, observe, Hold};
 use crate::error::{Error, Result};
 use crate::wire::keys::check_millis;
-
-/// The drift allowance of the Redlock algorithm: 1% of the TTL plus 2 ms.
-pub(super) fn drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
-}
 
 /// A random delay in `base / 2 .. base * 3 / 2`.
 fn jitter(base: Duration) -> Duration {
@@ -26,12 +22,93 @@ fn jitter(base: Duration) -> Duration {
     base / 2 + Duration::from_nanos(r as u64)
 }
 
-/// N/2 + 1.
-pub(super) fn quorum(n: usize) -> usize {
-    n / 2 + 1
-}
-
 impl RedLock {
+    /// Acquires the lock on a majority of the nodes, retrying as long as it takes; the
+    /// guard's task extends it by quorum until the guard is released.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an invalid name, option or empty set.
+    /// [`Error::Redis`] (the first node's error) when, in one round, so many nodes failed
+    /// (error or per-node timeout) that no majority was possible: the deployment is down
+    /// rather than contended. Contention alone never ends the wait.
+    ///
+    /// # Cancel safety
+    /// Cancel safe. Dropping the future at any point leaves no hold behind: each node call
+    /// abandoned mid-flight finishes in the background and releases what it took.
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
+    /// let guard = lock.lock().await?;
+    /// // ... work while guard.validity() lasts ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock(&self) -> Result<RedLockGuard> {
+        engine::never_timed_out(self.acquire(None, None).await?)
+    }
+
+    /// Like [`lock`](Self::lock), with a fixed lease and no extensions: the holds expire
+    /// `lease` after they were taken unless released before.
+    ///
+    /// # Errors
+    /// As for [`lock`](Self::lock); also [`Error::InvalidArgument`] for a lease below 1 ms,
+    /// above 2<sup>53</sup> ms, or not longer than its drift allowance.
+    ///
+    /// # Cancel safety
+    /// As for [`lock`](Self::lock).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
+    /// // Expires 10 s after it was taken, unless unlocked before.
+    /// let guard = lock.lock_with_lease(Duration::from_secs(10)).await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
+        engine::never_timed_out(self.acquire(None, Some(lease)).await?)
+    }
+
+    /// Tries to acquire the lock on a majority of the nodes for at most `wait` (and at most
+    /// [`retry_count`](super::RedLockOptions::retry_count) retries). [`Error::Timeout`](crate::Error::Timeout): not acquired
+    /// in time. `Duration::ZERO` makes a single round. With `lease: None` the guard's task
+    /// extends the lock; with `Some(lease)` it expires after the lease.
+    ///
+    /// # Errors
+    /// As for [`lock_with_lease`](Self::lock_with_lease). [`Error::Timeout`](crate::Error::Timeout) when the wait ran out.
+    ///
+    /// # Cancel safety
+    /// As for [`lock`](Self::lock).
+    ///
+    /// # Example
+    ///
+    /// ```rust,no_run
+    /// use std::time::Duration;
+    ///
+    /// # async fn demo(clients: Vec<lockwise::Client>) -> lockwise::Result<()> {
+    /// let lock = lockwise::RedLockSet::new(&clients).lock("invoice:9");
+    /// match lock.try_lock(Duration::from_secs(1), None).await {
+    ///     Ok(guard) => guard.unlock().await?,
+    ///     Err(e) if e.is_timeout() => println!("someone else holds it"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock(&self, wait: Duration, lease: Option<Duration>) -> Result<RedLockGuard> {
+        engine::or_timeout(
+            self.acquire(Some(engine::deadline_after(wait)), lease)
+                .await?,
+            self.name(),
+        )
+    }
+
     /// Runs acquire rounds until one is granted by a quorum with validity left (the guard),
     /// the caller's wait or retry count runs out (`None`), or a round's failures leave no
     /// majority possible (the first error).
@@ -178,21 +255,6 @@ impl RedLock {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn drift_is_one_percent_plus_two_ms() {
-        assert_eq!(drift(Duration::from_secs(10)), Duration::from_millis(102));
-        assert_eq!(drift(Duration::from_millis(1)), Duration::from_micros(2010));
-    }
-
-    #[test]
-    fn quorum_is_a_strict_majority() {
-        assert_eq!(quorum(1), 1);
-        assert_eq!(quorum(2), 2);
-        assert_eq!(quorum(3), 2);
-        assert_eq!(quorum(4), 3);
-        assert_eq!(quorum(5), 3);
-    }
 
     #[test]
     fn jitter_stays_within_half_to_one_and_a_half() {

@@ -1,15 +1,13 @@
 //! The follower task (checks, periodic and on request) and the `+switch-master` watcher.
 //! Both hold the master only weakly while they wait, and end once the client is dropped.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
 use redis::RedisResult;
-use tokio::time::Instant;
 
-use super::{Outcome, SentinelMaster};
-use crate::error::Error;
+use super::master::{Outcome, SentinelMaster};
 
 /// Pause after a check that found a master it could not use yet, before the next one; also
 /// the least pause after a check no sentinel answered, even when a command asks for one (so
@@ -50,23 +48,6 @@ async fn run_checks(master: Weak<SentinelMaster>, wanted: Arc<tokio::sync::Notif
                 every.saturating_sub(RETRY_PAUSE)
             }
         };
-    }
-}
-
-/// Logs that no sentinel answered a check, at most every 10 s (a warning: the client keeps
-/// using the master it has only while an earlier confirmation is within the trust window,
-/// then sends nothing until a sentinel answers again).
-pub(super) fn no_sentinel(master: &str, e: &Error) {
-    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
-    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
-    if last.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
-        *last = Some(Instant::now());
-        tracing::warn!(
-            master,
-            error = %e,
-            "sentinel: no sentinel answered; the master is not confirmed, and nothing is \
-             sent to it once the trust window passes"
-        );
     }
 }
 

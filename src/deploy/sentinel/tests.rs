@@ -1,6 +1,11 @@
 //! Unit tests of the sentinel master: replies read, the trust window.
 
-use super::*;
+use std::time::Duration;
+
+use redis::{RedisConnectionInfo, Value};
+
+use super::master::Verdict;
+use super::SentinelSettings;
 
 fn reply(text: &str) -> Value {
     redis::parse_redis_value(text.as_bytes()).unwrap()
