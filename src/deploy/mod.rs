@@ -67,14 +67,15 @@ use std::time::Duration;
 use futures::FutureExt;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, Pipeline, RedisFuture, Value};
+use redis::{
+    AsyncConnectionConfig, Cmd, ConnectionInfo, Pipeline, ProtocolVersion, RedisFuture, Value,
+};
 use tokio::sync::watch;
 
 use crate::error::Result;
 
 pub(crate) use cluster::cluster_client;
 pub(crate) use connect::{connect, Connected, Settings};
-pub(crate) use protocol::Protocol;
 pub(crate) use sentinel::{MasterAuth, SentinelMaster};
 use sentinel::{Retry, Verdict};
 
@@ -241,6 +242,26 @@ pub(crate) trait Subscriber: Sized {
 
     /// Moves to each master sent on `masters` (Sentinel failover following).
     fn follow(&self, masters: watch::Receiver<redis::Client>, config: ConnectionManagerConfig);
+}
+
+/// The protocol the builder asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    /// RESP3, or RESP2 if the server refuses `HELLO`.
+    #[default]
+    Auto,
+    /// RESP2 only.
+    Resp2,
+}
+
+impl Protocol {
+    /// The protocol to try first.
+    pub(super) fn first(self) -> ProtocolVersion {
+        match self {
+            Protocol::Auto => ProtocolVersion::RESP3,
+            Protocol::Resp2 => ProtocolVersion::RESP2,
+        }
+    }
 }
 
 /// Connection settings every deployment's connect uses besides its addresses.

@@ -4,33 +4,14 @@
 //! reconnecting connection manager. A server or proxy without `HELLO` (Redis 5, some
 //! managed services and proxies, or `HELLO` renamed away) refuses that at connect; the
 //! client then speaks RESP2, with a dedicated pub/sub connection for its subscriptions (see
-//! the listener). [`Protocol::Resp2`] skips the RESP3 attempt. A Redis Cluster needs RESP3:
+//! the listener). [`Protocol::Resp2`](super::Protocol::Resp2) skips the RESP3 attempt. A Redis Cluster needs RESP3:
 //! redis-rs has no RESP2 subscriptions on cluster connections.
 
 use redis::{AsyncConnectionConfig, ConnectionInfo, ErrorKind, ProtocolVersion};
 
 use super::probe::probe;
+use super::Protocol;
 use crate::error::{Error, Result};
-
-/// The protocol the builder asks for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Protocol {
-    /// RESP3, or RESP2 if the server refuses `HELLO`.
-    #[default]
-    Auto,
-    /// RESP2 only.
-    Resp2,
-}
-
-impl Protocol {
-    /// The protocol to try first.
-    pub(super) fn first(self) -> ProtocolVersion {
-        match self {
-            Protocol::Auto => ProtocolVersion::RESP3,
-            Protocol::Resp2 => ProtocolVersion::RESP2,
-        }
-    }
-}
 
 /// The library name every connection of the client `self_id` announces (`CLIENT SETINFO
 /// LIB-NAME`, sent by redis-rs with the connection's setup and never failing it), so an

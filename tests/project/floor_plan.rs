@@ -43,7 +43,9 @@ impl FloorPlan {
         for (module, text) in &texts {
             let mut out = BTreeSet::new();
             for (scope, path, is_pub_use) in plan.paths_in(module, text) {
-                if is_pub_use {
+                // A re-export passes an item through; it is an import only when the file
+                // uses the name itself too.
+                if is_pub_use && !uses_name(text, &path) {
                     continue;
                 }
                 let full = absolute(&scope, &path);
@@ -166,7 +168,10 @@ impl FloorPlan {
                 }
             }
             let preceded_by_colons = i >= 2 && &text[i - 2..i] == "::";
+            // `pub(in crate::x)` names where an item is visible, not an import.
+            let in_visibility = text[..i].trim_end().ends_with("(in");
             let path_start = !preceded_by_colons
+                && !in_visibility
                 && text[word_end..].starts_with("::")
                 && (matches!(word, "crate" | "super" | "self") || {
                     let mut child = scope.clone();
@@ -192,6 +197,51 @@ impl FloorPlan {
 pub struct UsePath {
     segments: Vec<String>,
     alias: Option<String>,
+}
+
+/// Whether `text` names the item a `pub use` path brings in (its alias or last segment)
+/// anywhere besides that `use` itself.
+fn uses_name(text: &str, path: &UsePath) -> bool {
+    let Some(name) = path.alias.as_ref().or(path.segments.last()) else {
+        return false;
+    };
+    if name == "*" || name == "self" {
+        return false;
+    }
+    let code = without_uses(text);
+    let words = code
+        .match_indices(name.as_str())
+        .filter(|(at, _)| {
+            let before = code[..*at].chars().next_back();
+            let after = code[at + name.len()..].chars().next();
+            // Not a part of a longer word, a method or a path's later segment, nor the
+            // name of a module or function declared here.
+            let head = code[..*at].trim_end();
+            !before.is_some_and(|c| is_ident(c) || c == '.')
+                && !after.is_some_and(is_ident)
+                && !["::", "mod", "fn"].iter().any(|w| head.ends_with(w))
+        })
+        .count();
+    words > 0
+}
+
+/// `text` with every `use ...;` item blanked out.
+fn without_uses(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("use ") {
+        let starts_item = rest[..at].chars().next_back().is_none_or(|c| !is_ident(c));
+        if !starts_item {
+            out.push_str(&rest[..at + 4]);
+            rest = &rest[at + 4..];
+            continue;
+        }
+        out.push_str(&rest[..at]);
+        let end = rest[at..].find(';').map_or(rest.len(), |e| at + e + 1);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn is_ident(c: char) -> bool {
@@ -496,7 +546,8 @@ fn a_cycle_between_files_is_found() {
     write("lib.rs", "mod a;\nmod b;\nmod c;\n");
     write(
         "a/mod.rs",
-        "mod x;\nmod y;\npub(crate) use x::X;\npub(crate) struct Shared;\n",
+        "mod x;\nmod y;\npub(crate) use x::X;\npub(crate) struct Shared;\n\
+         pub(in crate::a) fn private() {}\n",
     );
     // x -> y through a use group written from a non-mod.rs file's `super::`.
     write(
@@ -516,6 +567,12 @@ fn a_cycle_between_files_is_found() {
          #[cfg(test)]\nmod tests {\n    use super::*;\n    fn g() { let _ = super::S; }\n}\n",
     );
     write("c.rs", "pub struct C;\n");
+    // A re-export the file also uses itself is an import of it (lib -> c); one it only
+    // passes through is not (lib's `pub use a::Shared` below is unused there).
+    write(
+        "lib.rs",
+        "mod a;\nmod b;\nmod c;\npub use c::C;\npub(crate) use a::Shared;\nfn f(_: C) {}\n",
+    );
     let plan = FloorPlan::read(&dir);
     let m = |s: &str| -> ModPath { s.split("::").map(str::to_string).collect() };
     let edges = |s: &str| plan.edges[&m(s)].clone();
@@ -523,6 +580,7 @@ fn a_cycle_between_files_is_found() {
     assert_eq!(edges("a::y"), BTreeSet::from([m("a::x")]));
     assert_eq!(edges("b"), BTreeSet::from([m("a::y")]));
     assert!(edges("c").is_empty() && edges("a").is_empty());
+    assert_eq!(plan.edges[&Vec::new()], BTreeSet::from([m("c")]));
     let groups = cyclic_groups(&plan.edges);
     assert_eq!(groups, vec![vec![m("a::x"), m("a::y")]]);
     assert!(find_cycle(&plan.edges).is_some());

@@ -3,6 +3,7 @@
 //! they are connected, are in [`build`].
 
 mod build;
+mod start;
 
 use std::time::Duration;
 

@@ -19,7 +19,8 @@ use std::time::Duration;
 use redis::{ConnectionInfo, ProtocolVersion};
 
 use super::probe::{probe, resp3, within};
-use super::protocol::{self, Protocol};
+use super::protocol;
+use super::Protocol;
 use super::{CommandConn, Options, Route, Subscriber};
 use crate::error::{Error, Result};
 
