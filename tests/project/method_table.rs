@@ -224,7 +224,8 @@ fn in_source() -> (Methods, BTreeSet<String>) {
                     }
                 }
             }
-            if let Some(rest) = line.strip_prefix("impl_lock!(") {
+            let invocation = line.trim_start_matches("crate::lock::contract::");
+            if let Some(rest) = invocation.strip_prefix("impl_lock!(") {
                 let types: Vec<String> = rest
                     .split(',')
                     .take(2)
