@@ -1,5 +1,5 @@
-//! RLock (§4.1), LockTask renewal (§4.2), RFairLock (§4.3), RFencedLock (§4.8) and the
-//! non-reentrant lock (§4.10).
+//! RLock (`RedissonLock.java`), LockTask renewal (`renewal/LockTask.java, ReadLockTask.java`), RFairLock (`RedissonFairLock.java`), RFencedLock (`RedissonFencedLock.java`) and the
+//! non-reentrant lock (`RedissonNonReentrantLock.java`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -27,7 +27,7 @@ impl RedissonPeer {
         .await
     }
 
-    /// RLock `tryLock(wait, lease)`: the §4.1 wait loop on the lock channel; false on timeout.
+    /// RLock `tryLock(wait, lease)`: the `RedissonLock.java` wait loop on the lock channel; false on timeout.
     pub async fn lock(&self, name: &str, thread: u64, lease_ms: u64, wait: Duration) -> bool {
         self.wait_loop(&lock_channel(name), Kind::Lock, wait, || async move {
             self.try_lock(name, thread, lease_ms)
@@ -174,7 +174,7 @@ impl RedissonPeer {
         }
     }
 
-    /// RFencedLock `tryLockAndGetToken(wait, lease)` with the §4.1 wait loop; `None` on
+    /// RFencedLock `tryLockAndGetToken(wait, lease)` with the `RedissonLock.java` wait loop; `None` on
     /// timeout.
     pub async fn lock_fenced(
         &self,

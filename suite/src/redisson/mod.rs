@@ -1,6 +1,6 @@
 //! A Redisson-protocol peer for the interop tests: it plays the "Java service" that shares lock
 //! names with lockwise, speaking the Redisson 3.45–4.7 wire format of
-//! `/work/shared/redisson-wire.md` (keys, ARGV order, replies, pub/sub payloads) with its own
+//! Redisson's own sources (keys, ARGV order, replies, pub/sub payloads) with its own
 //! Lua ([`scripts`]) and a RESP2 subscriber (`pubsub.rs`).
 //!
 //! One [`RedissonPeer`] is one `RedissonClient`: a random v4 UUID id, script connections and a
@@ -280,7 +280,7 @@ impl RedissonPeer {
         self.sub_for(channel).await.unsubscribe(channel).await;
     }
 
-    /// Redisson's wait loop (§4.1): try → subscribe → try again → wait on the channel for
+    /// Redisson's wait loop (`RedissonLock.java`): try → subscribe → try again → wait on the channel for
     /// min(ttl, remaining) (the whole remaining time when ttl < 0) → retry; `None` on timeout.
     /// `attempt` gives `Ok` when acquired, `Err(ttl)` otherwise.
     async fn wait_loop<T, F, Fut>(

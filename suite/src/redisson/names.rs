@@ -1,4 +1,4 @@
-//! Redisson's key and channel names (§1, §2 of the contract) and the Cluster hash slot.
+//! Redisson's key and channel names and the Cluster hash slot.
 
 /// Redis Cluster hash slot of `key` (CRC16/XMODEM of the hash tag or the whole key).
 pub fn key_slot(key: &[u8]) -> u16 {

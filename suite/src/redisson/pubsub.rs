@@ -1,6 +1,6 @@
 //! The peer's pub/sub side: a small RESP2 subscriber connection (SUBSCRIBE or SSUBSCRIBE,
 //! refcounted per channel like Redisson's `PublishSubscribe`), the per-channel wake-up state
-//! that mimics Redisson's listeners (§3 of the contract), and the log of every message.
+//! that mimics Redisson's listeners (its `LockPubSub`, `SemaphorePubSub` and `CountDownLatchPubSub`), and the log of every message.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 /// Redisson's `subscriptionTimeout` default: how long a (un)subscribe waits for its reply.
 const SUBSCRIPTION_TIMEOUT: Duration = Duration::from_millis(7500);
 
-/// Which Redisson listener a channel feeds (§3).
+/// Which Redisson listener a channel feeds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// Lock / rwlock / fair channels: `0` wakes one waiter, `1` wakes all.

@@ -1,4 +1,4 @@
-//! RReadWriteLock (§4.4) and ReadLockTask renewal (§4.2). Readers and writers wait on the
+//! RReadWriteLock (`RedissonReadLock.java, RedissonWriteLock.java`) and ReadLockTask renewal (`renewal/LockTask.java, ReadLockTask.java`). Readers and writers wait on the
 //! shared `redisson_rwlock:{name}` channel.
 
 use std::time::Duration;

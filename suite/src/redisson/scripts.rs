@@ -1,6 +1,6 @@
-//! The Lua of the Redisson peer: one script per Redisson operation, written from the prose of
-//! `/work/shared/redisson-wire.md` §4 (the section is named on each). Only the effects, KEYS,
-//! ARGV order, replies and payloads are the contract; the text is this crate's own.
+//! The Lua of the Redisson peer: one script per Redisson operation, written from what
+//! Redisson's own scripts do (the Java class each mirrors is named on it). Only the effects,
+//! KEYS, ARGV order, replies and payloads are the contract; the text is this crate's own.
 //!
 //! Conventions: `redis.call(ARGV[i], channel, payload)` publishes with the command the caller
 //! passed (`publish` or `spublish`); a latch key is set with `'px', <latch ttl>`.
@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use redis::Script;
 
 /// Pops fair-queue heads whose deadline in the zset is `<= now` (the prologue of every fair
-/// script, §4.3). Expects `queue`, `timeouts` and `now` as Lua locals.
+/// script, `RedissonFairLock.java`). Expects `queue`, `timeouts` and `now` as Lua locals.
 const FAIR_PURGE: &str = r"
 while true do
   local head = redis.call('lindex', queue, 0)
@@ -28,7 +28,7 @@ fn fair(body: &str, queue: &str, timeouts: &str, now: &str) -> Script {
     ))
 }
 
-/// §4.1 acquire. KEYS \[lock\]; ARGV \[lease, owner\]. nil = acquired, else PTTL.
+/// `RedissonLock.java` acquire. KEYS \[lock\]; ARGV \[lease, owner\]. nil = acquired, else PTTL.
 pub static LOCK_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -42,7 +42,7 @@ return redis.call('pttl', KEYS[1])
     )
 });
 
-/// §4.10 non-reentrant acquire. KEYS \[lock\]; ARGV \[lease, owner\]. nil, PTTL, or the error
+/// `RedissonNonReentrantLock.java` non-reentrant acquire. KEYS \[lock\]; ARGV \[lease, owner\]. nil, PTTL, or the error
 /// reply `NON_REENTRANT_REACQUIRE` when the owner already holds it.
 pub static LOCK_ACQUIRE_NON_REENTRANT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -60,7 +60,7 @@ return redis.call('pttl', KEYS[1])
     )
 });
 
-/// §4.8 lockAndGetToken. KEYS \[lock, token\]; ARGV \[lease, owner\]. `{-1, token}` or
+/// `RedissonFencedLock.java` lockAndGetToken. KEYS \[lock, token\]; ARGV \[lease, owner\]. `{-1, token}` or
 /// `{PTTL, -1}`; every successful acquire (re-entry included) INCRs the token.
 pub static FENCED_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -76,7 +76,7 @@ return {redis.call('pttl', KEYS[1]), -1}
     )
 });
 
-/// §4.1 unlock. KEYS \[lock, channel, latch\]; ARGV \[`0`, lease, owner, publish command,
+/// `RedissonLock.java` unlock. KEYS \[lock, channel, latch\]; ARGV \[`0`, lease, owner, publish command,
 /// latch ttl\]. Latch value on replay; nil (not held); 0 (still held); 1 (released).
 pub static LOCK_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -97,7 +97,7 @@ return 1
     )
 });
 
-/// §4.1 forceUnlock. KEYS \[lock, channel\]; ARGV \[`0`, publish command\]. 1 if deleted.
+/// `RedissonLock.java` forceUnlock. KEYS \[lock, channel\]; ARGV \[`0`, publish command\]. 1 if deleted.
 pub static LOCK_FORCE_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -110,7 +110,7 @@ return 0
     )
 });
 
-/// §4.2 LockTask renewal. KEYS = lock keys; ARGV \[lease, owner of KEYS\[1\], owner of
+/// `renewal/LockTask.java, ReadLockTask.java` LockTask renewal. KEYS = lock keys; ARGV \[lease, owner of KEYS\[1\], owner of
 /// KEYS\[2\], ...\]. One 1/0 per key.
 pub static RENEW_LOCKS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -129,7 +129,7 @@ return out
     )
 });
 
-/// §4.2 ReadLockTask renewal. KEYS in pairs \[rwlock, key prefix\]; ARGV \[lease, then per pair
+/// `renewal/LockTask.java, ReadLockTask.java` ReadLockTask renewal. KEYS in pairs \[rwlock, key prefix\]; ARGV \[lease, then per pair
 /// n, owner1..ownern\]. One 1/0 per pair.
 pub static RENEW_READ_LOCKS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -184,7 +184,7 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
 end
 ";
 
-/// §4.3 tryLock() without wait. KEYS \[lock, queue, timeouts\]; ARGV \[lease, owner, now,
+/// `RedissonFairLock.java` tryLock() without wait. KEYS \[lock, queue, timeouts\]; ARGV \[lease, owner, now,
 /// wait\]. nil = acquired, else 1 (never enqueues).
 pub static FAIR_TRY_NO_WAIT: LazyLock<Script> = LazyLock::new(|| {
     fair(
@@ -195,7 +195,7 @@ pub static FAIR_TRY_NO_WAIT: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
-/// §4.3 lock / tryLock(wait). KEYS \[lock, queue, timeouts\]; ARGV \[lease, owner, wait, now\].
+/// `RedissonFairLock.java` lock / tryLock(wait). KEYS \[lock, queue, timeouts\]; ARGV \[lease, owner, wait, now\].
 /// nil = acquired; max(0, PTTL) when already queued; else enqueue and return the estimate.
 pub static FAIR_TRY_WAIT: LazyLock<Script> = LazyLock::new(|| {
     fair(
@@ -228,7 +228,7 @@ return ttl
     )
 });
 
-/// §4.3 acquireFailed. KEYS \[queue, timeouts\]; ARGV \[owner, wait\]. No reply value.
+/// `RedissonFairLock.java` acquireFailed. KEYS \[queue, timeouts\]; ARGV \[owner, wait\]. No reply value.
 pub static FAIR_ACQUIRE_FAILED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -248,7 +248,7 @@ return nil
     )
 });
 
-/// §4.3 unlock. KEYS \[lock, queue, timeouts, lock channel, latch\]; ARGV \[`0`, lease, owner,
+/// `RedissonFairLock.java` unlock. KEYS \[lock, queue, timeouts, lock channel, latch\]; ARGV \[`0`, lease, owner,
 /// now, publish command, latch ttl\]. Publishes to `<lock channel>:<head owner>`.
 pub static FAIR_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
@@ -284,7 +284,7 @@ return 1
     ))
 });
 
-/// §4.3 forceUnlock. KEYS \[lock, queue, timeouts, channel\]; ARGV \[`0`, now, publish
+/// `RedissonFairLock.java` forceUnlock. KEYS \[lock, queue, timeouts, channel\]; ARGV \[`0`, now, publish
 /// command\]. 1 if deleted (and the head notified), else 0.
 pub static FAIR_FORCE_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     fair(
@@ -304,7 +304,7 @@ return 0
     )
 });
 
-/// §4.4 read acquire. KEYS \[rwlock, `{name}:<owner>:rwlock_timeout`\]; ARGV \[lease, owner,
+/// `RedissonReadLock.java, RedissonWriteLock.java` read acquire. KEYS \[rwlock, `{name}:<owner>:rwlock_timeout`\]; ARGV \[lease, owner,
 /// `<owner>:write`\]. nil = acquired, else PTTL.
 pub static READ_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -331,7 +331,7 @@ return redis.call('pttl', KEYS[1])
     )
 });
 
-/// §4.4 read unlock. KEYS \[rwlock, rwlock channel, my timeout prefix, key prefix, latch\];
+/// `RedissonReadLock.java, RedissonWriteLock.java` read unlock. KEYS \[rwlock, rwlock channel, my timeout prefix, key prefix, latch\];
 /// ARGV \[`0`, owner, publish command, latch ttl\].
 pub static READ_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -378,7 +378,7 @@ return 1
     )
 });
 
-/// §4.4 write acquire. KEYS \[rwlock\]; ARGV \[lease, `<owner>:write`\]. nil = acquired, else
+/// `RedissonReadLock.java, RedissonWriteLock.java` write acquire. KEYS \[rwlock\]; ARGV \[lease, `<owner>:write`\]. nil = acquired, else
 /// PTTL; re-entry extends the TTL to PTTL + lease.
 pub static WRITE_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -400,7 +400,7 @@ return redis.call('pttl', KEYS[1])
     )
 });
 
-/// §4.4 write unlock. KEYS \[rwlock, channel, latch\]; ARGV \[`1`, lease, `<owner>:write`,
+/// `RedissonReadLock.java, RedissonWriteLock.java` write unlock. KEYS \[rwlock, channel, latch\]; ARGV \[`1`, lease, `<owner>:write`,
 /// publish command, latch ttl\].
 pub static WRITE_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -432,7 +432,7 @@ return 1
     )
 });
 
-/// §4.4 read/write forceUnlock. KEYS \[rwlock, channel\]; ARGV \[payload (`0` read, `1`
+/// `RedissonReadLock.java, RedissonWriteLock.java` read/write forceUnlock. KEYS \[rwlock, channel\]; ARGV \[payload (`0` read, `1`
 /// write), publish command, mode (`read`/`write`)\]. DEL + publish only in that mode.
 pub static RW_FORCE_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     Script::new(

@@ -1,4 +1,4 @@
-//! RSemaphore (§4.5), RPermitExpirableSemaphore (§4.6) and RCountDownLatch (§4.7).
+//! RSemaphore (`RedissonSemaphore.java`), RPermitExpirableSemaphore (`RedissonPermitExpirableSemaphore.java`) and RCountDownLatch (`RedissonCountDownLatch.java`).
 
 use std::time::{Duration, Instant};
 

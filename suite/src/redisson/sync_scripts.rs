@@ -1,4 +1,4 @@
-//! The Lua of the Redisson peer's synchronizers (§4.5 – §4.7): RSemaphore,
+//! The Lua of the Redisson peer's synchronizers (`RedissonSemaphore.java` – `RedissonCountDownLatch.java`): RSemaphore,
 //! RPermitExpirableSemaphore and RCountDownLatch, under the conventions of
 //! [`scripts`](super::scripts).
 
@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// §4.5 tryAcquire. KEYS \[name\]; ARGV \[permits\]. 1/0.
+/// `RedissonSemaphore.java` tryAcquire. KEYS \[name\]; ARGV \[permits\]. 1/0.
 pub static SEM_TRY_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -20,7 +20,7 @@ return 0
     )
 });
 
-/// §4.5 release. KEYS \[name, channel\]; ARGV \[permits, publish command\]. INCRBY, publish
+/// `RedissonSemaphore.java` release. KEYS \[name, channel\]; ARGV \[permits, publish command\]. INCRBY, publish
 /// the new value; replies the new value.
 pub static SEM_RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -32,7 +32,7 @@ return value
     )
 });
 
-/// §4.5 trySetPermits. KEYS \[name, channel\]; ARGV \[permits, publish command\]. Sets only if
+/// `RedissonSemaphore.java` trySetPermits. KEYS \[name, channel\]; ARGV \[permits, publish command\]. Sets only if
 /// absent and publishes the value; 1/0.
 pub static SEM_TRY_SET_PERMITS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -47,7 +47,7 @@ return 0
     )
 });
 
-/// §4.5 addPermits. KEYS \[name, channel\]; ARGV \[permits, publish command\]. Writes value + n
+/// `RedissonSemaphore.java` addPermits. KEYS \[name, channel\]; ARGV \[permits, publish command\]. Writes value + n
 /// (a missing key counts as 0) and publishes it; replies the new value.
 pub static SEM_ADD_PERMITS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -61,7 +61,7 @@ return value
     )
 });
 
-/// §4.5 drainPermits. KEYS \[name\]. Sets 0 and replies the old value (0 if absent).
+/// `RedissonSemaphore.java` drainPermits. KEYS \[name\]. Sets 0 and replies the old value (0 if absent).
 pub static SEM_DRAIN: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -73,7 +73,7 @@ return tonumber(value)
     )
 });
 
-/// §4.6 acquire. KEYS \[name, `{name}:timeout`, channel\]; ARGV \[n, expiry, now,
+/// `RedissonPermitExpirableSemaphore.java` acquire. KEYS \[name, `{name}:timeout`, channel\]; ARGV \[n, expiry, now,
 /// 922337203685477, publish command, id1..idn\]. `OK`, `:<earliest expiry>`, or nil.
 pub static PES_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -103,7 +103,7 @@ return nil
     )
 });
 
-/// §4.6 tryRelease(id). KEYS \[name, channel, timeout zset\]; ARGV \[id bytes, 1, now, publish
+/// `RedissonPermitExpirableSemaphore.java` tryRelease(id). KEYS \[name, channel, timeout zset\]; ARGV \[id bytes, 1, now, publish
 /// command\]. 1 released; 0 unknown id or already expired.
 pub static PES_RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -118,7 +118,7 @@ return 1
     )
 });
 
-/// §4.7 trySetCount. KEYS \[name, channel\]; ARGV \[`1`, count, publish command\]. SET if
+/// `RedissonCountDownLatch.java` trySetCount. KEYS \[name, channel\]; ARGV \[`1`, count, publish command\]. SET if
 /// absent and publish `1`; 1/0.
 pub static LATCH_TRY_SET_COUNT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -133,7 +133,7 @@ return 0
     )
 });
 
-/// §4.7 countDown. KEYS \[name, channel\]; ARGV \[`0`, publish command\]. DECR; DEL when <= 0;
+/// `RedissonCountDownLatch.java` countDown. KEYS \[name, channel\]; ARGV \[`0`, publish command\]. DECR; DEL when <= 0;
 /// publish `0` when it reaches exactly 0. Replies the decremented value.
 pub static LATCH_COUNT_DOWN: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -146,7 +146,7 @@ return value
     )
 });
 
-/// §4.7 delete. KEYS \[name, channel\]; ARGV \[`1`, publish command\]. DEL and publish `1`;
+/// `RedissonCountDownLatch.java` delete. KEYS \[name, channel\]; ARGV \[`1`, publish command\]. DEL and publish `1`;
 /// 1 if a key was deleted.
 pub static LATCH_DELETE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(

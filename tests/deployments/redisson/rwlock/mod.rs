@@ -1,10 +1,11 @@
-//! `RwLock` as Redisson's `RReadWriteLock` (§4.4 of the contract), against the
-//! Redisson-protocol peer: the byte layout (one hash with `mode`, reader fields and
-//! `<owner>:write`, a timeout key per read hold, `0` / `1` on `redisson_rwlock:{name}`),
+//! `RwLock` as Redisson's `RReadWriteLock` (`RedissonReadLock`, `RedissonWriteLock`),
+//! against the Redisson-protocol peer: the byte layout (one hash with `mode`, reader fields
+//! and `<owner>:write`, a timeout key per read hold, `0` / `1` on `redisson_rwlock:{name}`),
 //! readers of both sides sharing, writers excluded and woken by the messages (not the TTL),
-//! a Java reader's unlock beside a lockwise reader (contract §8, Must 4), downgrade, upgrade
-//! refusal, the watchdog's renewal of the timeout keys, force unlocks, detach, and contention
-//! in which no writer overlaps anyone ([`contention`]).
+//! a Java reader's unlock beside a lockwise reader (which must not delete the hash under
+//! the lockwise reader), downgrade, upgrade refusal, the watchdog's renewal of the timeout
+//! keys, force unlocks, detach, and contention in which no writer overlaps anyone
+//! ([`contention`]).
 
 mod contention;
 
