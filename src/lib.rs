@@ -33,7 +33,7 @@
 //     claim.rs        the overtake limit: overdue waiters queue by age for a free lock
 //     call.rs         acquire calls that never leak a hold; tickets; replica sync
 //     batch.rs        natural batching of the uncontended lock and unlock calls
-//     kind.rs         what a lock kind gives the engine, as data: client, name, release
+//     lock_ref.rs     `LockRef`: one lock as the engine sees it: client, name, release
 //     kinds.rs        `KindId`: every kind by one name, its metric label
 //     hold.rs         one granted hold, as every guard wraps it
 //     registry/       local holds per (lock, owner), calls in flight, loss deadlines:

@@ -53,7 +53,7 @@ pub(crate) trait LockKeys: Send + Sync {
     fn claim_queue(&self) -> &str;
 }
 
-/// The keys a batched release takes from its kind (the engine's `Kind`): lock hash,
+/// The keys a batched release takes from its kind (the engine's `LockRef`): lock hash,
 /// channel, fair queue, then any others of the release.
 pub(crate) trait ReleaseKeys: Send + Sync {
     fn release_keys(&self) -> &[String];

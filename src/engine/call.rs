@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use super::kind::Kind;
+use super::lock_ref::LockRef;
 use super::registry::{wait_turn, Begin, HoldKey, Outcome, Sent};
 use super::settle::{finish, outcome_unknown};
 use super::tracked::Cleanups;
@@ -83,7 +83,7 @@ pub(crate) enum Taken {
 /// One acquire call of one owner on one lock, counted in the hold registry while in flight
 /// (see "Settling" above). Dropped without an outcome, it counts as unknown.
 pub(crate) struct Ticket {
-    pub(super) kind: Kind,
+    pub(super) kind: LockRef,
     pub(super) key: HoldKey,
     pub(super) sent: Sent,
     pub(super) open: bool,
@@ -94,7 +94,7 @@ impl Ticket {
     /// counts the call as in flight.
     ///
     /// Cancel safe: dropped while waiting, nothing was counted.
-    pub(crate) async fn begin(kind: &Kind, key: &HoldKey) -> Ticket {
+    pub(crate) async fn begin(kind: &LockRef, key: &HoldKey) -> Ticket {
         let holds = &kind.core().holds;
         loop {
             let settled = match holds.begin(key) {
@@ -118,7 +118,7 @@ impl Ticket {
     /// owner holds this lock already, has another call in flight, or is settling; the
     /// caller then asks the server (its lock script recognises the handoff).
     pub(crate) fn handed_over(
-        kind: &Kind,
+        kind: &LockRef,
         key: &HoldKey,
         sent: tokio::time::Instant,
         ttl: Duration,
@@ -308,7 +308,7 @@ impl Synced {
 /// cancellation guard of [`ticketed_call`] also covers the release. If that release fails,
 /// the hold expires with its TTL (it is not watched).
 pub(crate) async fn run_acquire(
-    kind: &Kind,
+    kind: &LockRef,
     owner: &Arc<str>,
     script: &Script,
     keys: &[&str],

@@ -19,8 +19,8 @@ use super::batch;
 use super::call::{ticketed_call, Synced, Ticket};
 use super::claim::{Claim, Withdraw, CLAIM_REFRESH};
 use super::hold::Hold;
-use super::kind::{Kind, Release};
 use super::kinds::KindId;
+use super::lock_ref::{LockRef, ReleaseSpec};
 use super::owner::Owner;
 use super::registry::HoldKey;
 use super::wait::{pttl_from, wait_loop, Attempt, Wake};
@@ -44,8 +44,8 @@ pub(crate) struct Base {
     /// Whose holds this handle's acquires take.
     pub(crate) owner: Owner,
     /// The handle as the engine sees it: `lua/unlock.lua` releases its holds unless the kind
-    /// gave its own [`Release`] ([`Base::with_release`]).
-    pub(crate) kind: Kind,
+    /// gave its own [`ReleaseSpec`] ([`Base::with_release`]).
+    pub(crate) kind: LockRef,
     invalid: Option<(&'static str, String)>,
 }
 
@@ -73,11 +73,11 @@ impl Base {
         let name = if invalid.is_some() { "" } else { name };
         let keys = Keys::in_layout(layout, &core.namespace, name);
         let release = match layout {
-            KeyLayout::Redisson => Release::redisson_unlock(&keys),
-            _ => Release::unlock(&keys, &core.id_str),
+            KeyLayout::Redisson => ReleaseSpec::redisson_unlock(&keys),
+            _ => ReleaseSpec::unlock(&keys, &core.id_str),
         };
         Base {
-            kind: Kind::new(core.clone(), name, release),
+            kind: LockRef::new(core.clone(), name, release),
             key: keys.key(hash).into(),
             claims: keys.claim_keys(hash),
             name: name.to_string(),
@@ -108,8 +108,8 @@ impl Base {
     }
 
     /// The same lock, whose holds `release` releases (a kind with a hash of its own).
-    pub(crate) fn with_release(mut self, release: Release) -> Base {
-        self.kind = Kind::new(self.core.clone(), &self.name, release);
+    pub(crate) fn with_release(mut self, release: ReleaseSpec) -> Base {
+        self.kind = LockRef::new(self.core.clone(), &self.name, release);
         self
     }
 
@@ -219,7 +219,7 @@ pub(crate) fn plain_reply(reply: &[i64]) -> Option<Reply<()>> {
 /// call or a settlement of this owner on this lock), runs `call` so that it never leaks a
 /// hold, and reads its reply with `parse`. `what` names the script in errors.
 pub(crate) fn attempt<T: Send + 'static>(
-    kind: &Kind,
+    kind: &LockRef,
     hold_key: &HoldKey,
     call: BoxFuture<'static, redis::RedisResult<Synced>>,
     parse: fn(&[i64]) -> Option<Reply<T>>,

@@ -9,12 +9,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Span};
 
 use super::call::{Inflight, Ticket};
-use super::kind::Kind;
 use super::kinds::KindId;
+use super::lock_ref::LockRef;
 use super::observe::{self, Meta};
 use super::owner::Owner;
 use super::registry::Outcome;
-use super::registry::{wait_turn, HoldKey, Release};
+use super::registry::{wait_turn, HoldKey, ReleaseStep};
 use super::settle::{finish, outcome_unknown, send_release, spawn_settle};
 use crate::error::{io_timeout, Error, Result};
 use crate::wire::redisson;
@@ -26,7 +26,7 @@ pub(crate) struct Hold {
 }
 
 struct HoldState {
-    kind: Kind,
+    kind: LockRef,
     hold_key: HoldKey,
     lease: Option<Duration>,
     lost: CancellationToken,
@@ -273,7 +273,7 @@ impl Hold {
 /// A move of [`Hold::detach`] in flight: dropped before its reply, both owners' counts are
 /// settled (the move may or may not have happened).
 struct Moving {
-    kind: Kind,
+    kind: LockRef,
     from: HoldKey,
     to: HoldKey,
     armed: bool,
@@ -293,7 +293,7 @@ impl Drop for Moving {
 /// quorum rather than through the watchdog).
 #[derive(Clone)]
 pub(crate) struct HoldRef {
-    kind: Kind,
+    kind: LockRef,
     hold_key: HoldKey,
     epoch: u64,
     lost: CancellationToken,
@@ -388,7 +388,7 @@ fn unlock_timed_out() -> Error {
 
 /// Releases one hold (an unlock, or a dropped guard's release in the background): waits for
 /// its turn while another call of the owner is in flight, then does what the registry says
-/// (see [`Release`]). `Ok` only if the hold lasted until its release.
+/// (see [`ReleaseStep`]). `Ok` only if the hold lasted until its release.
 ///
 /// `deadline` (an unlock's): a wait for another call of the owner or for the running
 /// settlement, and the resends of a release refused unrun, go no further; the release is
@@ -407,13 +407,13 @@ fn release(
         let watch = state.lease.is_none();
         loop {
             match core.holds.released(&state.hold_key, watch, state.epoch) {
-                Release::Busy(turn) => {
+                ReleaseStep::Busy(turn) => {
                     if !until(deadline, wait_turn(&turn, || core.holds.is_busy(&state.hold_key))).await {
                         release_in_background(state);
                         return Err(unlock_timed_out());
                     }
                 }
-                Release::Stale { settle } => {
+                ReleaseStep::Stale { settle } => {
                     // The run of this hold ended (expired, force-unlocked, lost) and this
                     // owner took the lock again: that hold is not ours.
                     if settle {
@@ -422,8 +422,8 @@ fn release(
                     return Err(not_held(&state));
                 }
                 // The client was closed, which released the hold: nothing left to send.
-                Release::Closed => return Err(Error::ClientClosed),
-                Release::Settling(settled, lasted) => {
+                ReleaseStep::Closed => return Err(Error::ClientClosed),
+                ReleaseStep::Settling(settled, lasted) => {
                     // The settlement running now releases this hold with the others it
                     // trims, and says whether the hold was still there: Ok only if it lasted.
                     let settling = || core.holds.is_settling(&state.hold_key);
@@ -436,7 +436,7 @@ fn release(
                         Err(not_held(&state))
                     };
                 }
-                Release::Send { expected } => {
+                ReleaseStep::Send { expected } => {
                     let span = observe::release_span(&state.meta, &state.hold_key.1, dropped);
                     if dropped {
                         tracing::debug!(parent: &span, "guard dropped; releasing in the background");

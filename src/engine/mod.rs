@@ -48,14 +48,14 @@
 //!
 //! An owner (a task, a named owner) has at most one acquire or release call per lock in
 //! flight: a second one waits for the first's reply ([`registry`]'s `Begin::Wait`,
-//! `Release::Busy`). So the registry always knows the count the server has for the owner,
+//! `ReleaseStep::Busy`). So the registry always knows the count the server has for the owner,
 //! and every release sends that exact count as `expected` (the scripts change nothing when
 //! the server's count differs): a release can only take a hold of its own *run*. A run is an
 //! owner's holds from the first grant until the server forgets them (last release, expiry,
 //! force unlock, restart); each run has its own epoch and `lost` token. A grant whose count
 //! shows the earlier holds gone, or that joins a run already known lost, starts a new run,
 //! whether a guard takes it or it was abandoned (a cancelled acquire): the old guards are
-//! lost, and their releases send nothing (`Release::Stale`). So a stale guard's unlock never
+//! lost, and their releases send nothing (`ReleaseStep::Stale`). So a stale guard's unlock never
 //! removes a later hold, a new hold never inherits a lost run's signal, and an abandoned
 //! re-entry is never adopted as an old hold.
 //!
@@ -93,7 +93,7 @@
 //! - [`wait`]: the wait loop above and its deadline helpers.
 //! - [`owner`]: whose holds an acquire takes, and the owner field it writes.
 //! - [`claim`]: the overtake limit: a waiter that waited too long claims the next release.
-//! - [`kind`]: what a lock kind gives the engine (its client, name and release script).
+//! - [`lock_ref`]: [`LockRef`], the engine's reference to one lock: its client, name and release.
 //! - [`kinds`]: [`KindId`], every kind by one name and its metric label.
 //! - [`batch`]: natural batching of the uncontended lock and unlock calls per connection.
 //! - [`call`]: acquire calls that never leak a hold (cancellation, tickets, replica sync).
@@ -122,9 +122,9 @@ mod deadline;
 pub(crate) mod handle;
 pub(crate) mod hold;
 pub(crate) mod inspect;
-mod kind;
 mod kinds;
 pub(crate) mod listener;
+mod lock_ref;
 pub(crate) mod observe;
 mod owner;
 pub(crate) mod presence;
@@ -141,8 +141,8 @@ pub(crate) use handle::{
     acquire_hold, attempt, check_owner_id, force_unlock, plain_reply, Base, Reply,
 };
 pub(crate) use hold::{Hold, HoldRef};
-pub(crate) use kind::{client_clock_ms, Kind, Release};
 pub(crate) use kinds::KindId;
+pub(crate) use lock_ref::{client_clock_ms, LockRef, ReleaseSpec};
 pub(crate) use owner::Owner;
 pub(crate) use registry::HoldKey;
 pub(crate) use wait::{

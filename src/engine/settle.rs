@@ -8,14 +8,14 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 
-use super::kind::Kind;
+use super::lock_ref::LockRef;
 use super::registry::{HoldKey, Outcome, SettleTarget};
 use super::wait::Trouble;
 use super::Core;
 use crate::error::{Error, Result};
 
 /// Ends a counted call; starts the settlement it may call for.
-pub(super) fn finish(kind: &Kind, key: &HoldKey, outcome: Outcome) {
+pub(super) fn finish(kind: &LockRef, key: &HoldKey, outcome: Outcome) {
     if kind.core().holds.finish(key, outcome) {
         spawn_settle(kind, key);
     }
@@ -27,7 +27,7 @@ pub(super) fn outcome_unknown(e: &redis::RedisError) -> bool {
     e.code().is_none() && crate::error::refused_read_only(e).is_none()
 }
 
-pub(super) fn spawn_settle(kind: &Kind, key: &HoldKey) {
+pub(super) fn spawn_settle(kind: &LockRef, key: &HoldKey) {
     let (kind, key) = (kind.clone(), key.clone());
     kind.core().cleanups.clone().spawn(settle(kind, key));
 }
@@ -35,7 +35,7 @@ pub(super) fn spawn_settle(kind: &Kind, key: &HoldKey) {
 /// Brings the server's hold count of `key`'s owner back to the number of live guards (see
 /// "Settling" above). Runs while the registry marks the entry as settling, so no other call
 /// of this owner is in flight: each step's `expected` count is exact.
-async fn settle(kind: Kind, key: HoldKey) {
+async fn settle(kind: LockRef, key: HoldKey) {
     let core = kind.core().clone();
     let started = Instant::now();
     let mut backoff = SETTLE_BACKOFF;
@@ -124,13 +124,13 @@ pub(crate) async fn owner_holds(core: &Core, key: &str, owner: &str) -> Result<u
     Ok(n.unwrap_or(0))
 }
 
-/// Sends the unlock script for one hold counted by [`Release::Send`] (the owner's count is
+/// Sends the unlock script for one hold counted by [`ReleaseStep::Send`] (the owner's count is
 /// `expected` before it), and ends the count. A release refused unrun is sent again within
 /// the client's failover retry, and no later than `deadline` (an unlock's).
 ///
-/// [`Release::Send`]: super::registry::Release::Send
+/// [`ReleaseStep::Send`]: super::registry::ReleaseStep::Send
 pub(super) fn send_release(
-    kind: &Kind,
+    kind: &LockRef,
     key: &HoldKey,
     expected: u32,
     note: Option<Arc<str>>,

@@ -91,30 +91,6 @@ impl HoldRegistry {
             timeout,
         }
     }
-
-    /// Stops renewing; every watched lock's token is cancelled (its lock will expire).
-    pub(crate) fn shutdown(&self) {
-        self.shutdown.cancel();
-    }
-
-    /// Whether the client is gone (nothing renews any more).
-    pub(crate) fn is_shut_down(&self) -> bool {
-        self.shutdown.is_cancelled()
-    }
-
-    /// Completes when the client is gone (at once if it already is).
-    pub(crate) async fn closed(&self) {
-        self.shutdown.cancelled().await
-    }
-
-    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the client is gone: a hold
-    /// taken now would have no watchdog.
-    pub(crate) fn check_open(&self) -> crate::error::Result<()> {
-        match self.is_shut_down() {
-            true => Err(crate::error::Error::ClientClosed),
-            false => Ok(()),
-        }
-    }
 }
 
 struct Task {

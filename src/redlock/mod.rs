@@ -65,7 +65,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::client::Client;
-use crate::engine::{self, Owner, Release};
+use crate::engine::{self, Owner, ReleaseSpec};
 use crate::error::{Error, Result};
 use crate::lock::api::owner_methods;
 use crate::wire::keys::{check_millis, check_name_in, Keys};
@@ -211,12 +211,12 @@ impl RedLock {
                     // set's own clients skip as their echo; Redisson's `0` in its layout.
                     // Never batched: a batch publishes the client's id.
                     let release = match core.layout {
-                        KeyLayout::Redisson => Release::redisson_unlock(&keys),
-                        _ => Release::unlock(&keys, &set.id_str).unbatched(),
+                        KeyLayout::Redisson => ReleaseSpec::redisson_unlock(&keys),
+                        _ => ReleaseSpec::unlock(&keys, &set.id_str).unbatched(),
                     };
                     NodeLock {
                         key: keys.lock.as_str().into(),
-                        kind: engine::Kind::new(core.clone(), name, release),
+                        kind: engine::LockRef::new(core.clone(), name, release),
                         keys: Arc::new(keys),
                         core,
                     }

@@ -29,7 +29,7 @@ pub(super) struct NodeLock {
     /// The lock hash (`keys.lock`), as the registry keys it.
     pub(super) key: Arc<str>,
     pub(super) keys: Arc<Keys>,
-    pub(super) kind: engine::Kind,
+    pub(super) kind: engine::LockRef,
 }
 
 /// What one node answered in one acquire round.

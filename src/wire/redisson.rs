@@ -122,7 +122,7 @@ pub(crate) fn check_name(name: &str, latch: bool) -> Result<()> {
 /// What a message on a Redisson channel asks of the local waiters: Redisson publishes
 /// decimal integers only, whose meaning depends on the channel.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Wake {
+pub(crate) enum MessageWake {
     /// One waiter (`0` on a lock channel: an unlock).
     One,
     /// Every waiter (`1` on a lock channel: a read-write lock's write unlock; `0` on a
@@ -134,16 +134,24 @@ pub(crate) enum Wake {
 
 /// How a Redisson payload wakes the waiters of `channel`; `None` if the payload is not a
 /// decimal integer (not Redisson's: the caller treats it as lockwise's own).
-pub(crate) fn wake_for(channel: &str, payload: &[u8]) -> Option<Wake> {
+pub(crate) fn wake_for(channel: &str, payload: &[u8]) -> Option<MessageWake> {
     let text = std::str::from_utf8(payload).ok()?;
     let value: i64 = text.parse().ok()?;
     if channel.starts_with("redisson_countdownlatch__channel__") {
-        return Some(if value == 0 { Wake::All } else { Wake::One });
+        return Some(if value == 0 {
+            MessageWake::All
+        } else {
+            MessageWake::One
+        });
     }
     if channel.starts_with("redisson_sc:") {
-        return Some(Wake::Up(value.max(1) as u64));
+        return Some(MessageWake::Up(value.max(1) as u64));
     }
-    Some(if value == 1 { Wake::All } else { Wake::One })
+    Some(if value == 1 {
+        MessageWake::All
+    } else {
+        MessageWake::One
+    })
 }
 
 #[cfg(test)]
@@ -225,12 +233,12 @@ mod tests {
     #[test]
     fn payloads_wake_as_redisson_reads_them() {
         let lock = "redisson_lock__channel:{a}";
-        assert_eq!(wake_for(lock, b"0"), Some(Wake::One));
-        assert_eq!(wake_for(lock, b"1"), Some(Wake::All));
-        assert_eq!(wake_for("redisson_sc:{s}", b"3"), Some(Wake::Up(3)));
+        assert_eq!(wake_for(lock, b"0"), Some(MessageWake::One));
+        assert_eq!(wake_for(lock, b"1"), Some(MessageWake::All));
+        assert_eq!(wake_for("redisson_sc:{s}", b"3"), Some(MessageWake::Up(3)));
         assert_eq!(
             wake_for("redisson_countdownlatch__channel__{l}", b"0"),
-            Some(Wake::All)
+            Some(MessageWake::All)
         );
         assert_eq!(wake_for(lock, b"grant:1"), None);
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use redis::{PushInfo, PushKind, Value};
 
 use super::{Channel, Shared, SubState};
-use crate::wire::redisson::{self, Wake};
+use crate::wire::redisson::{self, MessageWake};
 
 /// At most this many local waiters are woken by one message (a Redisson semaphore's count).
 const MAX_WAKE: u64 = 1024;
@@ -39,13 +39,15 @@ impl Shared {
                         // Redisson's layout: a decimal payload whose meaning depends on
                         // the channel (`wire::redisson`). lockwise's own payloads never are.
                         match wake {
-                            Wake::One => c.wake_for_release(),
-                            Wake::All => {
+                            MessageWake::One => c.wake_for_release(),
+                            MessageWake::All => {
                                 c.notify.notify_waiters();
                                 // And a permit for a waiter about to wait.
                                 c.notify.notify_one();
                             }
-                            Wake::Up(n) => (0..n.min(MAX_WAKE)).for_each(|_| c.notify.notify_one()),
+                            MessageWake::Up(n) => {
+                                (0..n.min(MAX_WAKE)).for_each(|_| c.notify.notify_one())
+                            }
                         }
                     } else if payload.starts_with(b"*") {
                         // A broadcast (a latch opened): every waiter, not one.

@@ -26,8 +26,8 @@ use super::observe::{self, Meta};
 pub(crate) use settling::SettleTarget;
 
 /// What the registry keeps of the kind of a run's holds, to release them when the client
-/// closes ([`HoldRegistry::close_out`]): the engine's `Kind`. A trait, not that type: a
-/// `Kind` holds its client, whose state includes this registry.
+/// closes ([`HoldRegistry::close_out`]): the engine's `LockRef`. A trait, not that type: a
+/// `LockRef` holds its client, whose state includes this registry.
 pub(crate) trait RunKind: Send + Sync {
     /// The lock's name, for the close report.
     fn name(&self) -> &str;
@@ -65,7 +65,7 @@ pub(super) struct OwnerHolds {
     /// The longest TTL this owner gave the key: after its last call, the key is gone at
     /// the latest this long after that call ran.
     pub(super) ttl_ceiling: Duration,
-    /// For a kind whose holds live by TTL keys of their own ([`Kind::per_hold_ttl`]): the
+    /// For a kind whose holds live by TTL keys of their own ([`LockRef::per_hold_ttl`]): the
     /// deadline of each count's key, lowest count first. A release deletes the key of the
     /// top count, so the run is valid only until the latest deadline left (`valid_until`
     /// is lowered to it), not until the longest lease it ever had.
@@ -90,7 +90,7 @@ pub(super) struct OwnerHolds {
     /// The watchdog task has a timer for the current watch (it must be told when it ends).
     pub(super) armed: bool,
     /// Guards whose release was left to the running settlement: each learns whether its
-    /// hold lasted when the settlement ends (see [`Release::Settling`]).
+    /// hold lasted when the settlement ends (see [`ReleaseStep::Settling`]).
     pub(super) releasing: Vec<Releasing>,
     /// A re-entry's outcome is unknown and no count was read since: it may still run, or
     /// have run, after this owner's holds were lost, and then started a new run with the
@@ -101,9 +101,9 @@ pub(super) struct OwnerHolds {
     /// The kind whose holds these are (from the first guard), to release them on close.
     pub(super) kind: Option<Arc<dyn RunKind>>,
     /// Guards counted when the client closed: their holds were released by the close, so
-    /// their own releases send nothing ([`Release::Closed`]).
+    /// their own releases send nothing ([`ReleaseStep::Closed`]).
     pub(super) closed_out: u32,
-    /// Kind, name and acquire span of the run's first guard, for logs of background work.
+    /// KindId, name and acquire span of the run's first guard, for logs of background work.
     pub(super) meta: Option<Arc<Meta>>,
 }
 
@@ -236,7 +236,7 @@ impl OwnerHolds {
     }
 }
 
-/// Waits on `turn` (from [`Begin::Wait`], [`Release::Busy`] or [`Release::Settling`]) unless
+/// Waits on `turn` (from [`Begin::Wait`], [`ReleaseStep::Busy`] or [`ReleaseStep::Settling`]) unless
 /// `still_busy`, asked once the wakeup is registered, says the turn came already: no wakeup
 /// is lost between the registry's answer and the wait.
 pub(crate) async fn wait_turn(turn: &Notify, still_busy: impl FnOnce() -> bool) {
@@ -295,7 +295,7 @@ pub(super) struct Releasing {
 }
 
 /// How a release should proceed, from [`HoldRegistry::released`].
-pub(crate) enum Release {
+pub(crate) enum ReleaseStep {
     /// Counted as in flight: send the unlock script with this expected hold count (the
     /// server's count of this run, exact since no other call of the owner is in flight), then
     /// call [`HoldRegistry::finish`]. A release so conditioned can only take a hold of its own
@@ -362,6 +362,30 @@ impl HoldRegistry {
         self.shutdown.clone()
     }
 
+    /// Stops renewing; every watched lock's token is cancelled (its lock will expire).
+    pub(crate) fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Whether the client is gone (nothing renews any more).
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
+    /// Completes when the client is gone (at once if it already is).
+    pub(crate) async fn closed(&self) {
+        self.shutdown.cancelled().await
+    }
+
+    /// [`Error::ClientClosed`](crate::Error::ClientClosed) once the client is gone: a hold
+    /// taken now would have no watchdog.
+    pub(crate) fn check_open(&self) -> crate::error::Result<()> {
+        match self.is_shut_down() {
+            true => Err(crate::error::Error::ClientClosed),
+            false => Ok(()),
+        }
+    }
+
     fn new_epoch(&self) -> u64 {
         self.next_gen.fetch_add(1, Ordering::Relaxed)
     }
@@ -402,7 +426,7 @@ impl HoldRegistry {
         })
     }
 
-    /// Ends a call counted by [`HoldRegistry::begin`] or [`Release::Send`] that left no guard
+    /// Ends a call counted by [`HoldRegistry::begin`] or [`ReleaseStep::Send`] that left no guard
     /// behind. Returns whether the caller must start a settlement.
     pub(crate) fn finish(&self, key: &HoldKey, outcome: Outcome) -> bool {
         let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
@@ -536,15 +560,15 @@ impl HoldRegistry {
 
     /// Forgets one hold, before anything is sent for it, so no renewal is scheduled for a
     /// lock that is being released, unless another call of the owner is in flight
-    /// ([`Release::Busy`]: nothing changed). See [`Release`] for what the caller does next.
-    pub(crate) fn released(&self, key: &HoldKey, watch: bool, epoch: u64) -> Release {
+    /// ([`ReleaseStep::Busy`]: nothing changed). See [`ReleaseStep`] for what the caller does next.
+    pub(crate) fn released(&self, key: &HoldKey, watch: bool, epoch: u64) -> ReleaseStep {
         let unwatch;
         let mut rearm = None;
         let Entry::Occupied(mut e) = self.registry.entry(key.clone()) else {
             // A live guard's entry exists until its epoch's last hold is released, so no
             // entry means this guard is stale (its run ended, the owner may be re-acquiring
             // right now): releasing would take the new hold.
-            return Release::Stale { settle: false };
+            return ReleaseStep::Stale { settle: false };
         };
         let release = {
             let h = e.get_mut();
@@ -552,12 +576,12 @@ impl HoldRegistry {
                 // The server may still count the stale hold beside the new run's.
                 h.doubt = true;
                 h.hint = None;
-                return Release::Stale {
+                return ReleaseStep::Stale {
                     settle: h.start_settling(),
                 };
             }
             if h.inflight > 0 && !h.settling && h.closed_out == 0 {
-                return Release::Busy(h.settled.get_or_insert_with(Default::default).clone());
+                return ReleaseStep::Busy(h.settled.get_or_insert_with(Default::default).clone());
             }
             let expected = h.holds;
             unwatch = h.remove_guard(watch, || self.new_epoch());
@@ -572,7 +596,7 @@ impl HoldRegistry {
             }
             if h.closed_out > 0 {
                 h.closed_out -= 1;
-                Release::Closed
+                ReleaseStep::Closed
             } else if h.settling {
                 let lasted = Arc::new(Lasted::new());
                 h.releasing.push(Releasing {
@@ -580,10 +604,10 @@ impl HoldRegistry {
                     counted: None,
                 });
                 let settled = h.settled.get_or_insert_with(Default::default).clone();
-                Release::Settling(settled, lasted)
+                ReleaseStep::Settling(settled, lasted)
             } else {
                 h.inflight += 1;
-                Release::Send { expected }
+                ReleaseStep::Send { expected }
             }
         };
         if let Some(gen) = unwatch {
@@ -601,7 +625,7 @@ impl HoldRegistry {
     /// Whether a grant sent as `sent` that left the owner `holds` holds would sit above
     /// holds its run does not explain (left by an earlier hold that expired, or a lost
     /// run's): [`HoldRegistry::acquired`] would settle those away, and for a kind whose holds
-    /// live by TTL keys of their own ([`Kind::per_hold_ttl`]) the settlement's release from
+    /// live by TTL keys of their own ([`LockRef::per_hold_ttl`]) the settlement's release from
     /// the top count deletes the new hold's key, not theirs.
     pub(crate) fn stacks_on_unexplained(&self, key: &HoldKey, sent: &Sent, holds: u32) -> bool {
         let (lost, base) = self
@@ -617,7 +641,7 @@ impl HoldRegistry {
     }
 
     /// Whether a call of `key`'s owner is in flight or a settlement runs (see
-    /// [`Release::Busy`], [`Begin::Wait`]).
+    /// [`ReleaseStep::Busy`], [`Begin::Wait`]).
     pub(crate) fn is_busy(&self, key: &HoldKey) -> bool {
         self.registry.get(key).is_some_and(|h| h.busy())
     }

@@ -116,7 +116,7 @@ mod redisson;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{Base, Core, Hold, Owner, Release};
+use crate::engine::{Base, Core, Hold, Owner, ReleaseSpec};
 use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::wire::keys::Role;
@@ -193,12 +193,12 @@ impl FairLock {
         // Redisson's layout: RFairLock's release, to the head's own channel.
         let base = match base.core.layout {
             KeyLayout::Redisson => {
-                let release = Release::redisson_fair_unlock(&base.keys);
+                let release = ReleaseSpec::redisson_fair_unlock(&base.keys);
                 base.with_release(release)
             }
             // A fair lock's release hands the lock to its queue's head: never batched.
             _ => {
-                let release = Release::unlock(&base.keys, &base.core.id_str).unbatched();
+                let release = ReleaseSpec::unlock(&base.keys, &base.core.id_str).unbatched();
                 base.with_release(release)
             }
         };

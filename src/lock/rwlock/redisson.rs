@@ -22,7 +22,7 @@ use std::time::Duration;
 use futures::FutureExt;
 
 use super::shared::{Shared, Side};
-use crate::engine::{self, inspect, Base, Hold, Owner, Release};
+use crate::engine::{self, inspect, Base, Hold, Owner, ReleaseSpec};
 use crate::error::{Error, Result};
 use crate::wire::redisson::{self, WRITE_SUFFIX};
 use crate::wire::scripts::{
@@ -41,7 +41,7 @@ impl Side {
 }
 
 /// How a read (`Side::Read`) or write hold is released in the client's layout.
-pub(super) fn release(shared: &Shared, side: Side) -> Release {
+pub(super) fn release(shared: &Shared, side: Side) -> ReleaseSpec {
     match (shared.redisson(), side) {
         (true, Side::Read) => shared.redisson_read_release(),
         (true, Side::Write) => shared.redisson_write_release(),
@@ -62,10 +62,10 @@ pub(super) async fn force_unlock(shared: &Shared, side: Option<Side>) -> Result<
 impl Shared {
     /// RReadWriteLock's read release (`lua/redisson_rw_unlock_read.lua`): freeing the lock
     /// publishes `0`, which wakes one waiter in every client, this one included (no local
-    /// head start in a mixed fleet: see [`Release::redisson_unlock`]). Each read hold lives
+    /// head start in a mixed fleet: see [`ReleaseSpec::redisson_unlock`]). Each read hold lives
     /// by its own timeout key, which the release from its count deletes (`per_hold_ttl`).
-    pub(super) fn redisson_read_release(&self) -> Release {
-        Release {
+    pub(super) fn redisson_read_release(&self) -> ReleaseSpec {
+        ReleaseSpec {
             script: &REDISSON_RW_UNLOCK_READ,
             keys: vec![self.read.clone(), self.read_channel.clone()],
             message: "0".to_string(),
@@ -80,8 +80,8 @@ impl Shared {
 
     /// RReadWriteLock's write release (`lua/redisson_rw_unlock_write.lua`): the last write
     /// hold publishes `1`, which wakes every waiter in every client, this one included.
-    pub(super) fn redisson_write_release(&self) -> Release {
-        Release {
+    pub(super) fn redisson_write_release(&self) -> ReleaseSpec {
+        ReleaseSpec {
             script: &REDISSON_RW_UNLOCK_WRITE,
             keys: vec![self.write.clone(), self.write_channel.clone()],
             message: "1".to_string(),

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::engine::{Core, Release};
+use crate::engine::{Core, ReleaseSpec};
 use crate::error::Result;
 use crate::wire::scripts::{RW_FORCE_UNLOCK, RW_UNLOCK_READ, RW_UNLOCK_WRITE};
 use crate::KeyLayout;
@@ -39,8 +39,8 @@ impl Shared {
 impl Shared {
     /// How a read hold is released in lockwise's layout (`lua/rw_unlock_read.lua`): the last reader wakes one
     /// local writer, as this client hears no echo of its own message.
-    pub(super) fn read_release(&self) -> Release {
-        Release {
+    pub(super) fn read_release(&self) -> ReleaseSpec {
+        ReleaseSpec {
             script: &RW_UNLOCK_READ,
             keys: vec![self.read.clone(), self.write_channel.clone()],
             message: self.core.id_str.clone(),
@@ -55,8 +55,8 @@ impl Shared {
 
     /// How a write hold is released in lockwise's layout (`lua/rw_unlock_write.lua`): the local readers all
     /// wake, and one local writer.
-    pub(super) fn write_release(&self) -> Release {
-        Release {
+    pub(super) fn write_release(&self) -> ReleaseSpec {
+        ReleaseSpec {
             script: &RW_UNLOCK_WRITE,
             keys: vec![
                 self.write.clone(),

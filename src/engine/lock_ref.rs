@@ -1,5 +1,5 @@
-//! [`Kind`]: what a lock kind gives the engine, as data: the client, the lock's name and how
-//! one hold is released ([`Release`]: a script, its keys and arguments, the channels to
+//! [`LockRef`]: what a lock kind gives the engine, as data: the client, the lock's name and how
+//! one hold is released ([`ReleaseSpec`]: a script, its keys and arguments, the channels to
 //! wake). The engine runs the release itself, for an unlock, a dropped guard, a settlement
 //! and the client's shutdown alike; no kind is called back.
 
@@ -19,7 +19,7 @@ use crate::wire::scripts::{Script, ToRedisArgsDyn, REDISSON_FAIR_UNLOCK, REDISSO
 /// `owner, message, expected, publish` followed by `extra`, and replies as `lua/unlock.lua`
 /// does: -1 not held, -2 the count differs from `expected`, 0 released the last hold,
 /// n > 0 holds left (`expected` 0 releases any one hold).
-pub(crate) struct Release {
+pub(crate) struct ReleaseSpec {
     pub(crate) script: &'static Script,
     pub(crate) keys: Vec<String>,
     /// What the last release publishes: the releasing client's id (so that client skips
@@ -37,7 +37,7 @@ pub(crate) struct Release {
     pub(crate) clock: bool,
     /// Whether a release may go out in a batch of `lua/batch.lua` (see
     /// [`batch`](super::batch)), which publishes the client's id: `lua/unlock.lua` of a
-    /// client's own lock hash, unless [`Release::unbatched`].
+    /// client's own lock hash, unless [`ReleaseSpec::unbatched`].
     pub(crate) batch: bool,
     /// Whether each hold lives by a TTL key of its own, numbered by the owner's count and
     /// deleted by the release from that count (Redisson's read holds: `rwlock_timeout:<n>`),
@@ -46,12 +46,12 @@ pub(crate) struct Release {
     pub(crate) per_hold_ttl: bool,
 }
 
-impl Release {
+impl ReleaseSpec {
     /// `lua/unlock.lua`, the release of every kind that counts its holds in the name's lock
     /// hash (`keys.lock`): the last release publishes `message` on the lock's channel and
     /// wakes the head of its fair queue; locally, one waiter on the channel wakes.
-    pub(crate) fn unlock(keys: &Keys, message: &str) -> Release {
-        Release {
+    pub(crate) fn unlock(keys: &Keys, message: &str) -> ReleaseSpec {
+        ReleaseSpec {
             script: &UNLOCK,
             keys: keys.script_keys().map(str::to_string).to_vec(),
             message: message.to_string(),
@@ -67,13 +67,13 @@ impl Release {
     /// The same release, never batched: a fair lock's, whose release hands the lock to the
     /// head of its queue when there is one (the batch would leave it to a second call), and
     /// a Redlock set's, whose message is the set's id (a batch publishes the client's).
-    pub(crate) fn unbatched(mut self) -> Release {
+    pub(crate) fn unbatched(mut self) -> ReleaseSpec {
         self.batch = false;
         self
     }
 }
 
-impl Release {
+impl ReleaseSpec {
     /// `lua/redisson_unlock.lua`: the release of a lock hash in Redisson's layout; the last
     /// release publishes `0` (Redisson's unlock message) on the lock channel.
     ///
@@ -81,8 +81,8 @@ impl Release {
     /// as every other client, Java or lockwise, so no side of a mixed fleet gets a head start
     /// by being local (the overtake limit, which bounds that head start in lockwise's layout,
     /// has no place in Redisson's).
-    pub(crate) fn redisson_unlock(keys: &Keys) -> Release {
-        Release {
+    pub(crate) fn redisson_unlock(keys: &Keys) -> ReleaseSpec {
+        ReleaseSpec {
             script: &REDISSON_UNLOCK,
             keys: vec![keys.lock.clone(), keys.channel.clone()],
             message: "0".to_string(),
@@ -97,8 +97,8 @@ impl Release {
 
     /// `lua/redisson_fair_unlock.lua`: the release of a fair lock in Redisson's layout; the
     /// last release publishes `0` on the queue head's own channel.
-    pub(crate) fn redisson_fair_unlock(keys: &Keys) -> Release {
-        Release {
+    pub(crate) fn redisson_fair_unlock(keys: &Keys) -> ReleaseSpec {
+        ReleaseSpec {
             script: &REDISSON_FAIR_UNLOCK,
             keys: keys.script_keys().map(str::to_string).to_vec(),
             message: "0".to_string(),
@@ -122,7 +122,7 @@ pub(crate) fn client_clock_ms() -> u64 {
 struct Inner {
     core: Arc<Core>,
     name: String,
-    release: Release,
+    release: ReleaseSpec,
 }
 
 impl RunKind for Inner {
@@ -135,7 +135,7 @@ impl RunKind for Inner {
     }
 
     fn release(self: Arc<Self>, owner: Arc<str>, expected: u32) -> BoxFuture<'static, Result<i64>> {
-        Kind(self).release(owner, expected, None)
+        LockRef(self).release(owner, expected, None)
     }
 }
 
@@ -148,11 +148,11 @@ impl ReleaseKeys for Inner {
 /// A lock handle as the engine sees it (cheap to clone; holds, tickets and the hold
 /// registry keep one to release what they hold).
 #[derive(Clone)]
-pub(crate) struct Kind(Arc<Inner>);
+pub(crate) struct LockRef(Arc<Inner>);
 
-impl Kind {
-    pub(crate) fn new(core: Arc<Core>, name: &str, release: Release) -> Kind {
-        Kind(Arc::new(Inner {
+impl LockRef {
+    pub(crate) fn new(core: Arc<Core>, name: &str, release: ReleaseSpec) -> LockRef {
+        LockRef(Arc::new(Inner {
             core,
             name: name.to_string(),
             release,
@@ -169,7 +169,7 @@ impl Kind {
         &self.0.core
     }
 
-    /// Whether each hold lives by a TTL key of its own (see [`Release::per_hold_ttl`]).
+    /// Whether each hold lives by a TTL key of its own (see [`ReleaseSpec::per_hold_ttl`]).
     pub(crate) fn per_hold_ttl(&self) -> bool {
         self.0.release.per_hold_ttl
     }
@@ -179,7 +179,7 @@ impl Kind {
         &self.0.name
     }
 
-    /// Runs the kind's [`Release`] for one hold of `owner`; `expected` is the hold count
+    /// Runs the kind's [`ReleaseSpec`] for one hold of `owner`; `expected` is the hold count
     /// the owner must have for the release to happen (0: any). `note`: one more argument
     /// after the release's own, for this hold only (see [`Hold::note_for_release`]); such a
     /// release is never batched.
