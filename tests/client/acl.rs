@@ -82,6 +82,22 @@ async fn readme_minimal_user_runs_every_kind() {
             "woken by the unlock"
         );
 
+        // SpinLock, contended: the waiter polls (no channel), and gets the lock.
+        let held = a.spin_lock("s").lock().await.expect("spin");
+        let waiter = {
+            let lock = b.spin_lock("s");
+            tokio::spawn(async move {
+                let g = lock.try_lock(lease, None).await.or_none().expect("spin wait");
+                g.expect("acquired").unlock().await.expect("spin unlock b");
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        held.unlock().await.expect("spin unlock a");
+        tokio::time::timeout(Duration::from_secs(3), waiter)
+            .await
+            .expect("spin waiter got the lock")
+            .unwrap();
+
         // FairLock, contended.
         let held = a.fair_lock("f").lock().await.expect("fair");
         let waiter = {

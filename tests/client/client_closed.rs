@@ -28,6 +28,8 @@ async fn every_kind_refuses_to_lock_once_the_client_is_dropped() {
         client.fenced_lock("x"),
     );
     let multi = client.multi_lock(["m1", "m2"]);
+    let spin = client.spin_lock("s");
+    let rw = client.rw_lock("rw");
     let named = client.lock("n").with_owner("job");
     let per_hold = client.lock("p").non_reentrant();
     drop(client);
@@ -52,6 +54,18 @@ async fn every_kind_refuses_to_lock_once_the_client_is_dropped() {
         assert_closed(multi.lock().await, "multi lock");
         assert_closed(multi.lock_with_lease(LEASE).await, "multi lease");
         assert_closed(multi.try_lock(LEASE, None).await.or_none(), "multi try");
+        assert_closed(spin.lock().await, "spin lock");
+        assert_closed(spin.lock_with_lease(LEASE).await, "spin lease");
+        assert_closed(
+            spin.try_lock(Duration::ZERO, None).await.or_none(),
+            "spin try",
+        );
+        assert_closed(rw.read().lock().await, "rw read lock");
+        assert_closed(rw.write().lock_with_lease(LEASE).await, "rw write lease");
+        assert_closed(
+            rw.write().try_lock(Duration::ZERO, None).await.or_none(),
+            "rw write try",
+        );
     })
     .await;
     let mut conn = server.conn().await;
@@ -95,6 +109,11 @@ async fn waiting_calls_return_client_closed_when_the_client_is_dropped() {
             },
             {
                 let l = client.multi_lock(["c", "z"]);
+                tokio::spawn(async move { l.lock().await.map(drop) })
+            },
+            {
+                // Polls with backoff, never subscribes: the close still ends its wait.
+                let l = client.spin_lock("c");
                 tokio::spawn(async move { l.lock().await.map(drop) })
             },
         ];

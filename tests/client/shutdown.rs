@@ -55,6 +55,7 @@ async fn shutdown_releases_every_kind_and_closes_the_client() {
             let write = a.rw_lock("rw-w").write().lock().await.unwrap();
             let multi = a.multi_lock(["m1", "m2"]).lock().await.unwrap();
             let red = set.lock("red").lock().await.unwrap();
+            let spin = a.spin_lock("spin").lock().await.unwrap();
             let permits = a.semaphore("pool").acquire_many(3).await.unwrap();
             let leases = a
                 .lease_semaphore("leases")
@@ -70,6 +71,7 @@ async fn shutdown_releases_every_kind_and_closes_the_client() {
                 write.lost(),
                 multi.lost(),
                 red.lost(),
+                spin.lost(),
             ];
             // A waiter in the fair queue behind B, and one on a plain lock B... A holds.
             let waiter = tokio::spawn({
@@ -95,6 +97,7 @@ async fn shutdown_releases_every_kind_and_closes_the_client() {
             results.push(write.unlock().await);
             results.push(multi.unlock().await);
             results.push(red.unlock().await);
+            results.push(spin.unlock().await);
             results.push(permits.release().await.map(|_| ()));
             results.push(leases.release().await);
             (a, lost, (report, results))
@@ -104,8 +107,9 @@ async fn shutdown_releases_every_kind_and_closes_the_client() {
     let (report, results) = guards_report;
     eprintln!("{report:?}");
     assert!(report.closed_now && report.is_complete(), "{report:?}");
-    // plain x2, leased, fair, fenced, read, write, two members, the redlock's node hold.
-    assert_eq!(report.holds_released, 10, "{report:?}");
+    // plain x2, leased, fair, fenced, read, write, two members, the redlock's node hold,
+    // the spin lock.
+    assert_eq!(report.holds_released, 11, "{report:?}");
     assert_eq!(report.permits_returned, 5, "{report:?}");
     for r in &results {
         assert!(matches!(r, Err(Error::ClientClosed)), "{results:?}");
@@ -122,7 +126,7 @@ async fn shutdown_releases_every_kind_and_closes_the_client() {
     let of_a: Vec<&String> = left.iter().filter(|k| k.contains(&id)).collect();
     assert!(of_a.is_empty(), "keys of the closed client: {of_a:?}");
     for k in &left {
-        let mine = ["plain", "leased", ":fair}", "{rw-", "{m1}", "{m2}", "{red}"];
+        let mine = ["plain", "leased", ":fair}", "{rw-", "{m1}", "{m2}", "{red}", "{spin}"];
         assert!(
             !mine.iter().any(|m| k.contains(m)) || k.contains(":fence:"),
             "left behind: {k} (all: {left:?})"

@@ -14,6 +14,8 @@ async fn forgotten(client: Client, set: RedLockSet) -> lockwise::Result<()> {
     client.lock("a").try_lock(w, None).await?;
     client.fair_lock("a").try_lock(w, None).await?;
     client.fenced_lock("a").try_lock(w, None).await?;
+    client.spin_lock("a").lock().await?;
+    client.spin_lock("a").try_lock(w, None).await?;
     client.multi_lock(["a", "b"]).try_lock(w, None).await?;
     client.rw_lock("a").read().try_lock(w, None).await?;
     client.rw_lock("a").write().try_lock(w, None).await?;

@@ -63,7 +63,8 @@ const BASELINE_PROCS: usize = 8;
 const BASELINE_TASKS: usize = 2;
 const BASELINE_TARGET: u64 = 10_000;
 
-/// Scenario 1: 8 child processes x 2 tasks take one lock (watchdog 1 s) until a
+/// Scenario 1: 8 child processes x 2 tasks take one lock (watchdog 1 s; in every other
+/// process one task takes it as a `SpinLock`, which shares the `RLock`'s hash) until a
 /// shared counter, incremented non-atomically (GET then SET) inside each hold, reaches 10,000.
 /// The checker finds no overlap of the 10,000+ recorded holds, the counter is exact, no key
 /// is ever without a TTL (sampled every 50 ms), nothing is left afterwards.
@@ -78,16 +79,15 @@ async fn baseline_8_processes_x_2_tasks() {
     let started = Instant::now();
     let children: Vec<ChildProc> = (0..BASELINE_PROCS)
         .map(|p| {
-            ChildProc::spawn(
-                "baseline",
-                server.url(),
-                &ns,
-                &format!("p{p}"),
-                &[
-                    ("LOCKWISE_FP_COUNTER", counter.clone()),
-                    ("LOCKWISE_FP_TARGET", BASELINE_TARGET.to_string()),
-                ],
-            )
+            let mut env = vec![
+                ("LOCKWISE_FP_COUNTER", counter.clone()),
+                ("LOCKWISE_FP_TARGET", BASELINE_TARGET.to_string()),
+            ];
+            // Every other process has one task on a SpinLock of the same name.
+            if p % 2 == 1 {
+                env.push(("LOCKWISE_FP_SPIN", "1".to_string()));
+            }
+            ChildProc::spawn("baseline", server.url(), &ns, &format!("p{p}"), &env)
         })
         .collect();
     // While they run: every key of the namespace has a TTL, hold counts are positive.

@@ -324,6 +324,60 @@ async fn fair_stale_lease_guard_does_not_release_the_next_hold_of_its_task() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// SpinLock
+
+/// A spin lock's stale lease guard (its hold expired, its task took the lock again, both
+/// by the polling acquire) answers NotHeld and leaves the new hold alone; dropping it
+/// instead of unlocking does the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spin_stale_lease_guard_does_not_release_the_next_hold_of_its_task() {
+    let server = RedisServer::start();
+    let ns = support::unique_ns("spin-stale");
+    let c = support::client(&server, &ns, Duration::from_secs(30)).await;
+    let c2 = support::client(&server, &ns, Duration::from_secs(30)).await;
+    let lock = c.spin_lock("stale");
+    let other = c2.spin_lock("stale");
+    support::in_task(async move {
+        for drop_it in [false, true] {
+            let old = lock
+                .try_lock(Duration::ZERO, Some(Duration::from_millis(200)))
+                .await
+                .or_none()
+                .unwrap()
+                .expect("first hold");
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            let new = lock
+                .try_lock(Duration::ZERO, Some(Duration::from_secs(8)))
+                .await
+                .or_none()
+                .unwrap()
+                .expect("second hold");
+            assert!(!new.is_lost(), "the new hold inherits no loss");
+            if drop_it {
+                drop(old);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            } else {
+                let stale = old.unlock().await;
+                assert!(
+                    matches!(&stale, Err(e) if e.is_not_held()),
+                    "stale unlock answered {stale:?}"
+                );
+            }
+            assert_eq!(lock.hold_count().await.unwrap(), 1);
+            let intruder = other
+                .try_lock(Duration::ZERO, Some(Duration::from_secs(1)))
+                .await
+                .or_none()
+                .unwrap();
+            assert!(intruder.is_none(), "another owner got in");
+            new.unlock().await.unwrap();
+            assert!(!lock.is_locked().await.unwrap());
+        }
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
 // RedLock
 
 /// A lease guard whose hold expired must not release the hold the same task took afterwards

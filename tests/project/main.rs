@@ -5,6 +5,7 @@
 mod citations;
 mod cli;
 mod compile_fail;
+mod every_kind;
 mod floor_plan;
 mod key_layout;
 mod layout;

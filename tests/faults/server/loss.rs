@@ -289,8 +289,9 @@ async fn client_kill_pubsub_repeatedly_while_contending() {
 // ---------------------------------------------------------------------------------------------
 // 6. Script cache loss
 
-/// SCRIPT FLUSH every second for 4 s while 2 clients x 10 tasks use every lock kind
-/// (watchdog, lease, fair, fenced, multi) and a watchdog hold is renewed throughout: every
+/// SCRIPT FLUSH every second for 4 s while 2 clients x 13 tasks use every lock kind
+/// (watchdog, lease, fair, fenced, multi, spin: on its own name and on the `RLock`'s,
+/// whose hash it shares; a read-write lock's writer) and a watchdog hold is renewed throughout: every
 /// call is Ok (no NOSCRIPT, no error at all reaches a caller), no overlap, tokens rise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_cache_loss_every_second() {
@@ -316,6 +317,9 @@ async fn script_cache_loss_every_second() {
         (Kind::Multi, "m"),
         (Kind::Reentrant, "m-a"),
         (Kind::Reentrant, "m-b"),
+        (Kind::Spin, "r"),
+        (Kind::Spin, "s"),
+        (Kind::Write, "w"),
     ];
     let mut tasks = Vec::new();
     for (ci, c) in clients.iter().enumerate() {

@@ -188,6 +188,10 @@ enum Kind {
     Fair,
     Fenced,
     Multi,
+    /// A `SpinLock`: polls with backoff, never subscribes; shares the `RLock` hash.
+    Spin,
+    /// A `RwLock`'s write side (exclusive, like the others; its keys are its own).
+    Write,
 }
 
 /// A held guard of any kind.
@@ -196,6 +200,8 @@ enum AnyGuard {
     F(lockwise::FairLockGuard),
     Fe(lockwise::FencedLockGuard),
     M(lockwise::MultiLockGuard),
+    S(lockwise::SpinLockGuard),
+    W(lockwise::WriteLockGuard),
 }
 
 impl AnyGuard {
@@ -205,6 +211,8 @@ impl AnyGuard {
             AnyGuard::F(g) => g.lost(),
             AnyGuard::Fe(g) => g.lost(),
             AnyGuard::M(g) => g.lost(),
+            AnyGuard::S(g) => g.lost(),
+            AnyGuard::W(g) => g.lost(),
         }
     }
     fn owner(&self) -> &str {
@@ -213,6 +221,8 @@ impl AnyGuard {
             AnyGuard::F(g) => g.owner(),
             AnyGuard::Fe(g) => g.owner(),
             AnyGuard::M(g) => g.owner(),
+            AnyGuard::S(g) => g.owner(),
+            AnyGuard::W(g) => g.owner(),
         }
     }
     fn lease(&self) -> Option<Duration> {
@@ -221,6 +231,8 @@ impl AnyGuard {
             AnyGuard::F(g) => g.lease(),
             AnyGuard::Fe(g) => g.lease(),
             AnyGuard::M(g) => g.lease(),
+            AnyGuard::S(g) => g.lease(),
+            AnyGuard::W(g) => g.lease(),
         }
     }
     fn token(&self) -> Option<u64> {
@@ -235,6 +247,8 @@ impl AnyGuard {
             AnyGuard::F(g) => g.unlock().await,
             AnyGuard::Fe(g) => g.unlock().await,
             AnyGuard::M(g) => g.unlock().await,
+            AnyGuard::S(g) => g.unlock().await,
+            AnyGuard::W(g) => g.unlock().await,
         }
     }
 }
@@ -284,6 +298,19 @@ async fn try_acquire(
             .await
             .or_none()?
             .map(AnyGuard::M),
+        Kind::Spin => c
+            .spin_lock(name)
+            .try_lock(wait, None)
+            .await
+            .or_none()?
+            .map(AnyGuard::S),
+        Kind::Write => c
+            .rw_lock(name)
+            .write()
+            .try_lock(wait, None)
+            .await
+            .or_none()?
+            .map(AnyGuard::W),
     })
 }
 

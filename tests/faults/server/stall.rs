@@ -394,6 +394,7 @@ async fn eviction_policy_warns_and_oom_fails_closed() {
     );
     check("fair lock()", c.fair_lock("b").lock().await.map(drop));
     check("fenced lock()", c.fenced_lock("c").lock().await.map(drop));
+    check("spin lock()", c.spin_lock("f").lock().await.map(drop));
     check(
         "multi lock()",
         c.multi_lock(["d", "e"])

@@ -100,58 +100,24 @@ async fn baseline(url: String, ns: String, label: String) {
     let anomalies = Arc::new(Mutex::new(Vec::<String>::new()));
     let increments = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
+    // With LOCKWISE_FP_SPIN set, task 0 takes the lock as a SpinLock of the same name (it
+    // shares the RLock's hash, so the two kinds exclude each other across processes).
+    let spin = std::env::var("LOCKWISE_FP_SPIN").is_ok();
     for t in 0..BASELINE_TASKS {
-        let (lock, mut conn, h) = (c.lock("baseline"), conn.clone(), h.clone());
-        let (counter, anomalies, increments) =
-            (counter.clone(), anomalies.clone(), increments.clone());
-        let who = format!("{label}/t{t}");
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let id = h.invoke(&who, "baseline");
-                // Task 0 waits with lock(), task 1 with try_lock(30 s, watchdog).
-                let got = if t == 0 {
-                    lock.lock().await
-                } else {
-                    match lock.try_lock(Duration::from_secs(30), None).await.or_none() {
-                        Ok(Some(g)) => Ok(g),
-                        Ok(None) => {
-                            h.fail(&id, "try_lock timed out after 30 s");
-                            anomalies.lock().unwrap().push("try_lock timed out".into());
-                            continue;
-                        }
-                        Err(e) => Err(e),
-                    }
-                };
-                let g = match got {
-                    Ok(g) => g,
-                    Err(e) => {
-                        h.unknown(&id, &e.to_string());
-                        anomalies.lock().unwrap().push(format!("lock: {e}"));
-                        continue;
-                    }
-                };
-                h.ok(&id, g.owner(), None, None);
-                // The critical section: a non-atomic increment of a shared counter.
-                let v: Option<u64> = conn.get(&counter).await.unwrap();
-                let v = v.unwrap_or(0);
-                let done = v >= target;
-                if !done {
-                    let _: () = conn.set(&counter, v + 1).await.unwrap();
-                    increments.fetch_add(1, Ordering::Relaxed);
-                }
-                if g.is_lost() {
-                    anomalies.lock().unwrap().push("guard lost".into());
-                }
-                h.release(&id);
-                if let Err(e) = g.unlock().await {
-                    h.note(&id, &format!("unlock: {e}"));
-                    anomalies.lock().unwrap().push(format!("unlock: {e}"));
-                }
-                if done {
-                    break;
-                }
-            }
-        }));
+        let run = BaselineTask {
+            conn: conn.clone(),
+            h: h.clone(),
+            counter: counter.clone(),
+            target,
+            anomalies: anomalies.clone(),
+            increments: increments.clone(),
+            who: format!("{label}/t{t}"),
+            wait: (t != 0).then_some(Duration::from_secs(30)),
+        };
+        tasks.push(match (t, spin) {
+            (0, true) => tokio::spawn(run.run(c.spin_lock("baseline"))),
+            _ => tokio::spawn(run.run(c.lock("baseline"))),
+        });
     }
     for t in tasks {
         t.await.unwrap();
@@ -162,6 +128,72 @@ async fn baseline(url: String, ns: String, label: String) {
         increments.load(Ordering::Relaxed),
         anomalies.lock().unwrap().join("|").replace(' ', "_")
     ));
+}
+
+/// One contending task of `baseline`, over any lock kind.
+struct BaselineTask {
+    conn: redis::aio::MultiplexedConnection,
+    h: History,
+    counter: String,
+    target: u64,
+    anomalies: Arc<Mutex<Vec<String>>>,
+    increments: Arc<AtomicU64>,
+    who: String,
+    /// `None`: waits with `lock()`; else with `try_lock(wait, watchdog)`.
+    wait: Option<Duration>,
+}
+
+impl BaselineTask {
+    async fn run<L: lockwise::Lock>(mut self, lock: L) {
+        use lockwise::LockGuard;
+        loop {
+            let id = self.h.invoke(&self.who, "baseline");
+            let got = match self.wait {
+                None => lock.lock().await,
+                Some(wait) => match lock.try_lock(wait, None).await.or_none() {
+                    Ok(Some(g)) => Ok(g),
+                    Ok(None) => {
+                        self.h.fail(&id, "try_lock timed out after 30 s");
+                        self.anomaly("try_lock timed out".into());
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            let g = match got {
+                Ok(g) => g,
+                Err(e) => {
+                    self.h.unknown(&id, &e.to_string());
+                    self.anomaly(format!("lock: {e}"));
+                    continue;
+                }
+            };
+            self.h.ok(&id, g.owner(), None, None);
+            // The critical section: a non-atomic increment of a shared counter.
+            let v: Option<u64> = self.conn.get(&self.counter).await.unwrap();
+            let v = v.unwrap_or(0);
+            let done = v >= self.target;
+            if !done {
+                let _: () = self.conn.set(&self.counter, v + 1).await.unwrap();
+                self.increments.fetch_add(1, Ordering::Relaxed);
+            }
+            if g.is_lost() {
+                self.anomaly("guard lost".into());
+            }
+            self.h.release(&id);
+            if let Err(e) = g.unlock().await {
+                self.h.note(&id, &format!("unlock: {e}"));
+                self.anomaly(format!("unlock: {e}"));
+            }
+            if done {
+                break;
+            }
+        }
+    }
+
+    fn anomaly(&self, what: String) {
+        self.anomalies.lock().unwrap().push(what);
+    }
 }
 
 /// The child half of `holder_stall_sigstop_2x_lease`: takes a fenced lock with a 1 s lease and
