@@ -9,7 +9,7 @@
 # per pair is the steadier figure when other work shares the cores). Each run starts its
 # own throwaway redis-server (or uses REDIS_URL). What recording costs (Prometheus
 # recorder on vs off) is workload 10 of the full bench:
-# `cargo run --release --features metrics --example bench`.
+# `cargo run --release -p lockwise-bench --features metrics --bin bench`.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,9 +20,9 @@ trap 'rm -rf "$scratch"' EXIT
 
 # Both builds write target/release/bench: keep a copy of each.
 cargo build -j 1 --release -p lockwise-bench --bin bench
-cp target/release/examples/bench "$scratch/bench-off"
+cp target/release/bench "$scratch/bench-off"
 cargo build -j 1 --release -p lockwise-bench --features metrics --bin bench
-cp target/release/examples/bench "$scratch/bench-on"
+cp target/release/bench "$scratch/bench-on"
 
 # "<pairs/s> <cpu µs per pair>"
 run() { "$scratch/$1" --metrics-only --seconds "$seconds" | sed -n 's/^uncontended //p'; }
