@@ -87,7 +87,11 @@ async fn readme_minimal_user_runs_every_kind() {
         let waiter = {
             let lock = b.spin_lock("s");
             tokio::spawn(async move {
-                let g = lock.try_lock(lease, None).await.or_none().expect("spin wait");
+                let g = lock
+                    .try_lock(lease, None)
+                    .await
+                    .or_none()
+                    .expect("spin wait");
                 g.expect("acquired").unlock().await.expect("spin unlock b");
             })
         };

@@ -126,7 +126,9 @@ async fn shutdown_releases_every_kind_and_closes_the_client() {
     let of_a: Vec<&String> = left.iter().filter(|k| k.contains(&id)).collect();
     assert!(of_a.is_empty(), "keys of the closed client: {of_a:?}");
     for k in &left {
-        let mine = ["plain", "leased", ":fair}", "{rw-", "{m1}", "{m2}", "{red}", "{spin}"];
+        let mine = [
+            "plain", "leased", ":fair}", "{rw-", "{m1}", "{m2}", "{red}", "{spin}",
+        ];
         assert!(
             !mine.iter().any(|m| k.contains(m)) || k.contains(":fence:"),
             "left behind: {k} (all: {left:?})"

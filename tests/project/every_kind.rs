@@ -55,7 +55,10 @@ fn lock_constructors() -> Vec<(String, String)> {
         .split("pub fn ")
         .skip(1)
         .filter_map(|f| {
-            let name: String = f.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            let name: String = f
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
             let ret = f.split("->").nth(1)?.split(['{', '\n']).next()?.trim();
             let ret = ret.trim_start_matches("crate::").to_string();
             types.contains(&ret).then_some((name, ret))
@@ -67,8 +70,18 @@ fn lock_constructors() -> Vec<(String, String)> {
 fn every_kind_tests_use_every_lock_kind() {
     let kinds = lock_constructors();
     let names: BTreeSet<&str> = kinds.iter().map(|(m, _)| m.as_str()).collect();
-    for expected in ["lock", "spin_lock", "fair_lock", "fenced_lock", "rw_lock", "multi_lock"] {
-        assert!(names.contains(expected), "{expected} not read from the source: {kinds:?}");
+    for expected in [
+        "lock",
+        "spin_lock",
+        "fair_lock",
+        "fenced_lock",
+        "rw_lock",
+        "multi_lock",
+    ] {
+        assert!(
+            names.contains(expected),
+            "{expected} not read from the source: {kinds:?}"
+        );
     }
     let mut missing = Vec::new();
     for file in EVERY_KIND {
