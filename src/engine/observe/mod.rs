@@ -45,8 +45,9 @@ impl Metrics {
     /// A client's metrics; `lock_names`: the lock name labels the wait histogram too.
     pub(crate) fn new(lock_names: bool) -> Metrics {
         Metrics {
+            #[cfg(feature = "metrics")]
+            cache: cache::Cache::default(),
             lock_names,
-            ..Metrics::default()
         }
     }
 }
