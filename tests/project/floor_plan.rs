@@ -430,7 +430,8 @@ fn prev_ident(chars: &[char], i: usize) -> bool {
     i > 0 && is_ident(chars[i - 1])
 }
 
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir`, recursively.
+pub fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {

@@ -14,9 +14,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::floor_plan::{cyclic_groups, find_cycle, FloorPlan};
+use super::floor_plan::{cyclic_groups, find_cycle, sources, FloorPlan};
 
 /// Files with more lines than this fail the check (the aim is about 500). Doc comment lines
 /// (`///`, `//!`) do not count: an example on every public item is documentation, not
@@ -40,17 +40,6 @@ const FOUNDATION: &[&[&str]] = &[&["engine"], &["deploy"], &["wire"], &["error"]
 /// The layer of a top-level module: its index in [`FOUNDATION`], or `None` above the engine.
 fn layer(module: &str) -> Option<usize> {
     FOUNDATION.iter().position(|l| l.contains(&module))
-}
-
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// Groups of files that import each other today, each to be broken up by the
