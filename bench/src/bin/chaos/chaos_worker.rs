@@ -442,7 +442,7 @@ async fn task(ctx: Arc<Ctx>, t: usize, seed: u64) {
                         )),
                         Err(e) if e.is_timeout() => {}
                         Err(e) => out(&format!(
-                            "X {t} {ix} {} {} {} re-entry: {}",
+                            "X {t} {ix} {} {} {} re-entry of hold {id}: {}",
                             now_ns(),
                             now_ns(),
                             if e.is_retryable() { "retryable" } else { "other" },

@@ -324,6 +324,11 @@ pub(super) fn analyse(c: &Coordinator, tl: Timeline) -> Vec<String> {
     // - a lease hold's unlock replied after its lease end (the server stalled, or the call
     //   was retried, past the lease the caller chose; the lease end is an inner bound of the
     //   expiry, so a reply before it proves the unlock ran while the hold lived).
+    // - a nested hold whose re-entry failed with its outcome unknown: the settlement reads
+    //   a count of 1 where the holds lasted, or where a fresh hold was taken after the run's
+    //   were forgotten, and cannot tell them apart, so it gives the run up (engine docs,
+    //   "Settling"): its guards are told lost first, then the hold is released, and an
+    //   unlock waiting for that settlement answers NotHeld.
     // Those are counted, not failed. A stop's start is stamped after `kill` returned, but the
     // signal takes effect a moment later, so a check may be stamped just after that start
     // and still come before the stop. A stopped worker checks nothing: a stop that began
@@ -343,6 +348,8 @@ pub(super) fn analyse(c: &Coordinator, tl: Timeline) -> Vec<String> {
         .values()
         .filter(|h| h.how == "notheld")
         .partition(|h| may_have_expired(h));
+    let (notheld_given_up, notheld): (Vec<&Hold>, Vec<&Hold>) =
+        notheld.into_iter().partition(|h| h.reentry_failed);
     let unlock_errors_quiet = s
         .holds
         .values()
@@ -390,7 +397,8 @@ pub(super) fn analyse(c: &Coordinator, tl: Timeline) -> Vec<String> {
     println!(
         "holds             {} recorded ({} fenced, {} fair), {} lost, {} unlocks found the hold gone \
          (+{} that may have expired first: worker SIGSTOPped between its last check and the \
-         unlock's reply, or a lease that ran out before the reply)",
+         unlock's reply, or a lease that ran out before the reply; +{} given up by a \
+         settlement after a re-entry's outcome was lost)",
         s.holds.len(),
         s.holds.values().filter(|h| h.token.is_some()).count(),
         s.holds
@@ -399,7 +407,8 @@ pub(super) fn analyse(c: &Coordinator, tl: Timeline) -> Vec<String> {
             .count(),
         s.holds.values().filter(|h| h.how == "lost").count(),
         notheld.len(),
-        notheld_expired.len()
+        notheld_expired.len(),
+        notheld_given_up.len()
     );
     let killed_open: Vec<&Hold> = s
         .holds

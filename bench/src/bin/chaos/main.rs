@@ -67,8 +67,9 @@
 //! in Redis); no unlock
 //! finds a hold gone that its guard still called valid (a late loss signal; unless the worker
 //! was SIGSTOPped between that check and the unlock's reply, or a lease hold's unlock replied
-//! after its lease end, when the hold may have expired unseen: counted and printed, not
-//! failed); no re-entry of a
+//! after its lease end, when the hold may have expired unseen, or a nested hold's re-entry
+//! failed with its outcome unknown, when the settlement gives the run up, telling the guard
+//! lost before it releases the hold: counted and printed, not failed); no re-entry of a
 //! valid hold is refused; no call fails with a non-retryable error, and none at all after the
 //! faults stopped; no worker dies unless killed. The program prints the figures and exits
 //! non-zero naming every failed check.

@@ -26,6 +26,8 @@ pub(super) struct Hold {
     /// When unlock returned.
     pub(super) done: Option<u64>,
     pub(super) how: String,
+    /// A re-entry of this hold failed with a retryable error: it may have run or not.
+    pub(super) reentry_failed: bool,
 }
 
 /// A failed lock call (`X` line).
@@ -109,6 +111,7 @@ impl State {
                         unlocking: None,
                         done: None,
                         how: "open".into(),
+                        reentry_failed: false,
                     },
                 );
             }
@@ -139,12 +142,22 @@ impl State {
                     self.abandoned.push((lock as usize, invoke, at));
                 }
             }
-            "X" if rest.len() >= 5 => self.failed.push(Failed {
-                worker: w,
-                at: num(3).unwrap_or(0),
-                retryable: rest[4] == "retryable",
-                message: rest[5..].join(" "),
-            }),
+            "X" if rest.len() >= 5 => {
+                let message = rest[5..].join(" ");
+                let reentry_of = message
+                    .strip_prefix("re-entry of hold ")
+                    .and_then(|m| m.split(':').next())
+                    .and_then(|id| id.parse::<u64>().ok());
+                if let Some(h) = reentry_of.and_then(|id| self.holds.get_mut(&(w, id))) {
+                    h.reentry_failed = rest[4] == "retryable";
+                }
+                self.failed.push(Failed {
+                    worker: w,
+                    at: num(3).unwrap_or(0),
+                    retryable: rest[4] == "retryable",
+                    message,
+                });
+            }
             "Q" => self
                 .violations
                 .push(format!("{}: {}", self.workers[w].label, rest.join(" "))),
