@@ -9,14 +9,14 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::metric_names::*;
 use lockwise::{Client, Error};
 use metrics_util::debugging::{DebuggingRecorder, Snapshotter};
-use support::kit::{within, WATCHDOG};
-use support::seen::Seen;
-use support::{Conn, RedisServer};
+use suite::kit::{within, WATCHDOG};
+use suite::seen::Seen;
+use suite::{Conn, RedisServer};
 
 /// One test at a time: a snapshot drains the recorder.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -51,7 +51,7 @@ async fn named_client(server: &RedisServer, test: &str, watchdog: Duration) -> C
     within(
         10,
         Client::builder(server.url())
-            .namespace(support::unique_ns(test))
+            .namespace(suite::unique_ns(test))
             .watchdog_timeout(watchdog)
             .metrics_lock_names(true)
             .build(),
@@ -66,9 +66,9 @@ async fn conn(server: &RedisServer) -> Conn {
 
 /// After each test: every key has a TTL, no channel is left subscribed.
 async fn assert_clean(conn: &mut Conn, client: &Client) {
-    support::kit::assert_ns_clean(conn, client.namespace()).await;
+    suite::kit::assert_ns_clean(conn, client.namespace()).await;
     assert!(
-        support::no_channels_within(conn, Duration::from_secs(3)).await,
+        suite::no_channels_within(conn, Duration::from_secs(3)).await,
         "channels left subscribed"
     );
 }
@@ -79,7 +79,7 @@ async fn acquire_release_and_timeout_move_their_metrics() {
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     let client = named_client(&server, "m_acquire", WATCHDOG).await;
-    let other = support::kit::peer(&server, &client).await;
+    let other = suite::kit::peer(&server, &client).await;
     let lock = client.lock("m-acquire");
     take();
 
@@ -144,7 +144,7 @@ async fn a_cancelled_wait_is_recorded_as_cancelled() {
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     let client = named_client(&server, "m_cancel", WATCHDOG).await;
-    let other = support::kit::peer(&server, &client).await;
+    let other = suite::kit::peer(&server, &client).await;
     let guard = within(5, other.lock("m-cancel").lock()).await.unwrap();
     take();
 
@@ -326,23 +326,23 @@ async fn a_killed_subscription_connection_counts_a_reconnect() {
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     let client = named_client(&server, "m_reconnect", WATCHDOG).await;
-    let other = support::kit::peer(&server, &client).await;
+    let other = suite::kit::peer(&server, &client).await;
     let guard = within(5, other.lock("m-reconnect").lock()).await.unwrap();
     let lock = client.lock("m-reconnect");
     let waiter = tokio::spawn(async move { lock.lock().await.map(|g| g.unlock()) });
     let channel = format!("{}:channel:{{m-reconnect}}", client.namespace());
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        suite::eventually(Duration::from_secs(5), || {
             let mut c = c.clone();
             let channel = channel.clone();
-            async move { support::numsub(&mut c, &channel).await >= 1 }
+            async move { suite::numsub(&mut c, &channel).await >= 1 }
         })
         .await,
         "the waiter subscribed"
     );
     take();
-    assert!(support::kill_pubsub(&mut c).await >= 1);
-    let counted = support::eventually(Duration::from_secs(5), || async {
+    assert!(suite::kill_pubsub(&mut c).await >= 1);
+    let counted = suite::eventually(Duration::from_secs(5), || async {
         take().counter(SUBSCRIPTION_RECONNECTS_TOTAL, &[]) >= 1
     })
     .await;
@@ -370,7 +370,7 @@ async fn fair_queue_length_is_recorded_at_acquire() {
             tokio::time::sleep(Duration::from_millis(20)).await;
             guard.unlock().await.unwrap();
         }));
-        support::queue_reaches(&fair, n).await;
+        suite::queue_reaches(&fair, n).await;
     }
     take();
     within(5, first.unlock()).await.unwrap();
@@ -428,7 +428,7 @@ async fn redlock_acquires_and_timeouts_are_recorded() {
     let server = RedisServer::start();
     let mut c = conn(&server).await;
     let client = named_client(&server, "m_redlock", WATCHDOG).await;
-    let other = support::kit::peer(&server, &client).await;
+    let other = suite::kit::peer(&server, &client).await;
     let mine = lockwise::RedLockSet::new(std::slice::from_ref(&client)).lock("m-redlock");
     let theirs = lockwise::RedLockSet::new(std::slice::from_ref(&other)).lock("m-redlock");
     take();

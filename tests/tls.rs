@@ -11,11 +11,11 @@
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::redis::{self, TlsCertificates};
 use lockwise::Client;
-use support::RedisServer;
+use suite::RedisServer;
 
 /// Runs `openssl` with `args` in `dir`; panics with its output if it fails.
 fn openssl(dir: &Path, args: &[&str]) {
@@ -97,7 +97,7 @@ fn make_certificates(dir: &Path) {
 /// for the test's own inspection; returns it with the TLS port and the CA certificate.
 fn tls_server(certs: &Path) -> (RedisServer, u16, Vec<u8>) {
     make_certificates(certs);
-    let tls_port = support::server::free_port().to_string();
+    let tls_port = suite::server::free_port().to_string();
     let file = |name: &str| certs.join(name).to_str().unwrap().to_string();
     let bin = std::env::var("TLS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
     let server = RedisServer::start_bin_with(
@@ -134,7 +134,7 @@ fn trusting(ca: &[u8], url: &str) -> redis::Client {
 async fn rediss_with_a_custom_ca_locks_and_wakes_waiters() {
     let certs = tempfile::tempdir().unwrap();
     let (server, tls_port, ca) = tls_server(certs.path());
-    let ns = support::unique_ns("tls");
+    let ns = suite::unique_ns("tls");
     let url = format!("rediss://localhost:{tls_port}/");
     let client = Client::builder_from(&trusting(&ca, &url))
         .namespace(&ns)
@@ -148,17 +148,17 @@ async fn rediss_with_a_custom_ca_locks_and_wakes_waiters() {
         .lock_with_lease(Duration::from_secs(20))
         .await
         .unwrap();
-    assert!(support::exists(&mut conn, &format!("{ns}:lock:{{job}}")).await);
+    assert!(suite::exists(&mut conn, &format!("{ns}:lock:{{job}}")).await);
     let waiter = {
         let lock = client.lock("job").non_reentrant();
         tokio::spawn(async move { lock.try_lock(Duration::from_secs(10), None).await.or_none() })
     };
     let channel = format!("{ns}:channel:{{job}}");
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        suite::eventually(Duration::from_secs(5), || {
             let mut c = conn.clone();
             let channel = channel.clone();
-            async move { support::numsub(&mut c, &channel).await == 1 }
+            async move { suite::numsub(&mut c, &channel).await == 1 }
         })
         .await
     );
@@ -191,7 +191,7 @@ async fn rediss_with_an_unknown_ca_is_refused_cleanly() {
 async fn the_cli_lists_over_tls_with_the_servers_ca() {
     let certs = tempfile::tempdir().unwrap();
     let (_server, tls_port, ca) = tls_server(certs.path());
-    let ns = support::unique_ns("tls_cli");
+    let ns = suite::unique_ns("tls_cli");
     let url = format!("rediss://localhost:{tls_port}/");
     let client = Client::builder_from(&trusting(&ca, &url))
         .namespace(&ns)
@@ -205,7 +205,7 @@ async fn the_cli_lists_over_tls_with_the_servers_ca() {
         .unwrap();
     let ca_file = certs.path().join("ca.crt");
     let run = |with_ca: bool| {
-        let mut cmd = std::process::Command::new(support::child::cli_exe());
+        let mut cmd = std::process::Command::new(suite::child::cli_exe());
         cmd.args(["--url", &url, "--namespace", &ns, "list"])
             .env_remove("REDIS_URL");
         if with_ca {

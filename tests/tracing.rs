@@ -9,11 +9,11 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::Client;
-use support::kit::{within, WATCHDOG};
-use support::RedisServer;
+use suite::kit::{within, WATCHDOG};
+use suite::RedisServer;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Subscriber};
@@ -177,17 +177,17 @@ fn message(e: &EventRec) -> &str {
 
 async fn client(server: &RedisServer, test: &str, watchdog: Duration) -> Client {
     captured();
-    support::kit::client_with(server, test, watchdog).await
+    suite::kit::client_with(server, test, watchdog).await
 }
 
 /// After each test: no key without a TTL but fencing counters, no channel subscribed.
 async fn clean(server: &RedisServer, client: &Client) {
     let mut c = server.conn().await;
-    for (key, pttl) in support::kit::keys_in(&mut c, client.namespace()).await {
+    for (key, pttl) in suite::kit::keys_in(&mut c, client.namespace()).await {
         assert!(pttl != -1 || key.contains(":fence:"), "{key} has no TTL");
     }
     assert!(
-        support::no_channels_within(&c, Duration::from_secs(3)).await,
+        suite::no_channels_within(&c, Duration::from_secs(3)).await,
         "channels left subscribed"
     );
 }
@@ -196,7 +196,7 @@ async fn clean(server: &RedisServer, client: &Client) {
 async fn acquire_and_release_spans_carry_stable_fields() {
     let server = RedisServer::start();
     let client = client(&server, "t_fields", WATCHDOG).await;
-    let other = support::kit::peer(&server, &client).await;
+    let other = suite::kit::peer(&server, &client).await;
     let lock = client.lock("t-fields");
     let guard = within(5, lock.lock()).await.unwrap();
     let owner = guard.owner().to_string();
@@ -300,12 +300,12 @@ async fn a_background_release_follows_from_its_acquire() {
     let owner = guard.owner().to_string();
     drop(guard);
     assert!(
-        support::eventually(Duration::from_secs(3), || async {
+        suite::eventually(Duration::from_secs(3), || async {
             !lock.is_locked().await.unwrap()
         })
         .await
     );
-    let release = support::eventually(Duration::from_secs(3), || async {
+    let release = suite::eventually(Duration::from_secs(3), || async {
         spans("lockwise.release", "t-follows")
             .iter()
             .any(|s| s.field("outcome") == Some("released"))
@@ -392,22 +392,22 @@ async fn a_lost_lock_is_a_warning_that_names_the_lock() {
 async fn a_resubscription_names_the_lock_of_its_channel() {
     let server = RedisServer::start();
     let client = client(&server, "t_resub", WATCHDOG).await;
-    let other = support::kit::peer(&server, &client).await;
+    let other = suite::kit::peer(&server, &client).await;
     let guard = within(5, other.lock("t-resub").lock()).await.unwrap();
     let lock = client.lock("t-resub");
     let waiter = tokio::spawn(async move { lock.lock().await.map(|g| g.unlock()) });
     let mut c = server.conn().await;
     let channel = format!("{}:channel:{{t-resub}}", client.namespace());
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        suite::eventually(Duration::from_secs(5), || {
             let mut c = c.clone();
             let channel = channel.clone();
-            async move { support::numsub(&mut c, &channel).await >= 1 }
+            async move { suite::numsub(&mut c, &channel).await >= 1 }
         })
         .await
     );
-    assert!(support::kill_pubsub(&mut c).await >= 1);
-    let named = support::eventually(Duration::from_secs(5), || async {
+    assert!(suite::kill_pubsub(&mut c).await >= 1);
+    let named = suite::eventually(Duration::from_secs(5), || async {
         events("t-resub")
             .iter()
             .any(|e| message(e) == "channel subscribed again" && e.fields["channel"] == channel)

@@ -1,8 +1,8 @@
 //! What lockwise's integration tests share beyond the `lockwise-testkit` crate (the servers,
 //! topologies, history checker and inspection helpers, re-exported here so every test names
-//! them `support::…`): lockwise clients for the tests, the `Ok(None)` shape of timeouts, and
+//! them `suite::…`): lockwise clients for the tests, the `Ok(None)` shape of timeouts, and
 //! the modules below. The test binaries (`tests/<area>/main.rs`) depend on this crate, whose
-//! library is named `support`.
+//! library is named `suite`.
 //!
 //! | module | what |
 //! |---|---|

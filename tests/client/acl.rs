@@ -4,10 +4,10 @@
 //! nothing but the preload.
 
 use std::time::{Duration, Instant};
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::{Client, Error, RedLockSet};
-use support::{in_task, Conn, RedisServer};
+use suite::{in_task, Conn, RedisServer};
 
 /// Runs `ACL SETUSER <user> <rules>` as the default user.
 async fn set_user(admin: &mut Conn, user: &str, rules: &[&str]) {
@@ -39,11 +39,11 @@ fn permission_what(e: Error) -> String {
 /// the holder's lease), unlocks and force-unlocks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readme_minimal_user_runs_every_kind() {
-    support::init_tracing();
+    suite::init_tracing();
     let server = RedisServer::start();
-    let ns = support::unique_ns("acl-min");
+    let ns = suite::unique_ns("acl-min");
     let mut admin = server.conn().await;
-    let rule = support::kit::readme_acl_rule("locker", &ns);
+    let rule = suite::kit::readme_acl_rule("locker", &ns);
     let rule: Vec<&str> = rule.iter().map(String::as_str).collect();
     set_user(&mut admin, "locker", &rule).await;
     let a = connect_as(&server, "locker", &ns).await.expect("client a");
@@ -154,7 +154,7 @@ async fn readme_minimal_user_runs_every_kind() {
         let g = a.lock("renewed").lock().await.expect("watchdog lock");
         tokio::time::sleep(Duration::from_millis(2500)).await;
         let mut conn = admin_conn.clone();
-        let pttl = support::kit::pttl(&mut conn, a.lock("renewed").key()).await;
+        let pttl = suite::kit::pttl(&mut conn, a.lock("renewed").key()).await;
         assert!(
             pttl > 3000,
             "renewed: PTTL {pttl} ms 2.5 s into a 5 s watchdog hold"
@@ -259,7 +259,7 @@ async fn readme_minimal_user_runs_every_kind() {
 #[tokio::test]
 async fn user_without_channel_permission_fails_at_connect() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("acl-chan");
+    let ns = suite::unique_ns("acl-chan");
     let mut admin = server.conn().await;
     // No ACL commands: the probe PUBLISH finds it.
     set_user(
@@ -302,7 +302,7 @@ async fn user_without_channel_permission_fails_at_connect() {
 #[tokio::test]
 async fn user_without_a_needed_command_fails_at_connect() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("acl-cmd");
+    let ns = suite::unique_ns("acl-cmd");
     let mut admin = server.conn().await;
     set_user(
         &mut admin,
@@ -355,9 +355,9 @@ async fn user_without_a_needed_command_fails_at_connect() {
 /// PUBLISH is refused after its DEL ran, and the unlock still reports the release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_after_channel_permission_revoked_still_reports_ok() {
-    support::init_tracing();
+    suite::init_tracing();
     let server = RedisServer::start();
-    let ns = support::unique_ns("acl-revoke");
+    let ns = suite::unique_ns("acl-revoke");
     let mut admin = server.conn().await;
     set_user(&mut admin, "locker", &["on", ">pw", "~*", "&*", "+@all"]).await;
     let client = connect_as(&server, "locker", &ns).await.expect("client");
@@ -371,11 +371,11 @@ async fn unlock_after_channel_permission_revoked_still_reports_ok() {
         set_user(&mut admin, "locker", &["resetchannels"]).await;
 
         g.unlock().await.expect("unlock reports the release");
-        assert!(!support::exists(&mut admin, rlock.key()).await);
+        assert!(!suite::exists(&mut admin, rlock.key()).await);
         gf.unlock().await.expect("fair unlock reports the release");
-        assert!(!support::exists(&mut admin, fair.key()).await);
+        assert!(!suite::exists(&mut admin, fair.key()).await);
         assert!(forced.force_unlock().await.expect("force_unlock"));
-        assert!(!support::exists(&mut admin, forced.key()).await);
+        assert!(!suite::exists(&mut admin, forced.key()).await);
     })
     .await;
 }
@@ -384,7 +384,7 @@ async fn unlock_after_channel_permission_revoked_still_reports_ok() {
 #[tokio::test]
 async fn script_load_refused_by_acl_is_not_fatal() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("acl-load");
+    let ns = suite::unique_ns("acl-load");
     let mut admin = server.conn().await;
     set_user(
         &mut admin,
@@ -404,8 +404,8 @@ async fn script_load_refused_by_acl_is_not_fatal() {
 #[tokio::test]
 async fn script_command_renamed_away_is_not_fatal() {
     let server = RedisServer::start_with(&["--rename-command", "SCRIPT", ""]);
-    let ns = support::unique_ns("acl-rename");
-    let client = support::client(&server, &ns, Duration::from_secs(5)).await;
+    let ns = suite::unique_ns("acl-rename");
+    let client = suite::client(&server, &ns, Duration::from_secs(5)).await;
     in_task(async move {
         let g = client.fair_lock("s").lock().await.expect("lock");
         g.unlock().await.expect("unlock");
@@ -421,11 +421,11 @@ async fn script_command_renamed_away_is_not_fatal() {
 /// presence key, the writer's keys and TTLs as they were.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_client_under_a_read_only_user_writes_nothing() {
-    support::init_tracing();
+    suite::init_tracing();
     let server = RedisServer::start();
-    let ns = support::unique_ns("acl-ro");
+    let ns = suite::unique_ns("acl-ro");
     let mut admin = server.conn().await;
-    let rule = support::kit::readme_acl_rule("reader", &ns);
+    let rule = suite::kit::readme_acl_rule("reader", &ns);
     let rule: Vec<&str> = rule.iter().map(String::as_str).collect();
     set_user(&mut admin, "reader", &rule).await;
 
@@ -456,9 +456,9 @@ async fn read_only_client_under_a_read_only_user_writes_nothing() {
         names.sort();
         names
     };
-    let keys_before = key_names(support::kit::keys_in(&mut admin, &ns).await);
+    let keys_before = key_names(suite::kit::keys_in(&mut admin, &ns).await);
 
-    let stop = support::kit::monitor(&server).await;
+    let stop = suite::kit::monitor(&server).await;
     let reader = Client::builder(format!("redis://reader:pw@127.0.0.1:{}/", server.port()))
         .namespace(&ns)
         .read_only(true)
@@ -516,7 +516,7 @@ async fn read_only_client_under_a_read_only_user_writes_nothing() {
     let seen = stop();
     let writes: Vec<&String> = seen
         .iter()
-        .filter(|c| !support::kit::READ_COMMANDS.contains(&c.as_str()))
+        .filter(|c| !suite::kit::READ_COMMANDS.contains(&c.as_str()))
         .collect();
     assert!(
         writes.is_empty(),
@@ -528,7 +528,7 @@ async fn read_only_client_under_a_read_only_user_writes_nothing() {
         "MONITOR saw the reads: {seen:?}"
     );
     assert_eq!(
-        key_names(support::kit::keys_in(&mut admin, &ns).await),
+        key_names(suite::kit::keys_in(&mut admin, &ns).await),
         keys_before
     );
     assert!(writer.lock("a").is_locked().await.unwrap());

@@ -5,17 +5,17 @@
 //! Stale guards are in tests/locks/stale_guard.rs; Redis going down while a caller waits is in the
 //! fault matrix (tests/faults/).
 
-use support::kit::*;
-use support::OrNone;
+use suite::kit::*;
+use suite::OrNone;
 
-use support::hget;
+use suite::hget;
 
-use support::{exists, Conn};
+use suite::{exists, Conn};
 
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error};
-use support::RedisServer;
+use suite::RedisServer;
 
 /// 2^53 ms: the largest lease / timeout the contract accepts.
 const MAX_MS: u64 = 1 << 53;
@@ -37,7 +37,7 @@ fn assert_invalid<T>(result: lockwise::Result<T>, what: &str) {
 }
 
 async fn assert_nothing_written(conn: &mut Conn) {
-    let keys = support::keys_with_pttl(conn).await;
+    let keys = suite::keys_with_pttl(conn).await;
     assert!(keys.is_empty(), "invalid input wrote keys: {keys:?}");
 }
 
@@ -96,7 +96,7 @@ async fn empty_name_is_invalid_everywhere() {
     let server = RedisServer::start();
     let client = fresh_client(&server, "empty").await;
     let mut conn = server.conn().await;
-    let scripts_before = support::script_calls(&mut conn).await;
+    let scripts_before = suite::script_calls(&mut conn).await;
 
     // Creating the handle never fails; every use does.
     let lock = client.lock("");
@@ -125,9 +125,9 @@ async fn empty_name_is_invalid_everywhere() {
     .await;
 
     // Rejected before reaching the server.
-    assert_eq!(support::script_calls(&mut conn).await, scripts_before);
+    assert_eq!(suite::script_calls(&mut conn).await, scripts_before);
     assert_nothing_written(&mut conn).await;
-    assert_eq!(support::active_channels(&mut conn).await.len(), 0);
+    assert_eq!(suite::active_channels(&mut conn).await.len(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,7 +135,7 @@ async fn name_longer_than_64_kib_is_invalid() {
     let server = RedisServer::start();
     let client = fresh_client(&server, "long").await;
     let mut conn = server.conn().await;
-    let scripts_before = support::script_calls(&mut conn).await;
+    let scripts_before = suite::script_calls(&mut conn).await;
 
     let lock = client.lock("n".repeat(64 * 1024 + 1));
     let l = lock.clone();
@@ -158,7 +158,7 @@ async fn name_longer_than_64_kib_is_invalid() {
     let lock = client.lock("🔒".repeat(16 * 1024 + 1));
     assert_invalid(within(5, lock.lock()).await, "lock() with 64 KiB+ of emoji");
 
-    assert_eq!(support::script_calls(&mut conn).await, scripts_before);
+    assert_eq!(suite::script_calls(&mut conn).await, scripts_before);
     assert_nothing_written(&mut conn).await;
 }
 
@@ -241,7 +241,7 @@ async fn odd_but_valid_names_work() {
         .await;
     }
     assert_ns_clean(&mut conn, client.namespace()).await;
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -307,7 +307,7 @@ async fn distinct_names_never_share_a_key() {
         h.unlock().await.unwrap();
         g.unlock().await.unwrap();
     }
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -315,7 +315,7 @@ async fn invalid_leases_are_rejected() {
     let server = RedisServer::start();
     let client = fresh_client(&server, "lease").await;
     let mut conn = server.conn().await;
-    let scripts_before = support::script_calls(&mut conn).await;
+    let scripts_before = suite::script_calls(&mut conn).await;
     let lock = client.lock("lease");
 
     let bad = [
@@ -348,7 +348,7 @@ async fn invalid_leases_are_rejected() {
         }
     })
     .await;
-    assert_eq!(support::script_calls(&mut conn).await, scripts_before);
+    assert_eq!(suite::script_calls(&mut conn).await, scripts_before);
     assert_nothing_written(&mut conn).await;
 }
 
@@ -384,7 +384,7 @@ async fn boundary_leases_are_accepted() {
         assert_not_held(g.unlock().await, "edge");
     })
     .await;
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -407,7 +407,7 @@ async fn huge_wait_does_not_panic() {
         }
     })
     .await;
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -422,7 +422,7 @@ async fn invalid_watchdog_timeout_fails_build() {
         let r = within(
             10,
             Client::builder(server.url())
-                .namespace(support::unique_ns("wd"))
+                .namespace(suite::unique_ns("wd"))
                 .watchdog_timeout(d)
                 .build(),
         )
@@ -444,7 +444,7 @@ async fn invalid_response_and_connect_timeouts_fail_build() {
         let r = within(
             10,
             Client::builder(server.url())
-                .namespace(support::unique_ns("rt"))
+                .namespace(suite::unique_ns("rt"))
                 .response_timeout(d)
                 .build(),
         )
@@ -453,7 +453,7 @@ async fn invalid_response_and_connect_timeouts_fail_build() {
         let r = within(
             10,
             Client::builder(server.url())
-                .namespace(support::unique_ns("ct"))
+                .namespace(suite::unique_ns("ct"))
                 .connect_timeout(d)
                 .build(),
         )
@@ -503,7 +503,7 @@ async fn no_server_is_a_redis_error_within_the_connect_timeout() {
     let r = within(
         15,
         Client::builder(url.as_str())
-            .namespace(support::unique_ns("down"))
+            .namespace(suite::unique_ns("down"))
             .connect_timeout(connect_timeout)
             .build(),
     )
@@ -686,7 +686,7 @@ async fn wrong_password_is_a_typed_auth_error() {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
     let g = c.lock("pw").lock().await.expect("lock");
     g.unlock().await.expect("unlock");
 }
@@ -696,12 +696,12 @@ async fn wrong_password_is_a_typed_auth_error() {
 async fn one_mib_name_is_invalid() {
     let server = RedisServer::start();
     let c = Client::builder(server.url())
-        .namespace(support::unique_ns("mib"))
+        .namespace(suite::unique_ns("mib"))
         .build()
         .await
         .unwrap();
     let mut conn = server.conn().await;
-    let before = support::script_calls(&mut conn).await;
+    let before = suite::script_calls(&mut conn).await;
     let name = "x".repeat(1 << 20);
     let l = c.lock(&name);
     let r = tokio::spawn(async move { l.try_lock(Duration::ZERO, None).await.or_none().map(drop) })
@@ -718,8 +718,8 @@ async fn one_mib_name_is_invalid() {
         c.fair_lock(&name).lock().await,
         Err(Error::InvalidArgument { .. })
     ));
-    assert_eq!(support::script_calls(&mut conn).await, before);
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert_eq!(suite::script_calls(&mut conn).await, before);
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
 }
 
 /// force_unlock of a lock nobody holds is Ok(false), writes nothing, publishes nothing a
@@ -728,7 +728,7 @@ async fn one_mib_name_is_invalid() {
 async fn force_unlock_of_a_missing_lock_is_false() {
     let server = RedisServer::start();
     let c = Client::builder(server.url())
-        .namespace(support::unique_ns("force"))
+        .namespace(suite::unique_ns("force"))
         .build()
         .await
         .unwrap();
@@ -736,5 +736,5 @@ async fn force_unlock_of_a_missing_lock_is_false() {
     assert!(!c.lock("nobody").force_unlock().await.unwrap());
     assert!(!c.fair_lock("nobody").force_unlock().await.unwrap());
     assert!(!c.fenced_lock("nobody").force_unlock().await.unwrap());
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
 }

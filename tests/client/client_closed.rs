@@ -3,10 +3,10 @@
 //! at that moment returns it too, and nothing is left locked.
 
 use std::time::Duration;
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::Error;
-use support::{in_task, RedisServer};
+use suite::{in_task, RedisServer};
 
 fn assert_closed<T: std::fmt::Debug>(r: lockwise::Result<T>, what: &str) {
     match r {
@@ -20,8 +20,8 @@ const LEASE: Duration = Duration::from_secs(5);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_refuses_to_lock_once_the_client_is_dropped() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("closed");
-    let client = support::client(&server, &ns, Duration::from_secs(5)).await;
+    let ns = suite::unique_ns("closed");
+    let client = suite::client(&server, &ns, Duration::from_secs(5)).await;
     let (rlock, fair, fenced) = (
         client.lock("r"),
         client.fair_lock("f"),
@@ -76,7 +76,7 @@ async fn every_kind_refuses_to_lock_once_the_client_is_dropped() {
         .unwrap();
     let keys: Vec<String> = keys
         .into_iter()
-        .filter(|k| !support::is_presence(k))
+        .filter(|k| !suite::is_presence(k))
         .collect();
     assert!(keys.is_empty(), "nothing taken: {keys:?}");
 }
@@ -86,9 +86,9 @@ async fn every_kind_refuses_to_lock_once_the_client_is_dropped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_calls_return_client_closed_when_the_client_is_dropped() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("closed-wait");
-    let holder = support::client(&server, &ns, Duration::from_secs(5)).await;
-    let client = support::client(&server, &ns, Duration::from_secs(5)).await;
+    let ns = suite::unique_ns("closed-wait");
+    let holder = suite::client(&server, &ns, Duration::from_secs(5)).await;
+    let client = suite::client(&server, &ns, Duration::from_secs(5)).await;
     in_task(async move {
         let hold = Duration::from_secs(20);
         let _a = holder.lock("a").lock_with_lease(hold).await.unwrap();

@@ -2,11 +2,11 @@
 //! password and database set in code are the ones used.
 
 use std::time::Duration;
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::redis::{self, IntoConnectionInfo, RedisConnectionInfo};
 use lockwise::{Client, Error};
-use support::RedisServer;
+use suite::RedisServer;
 
 const PASSWORD: &str = "s3cret pass/with:url@chars";
 
@@ -47,7 +47,7 @@ async fn admin(server: &RedisServer, db: i64) -> redis::aio::MultiplexedConnecti
 #[tokio::test]
 async fn builder_from_info_uses_its_password_and_db() {
     let server = server_with_password().await;
-    let ns = support::unique_ns("from-info");
+    let ns = suite::unique_ns("from-info");
     let client = Client::builder_from_info(info(&server, PASSWORD, 3))
         .namespace(&ns)
         .build()
@@ -56,8 +56,8 @@ async fn builder_from_info_uses_its_password_and_db() {
     let lock = client.lock("job");
     let guard = lock.lock().await.unwrap();
     let key = format!("{ns}:lock:{{job}}");
-    assert!(support::exists(&mut admin(&server, 3).await, &key).await);
-    assert!(!support::exists(&mut admin(&server, 0).await, &key).await);
+    assert!(suite::exists(&mut admin(&server, 3).await, &key).await);
+    assert!(!suite::exists(&mut admin(&server, 0).await, &key).await);
 
     // Waiters still wake by pub/sub (channels are not per database).
     let waiter = {
@@ -75,7 +75,7 @@ async fn builder_from_info_uses_its_password_and_db() {
 #[tokio::test]
 async fn builder_from_a_redis_client() {
     let server = server_with_password().await;
-    let ns = support::unique_ns("from-client");
+    let ns = suite::unique_ns("from-client");
     let redis_client = redis::Client::open(info(&server, PASSWORD, 5)).unwrap();
     let client = Client::builder_from(&redis_client)
         .namespace(&ns)
@@ -83,7 +83,7 @@ async fn builder_from_a_redis_client() {
         .await
         .unwrap();
     let guard = client.lock("job").lock().await.unwrap();
-    assert!(support::exists(&mut admin(&server, 5).await, &format!("{ns}:lock:{{job}}")).await);
+    assert!(suite::exists(&mut admin(&server, 5).await, &format!("{ns}:lock:{{job}}")).await);
     guard.unlock().await.unwrap();
 }
 

@@ -2,10 +2,10 @@
 //! not taken on trust, and waiters are woken by the next unlock, not by the holder's TTL.
 
 use std::time::{Duration, Instant};
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::Client;
-use support::{in_task, Conn, RedisServer};
+use suite::{in_task, Conn, RedisServer};
 
 /// Long enough that a waiter left to the holder's TTL fails the test's bounds by far.
 const LEASE: Duration = Duration::from_secs(20);
@@ -20,10 +20,10 @@ async fn acl(conn: &mut Conn, args: &[&str]) {
 }
 
 async fn numsub_at_least(conn: &Conn, channel: &str, n: u64) -> bool {
-    support::eventually(Duration::from_secs(5), || {
+    suite::eventually(Duration::from_secs(5), || {
         let mut c = conn.clone();
         let channel = channel.to_string();
-        async move { support::numsub(&mut c, &channel).await >= n }
+        async move { suite::numsub(&mut c, &channel).await >= n }
     })
     .await
 }
@@ -64,12 +64,12 @@ fn wait_for(
 /// re-check the lock while its channel cannot be subscribed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_resubscription_after_reconnect_still_wakes_waiters() {
-    support::init_tracing();
+    suite::init_tracing();
     let server = RedisServer::start();
-    let ns = support::unique_ns("lst-acl");
+    let ns = suite::unique_ns("lst-acl");
     let mut admin = server.conn().await;
     acl(&mut admin, &["on", ">pw", "~*", "&*", "+@all"]).await;
-    let holder = support::client(&server, &ns, Duration::from_secs(30)).await;
+    let holder = suite::client(&server, &ns, Duration::from_secs(30)).await;
     let waiter_url = format!("redis://waiter:pw@127.0.0.1:{}/", server.port());
     let waiter = Client::builder(waiter_url)
         .namespace(ns.as_str())
@@ -124,7 +124,7 @@ async fn refused_resubscription_after_reconnect_still_wakes_waiters() {
 
 /// Lock script calls (EVALSHA + EVAL) so far.
 async fn script_calls(conn: &mut Conn) -> u64 {
-    support::script_calls(conn).await
+    suite::script_calls(conn).await
 }
 
 /// The subscription connection of a client with 300 waiters on one lock is killed: the
@@ -139,9 +139,9 @@ async fn script_calls(conn: &mut Conn) -> u64 {
 async fn subscription_loss_wakes_one_waiter_per_lock_not_every_waiter() {
     const WAITERS: usize = 300;
     let server = RedisServer::start();
-    let ns = support::unique_ns("lst-herd");
-    let holder = support::client(&server, &ns, Duration::from_secs(30)).await;
-    let waiter = support::client(&server, &ns, Duration::from_secs(30)).await;
+    let ns = suite::unique_ns("lst-herd");
+    let holder = suite::client(&server, &ns, Duration::from_secs(30)).await;
+    let waiter = suite::client(&server, &ns, Duration::from_secs(30)).await;
     let mut conn = server.conn().await;
     in_task(async move {
         let lock = holder.lock("herd");
@@ -178,7 +178,7 @@ async fn subscription_loss_wakes_one_waiter_per_lock_not_every_waiter() {
             before = now;
         }
 
-        let killed: i64 = support::kill_pubsub(&mut conn).await;
+        let killed: i64 = suite::kill_pubsub(&mut conn).await;
         assert!(killed >= 1, "no subscription connection killed");
         assert!(
             numsub_at_least(&conn, &channel, 1).await,

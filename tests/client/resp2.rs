@@ -3,10 +3,10 @@
 //! subscription connection, also after it is killed, and no channel may stay subscribed.
 
 use std::time::{Duration, Instant};
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::{Client, Error};
-use support::{Conn, RedisServer};
+use suite::{Conn, RedisServer};
 
 /// Long enough that a waiter left to the holder's TTL fails the test's bounds by far.
 const LEASE: Duration = Duration::from_secs(20);
@@ -30,10 +30,10 @@ fn channel(ns: &str, name: &str) -> String {
 }
 
 async fn numsub_is(conn: &Conn, channel: &str, n: u64) -> bool {
-    support::eventually(Duration::from_secs(5), || {
+    suite::eventually(Duration::from_secs(5), || {
         let mut c = conn.clone();
         let channel = channel.to_string();
-        async move { support::numsub(&mut c, &channel).await == n }
+        async move { suite::numsub(&mut c, &channel).await == n }
     })
     .await
 }
@@ -76,7 +76,7 @@ async fn server_without_hello_connects_and_wakes_waiters_by_pubsub() {
     let hello: redis::RedisResult<redis::Value> =
         redis::cmd("HELLO").arg(3).query_async(&mut conn).await;
     assert!(hello.is_err(), "HELLO is renamed away: {hello:?}");
-    let ns = support::unique_ns("resp2-wake");
+    let ns = suite::unique_ns("resp2-wake");
     let holder = client(&server, &ns).await;
     let other = client(&server, &ns).await;
     assert!(
@@ -103,9 +103,9 @@ async fn server_without_hello_connects_and_wakes_waiters_by_pubsub() {
 
     // Nothing stays subscribed once nobody waits.
     assert!(
-        support::no_channels_within(&conn, Duration::from_secs(5)).await,
+        suite::no_channels_within(&conn, Duration::from_secs(5)).await,
         "channels left subscribed: {:?}",
-        support::active_channels(&mut conn).await
+        suite::active_channels(&mut conn).await
     );
 }
 
@@ -113,7 +113,7 @@ async fn server_without_hello_connects_and_wakes_waiters_by_pubsub() {
 async fn resp2_subscription_connection_killed_while_waiting() {
     let server = no_hello_server();
     let mut conn = server.conn().await;
-    let ns = support::unique_ns("resp2-kill");
+    let ns = suite::unique_ns("resp2-kill");
     let holder = client(&server, &ns).await;
     let other = client(&server, &ns).await;
     let ch = channel(&ns, "job");
@@ -123,7 +123,7 @@ async fn resp2_subscription_connection_killed_while_waiting() {
     let held = holder.lock("job").lock_with_lease(LEASE).await.unwrap();
     let waiting = waiter(&other, "job");
     assert!(numsub_is(&conn, &ch, 1).await);
-    let killed: i64 = support::kill_pubsub(&mut conn).await;
+    let killed: i64 = suite::kill_pubsub(&mut conn).await;
     assert!(killed >= 1, "the subscription connections were killed");
     assert!(
         numsub_is(&conn, &ch, 1).await,
@@ -143,7 +143,7 @@ async fn resp2_subscription_connection_killed_while_waiting() {
     let held = holder.lock("job").lock_with_lease(LEASE).await.unwrap();
     let waiting = waiter(&other, "job");
     assert!(numsub_is(&conn, &ch, 1).await);
-    let _: i64 = support::kill_pubsub(&mut conn).await;
+    let _: i64 = suite::kill_pubsub(&mut conn).await;
     let released = Instant::now();
     held.unlock().await.unwrap();
     waiting.await.unwrap();
@@ -154,9 +154,9 @@ async fn resp2_subscription_connection_killed_while_waiting() {
     );
 
     assert!(
-        support::no_channels_within(&conn, Duration::from_secs(5)).await,
+        suite::no_channels_within(&conn, Duration::from_secs(5)).await,
         "channels left subscribed: {:?}",
-        support::active_channels(&mut conn).await
+        suite::active_channels(&mut conn).await
     );
 }
 
@@ -164,7 +164,7 @@ async fn resp2_subscription_connection_killed_while_waiting() {
 async fn forced_resp2_on_a_resp3_server() {
     let server = RedisServer::start();
     let mut conn = server.conn().await;
-    let ns = support::unique_ns("resp2-forced");
+    let ns = suite::unique_ns("resp2-forced");
     let forced = Client::builder(server.url())
         .namespace(&ns)
         .force_resp2(true)
@@ -177,7 +177,7 @@ async fn forced_resp2_on_a_resp3_server() {
         "{protocols:?}"
     );
     // A RESP3 client and a RESP2 client hand the lock to each other by pub/sub.
-    let resp3 = support::client(&server, &ns, Duration::from_secs(30)).await;
+    let resp3 = suite::client(&server, &ns, Duration::from_secs(30)).await;
     let held = resp3.lock("job").lock_with_lease(LEASE).await.unwrap();
     let waiting = waiter(&forced, "job");
     assert!(numsub_is(&conn, &channel(&ns, "job"), 1).await);
@@ -212,7 +212,7 @@ async fn resp2_on_a_cluster_builder_is_a_typed_error() {
 async fn resp2_many_channels_survive_repeated_kills() {
     let server = no_hello_server();
     let mut conn = server.conn().await;
-    let ns = support::unique_ns("resp2-many");
+    let ns = suite::unique_ns("resp2-many");
     let holder = client(&server, &ns).await;
     let other = client(&server, &ns).await;
     let names: Vec<String> = (0..40).map(|i| format!("job-{i}")).collect();
@@ -228,7 +228,7 @@ async fn resp2_many_channels_survive_repeated_kills() {
         assert!(numsub_is(&conn, &channel(&ns, n), 1).await);
     }
     for _ in 0..5 {
-        let _: i64 = support::kill_pubsub(&mut conn).await;
+        let _: i64 = suite::kill_pubsub(&mut conn).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for n in &names {
@@ -250,8 +250,8 @@ async fn resp2_many_channels_survive_repeated_kills() {
         released.elapsed()
     );
     assert!(
-        support::no_channels_within(&conn, Duration::from_secs(5)).await,
+        suite::no_channels_within(&conn, Duration::from_secs(5)).await,
         "channels left subscribed: {:?}",
-        support::active_channels(&mut conn).await
+        suite::active_channels(&mut conn).await
     );
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use lockwise::{Client, Error, RedLockSet};
 use redis::AsyncCommands;
-use support::kit::{in_task, within};
-use support::{Conn, RedisServer};
+use suite::kit::{in_task, within};
+use suite::{Conn, RedisServer};
 
 async fn client(server: &RedisServer, ns: &str) -> Client {
     Client::builder(server.url())
@@ -28,7 +28,7 @@ async fn keys(conn: &mut Conn, ns: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_releases_every_kind_and_closes_the_client() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("shutdown");
+    let ns = suite::unique_ns("shutdown");
     let a = client(&server, &ns).await;
     let b = client(&server, &ns).await;
     let mut conn = server.conn().await;
@@ -151,7 +151,7 @@ async fn shutdown_releases_every_kind_and_closes_the_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn presence_key_is_written_before_build_returns() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("presence");
+    let ns = suite::unique_ns("presence");
     let mut conn = server.conn().await;
     let observer = client(&server, &ns).await;
     for _ in 0..8 {

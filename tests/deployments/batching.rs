@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockwise::Client;
-use support::Interval;
+use suite::Interval;
 
 use super::topology::RedisCluster;
 
@@ -26,7 +26,7 @@ async fn pairs(client: &Client, name: impl Fn(usize) -> String) {
         })
         .collect();
     for task in tasks {
-        support::kit::within(60, task).await.unwrap();
+        suite::kit::within(60, task).await.unwrap();
     }
 }
 
@@ -34,7 +34,7 @@ async fn pairs(client: &Client, name: impl Fn(usize) -> String) {
 async fn cluster_batches_calls_of_one_slot_and_keeps_holds_apart() {
     let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
     let masters = cluster.master_ports();
-    let ns = support::unique_ns("cl-batch");
+    let ns = suite::unique_ns("cl-batch");
     let client = super::cluster_client(&cluster, &ns, Duration::from_secs(30)).await;
     let slot = cluster.key_slot(client.lock("job:{grp}:0").key());
     assert_eq!(slot, cluster.key_slot(client.lock("job:{grp}:31").key()));
@@ -72,11 +72,11 @@ async fn cluster_batches_calls_of_one_slot_and_keeps_holds_apart() {
         })
         .collect();
     for task in tasks {
-        support::kit::within(60, task).await.unwrap();
+        suite::kit::within(60, task).await.unwrap();
     }
     let mut shared = intervals.lock().unwrap().clone();
     assert_eq!(shared.len(), TASKS * ROUNDS / 4);
-    support::assert_no_overlap(&mut shared);
+    suite::assert_no_overlap(&mut shared);
 
     // Names on many slots: each lane batches only its own; every call succeeds.
     pairs(&client, |i| format!("solo:{i}")).await;

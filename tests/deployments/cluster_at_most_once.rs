@@ -97,7 +97,7 @@ where
             .arg("normal")
             .query::<i64>(&mut killer)
     });
-    let result = support::kit::within(30, call).await.expect("call task");
+    let result = suite::kit::within(30, call).await.expect("call task");
     let killed = tokio::task::block_in_place(|| killing.join().expect("killer thread"));
     tokio::task::block_in_place(|| sleeping.join().expect("sleeper thread"));
     assert!(
@@ -238,12 +238,12 @@ async fn count_down_rounds(cluster: &RedisCluster, a: &Client) -> Tally {
 /// script ran once and whose reply was lost).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_lost_replies_run_each_script_at_most_once() {
-    support::init_tracing();
+    suite::init_tracing();
     let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
-    let ns = support::unique_ns("amo");
+    let ns = suite::unique_ns("amo");
     let a = client(&cluster, &ns, KeyLayout::Lockwise).await;
     let b = client(&cluster, &ns, KeyLayout::Lockwise).await;
-    let rns = support::unique_ns("amor");
+    let rns = suite::unique_ns("amor");
     let ra = client(&cluster, &rns, KeyLayout::Redisson).await;
     let rb = client(&cluster, &rns, KeyLayout::Redisson).await;
 
@@ -306,9 +306,9 @@ fn set_slot(port: u16, slot: u16, how: &[&str]) {
 /// the client's stale slot map, are redirected with MOVED and run on `to`, once each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_ask_and_moved_redirects_are_followed() {
-    support::init_tracing();
+    suite::init_tracing();
     let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
-    let ns = support::unique_ns("amoredir");
+    let ns = suite::unique_ns("amoredir");
     let a = client(&cluster, &ns, KeyLayout::Lockwise).await;
     let sem = a.semaphore("mig");
     let lock = a.lock("mig");
@@ -348,7 +348,7 @@ async fn cluster_ask_and_moved_redirects_are_followed() {
         .query(&mut topology::connect(to))
         .expect("ASKING + HGET");
     assert_eq!(moved, Some(1), "the hold moved to {to}");
-    let locked = support::kit::within(10, lock.is_locked())
+    let locked = suite::kit::within(10, lock.is_locked())
         .await
         .expect("a read of a migrated key follows ASK");
     assert!(locked, "read on {to}");
@@ -360,11 +360,11 @@ async fn cluster_ask_and_moved_redirects_are_followed() {
             set_slot(port, slot, &["NODE", &to_id]);
         }
     });
-    support::kit::within(10, guard.unlock())
+    suite::kit::within(10, guard.unlock())
         .await
         .expect("unlock follows MOVED");
     assert_eq!(holds_on(to, lock.key(), "any"), None);
-    let after = support::kit::within(10, sem.release(1))
+    let after = suite::kit::within(10, sem.release(1))
         .await
         .expect("release follows MOVED");
     assert_eq!(after, 2, "the release ran once");

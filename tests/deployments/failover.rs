@@ -5,12 +5,12 @@
 //! few errors (no READONLY storm).
 
 use std::time::{Duration, Instant};
-use support::OrNone;
+use suite::OrNone;
 
 use super::topology::RedisSentinel;
 use super::{assert_quiescent, checker};
 use checker::History;
-use support::child::ChildProc;
+use suite::child::ChildProc;
 
 /// Processes, tasks per process and locks.
 const PROCESSES: usize = 5;
@@ -120,9 +120,9 @@ fn worst(d: &[Duration]) -> Duration {
 /// nothing: no key, no hold count left over, no channel.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_failovers_followed_by_every_process() {
-    support::init_tracing();
+    suite::init_tracing();
     let mut sentinel = tokio::task::block_in_place(RedisSentinel::start);
-    let ns = support::unique_ns("sfollow");
+    let ns = suite::unique_ns("sfollow");
     let sentinel_ports = sentinel.sentinel_ports();
     let mut workers = spawn_workers(&sentinel, &ns, &[0, 0, 0, 0, 1]);
     for w in &mut workers {
@@ -284,9 +284,9 @@ impl Errors {
 /// fired. Errors the callers saw are counted and printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_master_kills_with_sharded_waiters() {
-    support::init_tracing();
+    suite::init_tracing();
     let mut cluster = tokio::task::block_in_place(|| super::RedisCluster::start(3, 1));
-    let ns = support::unique_ns("clkills");
+    let ns = suite::unique_ns("clkills");
     let ttl = Duration::from_secs(10);
     let woken_within = Duration::from_secs(3);
     let holder = super::cluster_client(&cluster, &ns, ttl).await;

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use support::checker::History;
+use suite::checker::History;
 
 use crate::{assert_quiescent, cluster_client, topology::RedisCluster};
 
@@ -36,7 +36,7 @@ async fn queue_waiters(
             hist.release(&id);
             let _ = g.unlock().await;
         }));
-        let queued = support::eventually(Duration::from_secs(10), || async {
+        let queued = suite::eventually(Duration::from_secs(10), || async {
             handles[0].queue_len().await.unwrap_or(0) == i + 1
         })
         .await;
@@ -47,9 +47,9 @@ async fn queue_waiters(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_fair_lock_hands_over_in_order_by_sharded_pubsub() {
-    support::init_tracing();
+    suite::init_tracing();
     let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
-    let ns = support::unique_ns("clfair");
+    let ns = suite::unique_ns("clfair");
     let a = cluster_client(&cluster, &ns, Duration::from_secs(30)).await;
     let b = cluster_client(&cluster, &ns, Duration::from_secs(30)).await;
     let (la, lb) = (a.fair_lock("q"), b.fair_lock("q"));
@@ -78,7 +78,7 @@ async fn cluster_fair_lock_hands_over_in_order_by_sharded_pubsub() {
         released.elapsed()
     );
     assert_eq!(*order.lock().unwrap(), (0..N).collect::<Vec<_>>());
-    support::checker::assert_clean(&hist.check());
+    suite::checker::assert_clean(&hist.check());
     assert_quiescent(&cluster.master_ports(), &ns, Duration::from_secs(10)).await;
 }
 
@@ -87,9 +87,9 @@ async fn cluster_fair_lock_hands_over_in_order_by_sharded_pubsub() {
 /// acquires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_fair_lock_failover_with_queued_waiters_checked() {
-    support::init_tracing();
+    suite::init_tracing();
     let cluster = Arc::new(tokio::task::block_in_place(|| RedisCluster::start(3, 1)));
-    let ns = support::unique_ns("clfairfo");
+    let ns = suite::unique_ns("clfairfo");
     let a = cluster_client(&cluster, &ns, Duration::from_secs(3)).await;
     let b = cluster_client(&cluster, &ns, Duration::from_secs(3)).await;
     let (la, lb) = (a.fair_lock("q"), b.fair_lock("q"));
@@ -121,6 +121,6 @@ async fn cluster_fair_lock_failover_with_queued_waiters_checked() {
             .unwrap();
     }
     println!("fair order after a failover: {:?}", order.lock().unwrap());
-    support::checker::assert_clean(&hist.check());
+    suite::checker::assert_clean(&hist.check());
     assert_quiescent(&cluster.master_ports(), &ns, Duration::from_secs(15)).await;
 }

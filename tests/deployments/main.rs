@@ -18,8 +18,8 @@
 //! A missing `redis-server`, `redis-cli` or `redis-sentinel` fails these tests with an install
 //! hint (`bash scripts/with-redis.sh cargo test` installs them).
 
-use support::checker;
-use support::topology;
+use suite::checker;
+use suite::topology;
 
 mod batching;
 mod cluster_at_most_once;
@@ -36,11 +36,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::OrNone;
+use suite::OrNone;
 
 use checker::History;
 use lockwise::{Client, Error};
-use support::RedisServer;
+use suite::RedisServer;
 use topology::{connect, RedisCluster, RedisSentinel};
 
 // ---------------------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ fn keys_on(ports: &[u16], ns: &str) -> Vec<(u16, String, i64)> {
             .arg(format!("{ns}:*"))
             .query(&mut c)
             .unwrap_or_default();
-        for k in keys.into_iter().filter(|k| !support::is_presence(k)) {
+        for k in keys.into_iter().filter(|k| !suite::is_presence(k)) {
             let pttl: i64 = redis::cmd("PTTL").arg(&k).query(&mut c).unwrap_or(-2);
             if pttl != -2 {
                 out.push((port, k, pttl));
@@ -395,9 +395,9 @@ impl Scenario {
 /// holds overlap, no CROSSSLOT, nothing is left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_1000_locks_across_slots_woken_by_sharded_pubsub() {
-    support::init_tracing();
+    suite::init_tracing();
     let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 1));
-    let ns = support::unique_ns("cl1000");
+    let ns = suite::unique_ns("cl1000");
     let watchdog = Duration::from_secs(3);
     let holder = cluster_client(&cluster, &ns, watchdog).await;
     let waiter = cluster_client(&cluster, &ns, watchdog).await;
@@ -529,9 +529,9 @@ async fn cluster_1000_locks_across_slots_woken_by_sharded_pubsub() {
 /// overlap, fencing tokens keep rising, no CROSSSLOT error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_failover_with_waiters_checked() {
-    support::init_tracing();
+    suite::init_tracing();
     let cluster = Arc::new(tokio::task::block_in_place(|| RedisCluster::start(3, 1)));
-    let ns = support::unique_ns("clfo");
+    let ns = suite::unique_ns("clfo");
     let ttl = Duration::from_secs(2);
     let a = cluster_client(&cluster, &ns, ttl).await;
     let b = cluster_client(&cluster, &ns, ttl).await;
@@ -560,9 +560,9 @@ async fn cluster_failover_with_waiters_checked() {
 /// the slot, every contender acquires, the history is clean.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_master_sigkill_with_waiters_checked() {
-    support::init_tracing();
+    suite::init_tracing();
     let mut cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 1));
-    let ns = support::unique_ns("clkill");
+    let ns = suite::unique_ns("clkill");
     let ttl = Duration::from_secs(3);
     let a = cluster_client(&cluster, &ns, ttl).await;
     let b = cluster_client(&cluster, &ns, ttl).await;
@@ -593,9 +593,9 @@ async fn cluster_master_sigkill_with_waiters_checked() {
 /// the new master) or reported lost; a kept one unlocks fine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_renewals_survive_failover() {
-    support::init_tracing();
+    suite::init_tracing();
     let cluster = Arc::new(tokio::task::block_in_place(|| RedisCluster::start(3, 1)));
-    let ns = support::unique_ns("clren");
+    let ns = suite::unique_ns("clren");
     let watchdog = Duration::from_secs(3);
     let client = cluster_client(&cluster, &ns, watchdog).await;
     let guards: Vec<_> = futures::future::join_all((0..1000).map(|i| {
@@ -651,9 +651,9 @@ async fn cluster_renewals_survive_failover() {
 /// asynchronous-replication race has no window in this scenario.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_master_sigkill_with_waiters_checked() {
-    support::init_tracing();
+    suite::init_tracing();
     let mut sentinel = tokio::task::block_in_place(RedisSentinel::start);
-    let ns = support::unique_ns("sfo");
+    let ns = suite::unique_ns("sfo");
     let ttl = Duration::from_secs(5);
     let a = sentinel_client(&sentinel, &ns, ttl, false).await;
     let b = sentinel_client(&sentinel, &ns, ttl, false).await;
@@ -684,9 +684,9 @@ async fn sentinel_master_sigkill_with_waiters_checked() {
 /// every contender acquires without overlapping holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_resp2_master_sigkill_with_waiters_checked() {
-    support::init_tracing();
+    suite::init_tracing();
     let mut sentinel = tokio::task::block_in_place(RedisSentinel::start);
-    let ns = support::unique_ns("sfo2");
+    let ns = suite::unique_ns("sfo2");
     let ttl = Duration::from_secs(5);
     let resp2 = || async {
         Client::sentinel_builder(sentinel.sentinel_urls(), sentinel.master_name())
@@ -718,9 +718,9 @@ async fn sentinel_resp2_master_sigkill_with_waiters_checked() {
 /// follow.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_readonly_reply_moves_the_client() {
-    support::init_tracing();
+    suite::init_tracing();
     let mut sentinel = tokio::task::block_in_place(RedisSentinel::start);
-    let ns = support::unique_ns("sro");
+    let ns = suite::unique_ns("sro");
     let client = Client::sentinel_builder(sentinel.sentinel_urls(), sentinel.master_name())
         .namespace(&ns)
         .sentinel_check_interval(Duration::from_secs(3600))
@@ -777,9 +777,9 @@ async fn sentinel_readonly_reply_moves_the_client() {
 /// leaves nothing behind; once the replica is back, locking works again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_replica_sync_fails_closed_without_replica() {
-    support::init_tracing();
+    suite::init_tracing();
     let mut sentinel = tokio::task::block_in_place(RedisSentinel::start);
-    let ns = support::unique_ns("ssync");
+    let ns = suite::unique_ns("ssync");
     let client = sentinel_client(&sentinel, &ns, Duration::from_secs(5), true).await;
     let lock = client.lock("sync");
     let g = lock.lock().await.expect("replicated lock");
@@ -823,7 +823,7 @@ async fn sentinel_replica_sync_fails_closed_without_replica() {
 #[tokio::test]
 async fn replica_sync_on_standalone() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("sync1");
+    let ns = suite::unique_ns("sync1");
     let client = Client::builder(server.url())
         .namespace(&ns)
         .replica_sync(1, Duration::from_millis(20))
@@ -850,7 +850,7 @@ async fn replica_sync_on_standalone() {
         let lock = client.fair_lock("h");
         tokio::spawn(async move { lock.lock().await })
     };
-    let queued = support::eventually(Duration::from_secs(5), || async {
+    let queued = suite::eventually(Duration::from_secs(5), || async {
         plain.fair_lock("h").queue_len().await.unwrap() == 1
     })
     .await;
@@ -874,13 +874,13 @@ async fn replica_sync_on_standalone() {
         .expect_err("no replica");
     assert!(err.is_replica_sync(), "{err:?}");
     let mut conn = server.conn().await;
-    let left: Vec<(String, i64)> = support::keys_with_pttl(&mut conn)
+    let left: Vec<(String, i64)> = suite::keys_with_pttl(&mut conn)
         .await
         .into_iter()
         .filter(|(k, _)| !k.contains(":fence:") && k.starts_with(&ns))
         .collect();
     assert!(left.is_empty(), "{left:?}");
-    assert!(support::keys_with_pttl(&mut conn)
+    assert!(suite::keys_with_pttl(&mut conn)
         .await
         .iter()
         .all(|(k, pttl)| *pttl > 0 || k.contains(":fence:")));

@@ -7,14 +7,14 @@
 
 use std::collections::HashSet;
 use std::time::Duration;
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::metric_names::{ACQUIRE_WAIT_SECONDS, WATCHDOG_RENEWALS_TOTAL};
 use lockwise::Client;
 use metrics_util::debugging::DebuggingRecorder;
 
 use crate::topology::RedisCluster;
-use support::seen::Seen;
+use suite::seen::Seen;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_acquires_timeouts_and_renewals_are_recorded() {
@@ -24,7 +24,7 @@ async fn cluster_acquires_timeouts_and_renewals_are_recorded() {
         .install()
         .expect("the only recorder of this binary");
     let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
-    let ns = support::unique_ns("clmetrics");
+    let ns = suite::unique_ns("clmetrics");
     let build = |names: bool| {
         Client::cluster_builder(cluster.seed_urls())
             .namespace(ns.clone())

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use lockwise::Client;
 
 use crate::{channels_on, keys_on, topology::RedisCluster};
-use support::scenarios::{taken_after_claimant_leaves, waits_against_busy};
+use suite::scenarios::{taken_after_claimant_leaves, waits_against_busy};
 
 async fn client(cluster: &RedisCluster, ns: &str, limit: Option<Duration>) -> Client {
     Client::cluster_builder(cluster.seed_urls())
@@ -29,9 +29,9 @@ async fn client(cluster: &RedisCluster, ns: &str, limit: Option<Duration>) -> Cl
 ///   long before the old holder's 20 s lease would have let it look again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_overtake_claims_in_the_locks_slot() {
-    support::init_tracing();
+    suite::init_tracing();
     let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
-    let ns = support::unique_ns("clovertake");
+    let ns = suite::unique_ns("clovertake");
     let busy = client(&cluster, &ns, Some(lockwise::DEFAULT_OVERTAKE_LIMIT)).await;
     let remote = client(&cluster, &ns, Some(lockwise::DEFAULT_OVERTAKE_LIMIT)).await;
 

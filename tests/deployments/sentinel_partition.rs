@@ -1,6 +1,6 @@
 //! A Sentinel client cut off from every sentinel while it still reaches the master: silence
 //! is no confirmation (DESIGN invariant 15). Client A's links to the three sentinels go
-//! through black-holing TCP proxies ([`support::proxy::Proxy`]); its links to the master are
+//! through black-holing TCP proxies ([`suite::proxy::Proxy`]); its links to the master are
 //! direct. Once the trust window passes with no sentinel confirming the master, A sends
 //! nothing (a typed, retryable error), and its watchdog holds, no longer renewed, are told
 //! lost; once the sentinels answer again, A works again.
@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error};
-use support::proxy::Proxy;
+use suite::proxy::Proxy;
 
 use super::topology::{self, RedisSentinel};
 
@@ -117,9 +117,9 @@ fn assert_unconfirmed<T: std::fmt::Debug>(what: &str, r: &lockwise::Result<T>) {
 /// again, A locks again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_silence_stops_writes_and_loses_holds() {
-    support::init_tracing();
+    suite::init_tracing();
     let sentinel = tokio::task::block_in_place(RedisSentinel::start);
-    let ns = support::unique_ns("ssilent");
+    let ns = suite::unique_ns("ssilent");
     let watchdog = Duration::from_secs(3);
     let window = trust_window(watchdog);
     let proxies = sentinel_proxies(&sentinel).await;
@@ -127,7 +127,7 @@ async fn sentinel_silence_stops_writes_and_loses_holds() {
     let master = sentinel.master_port();
 
     let held_lock = a.lock("held");
-    let held = support::in_task(async move { held_lock.lock().await.expect("A's hold") }).await;
+    let held = suite::in_task(async move { held_lock.lock().await.expect("A's hold") }).await;
     let lost = fired_at(held.lost());
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -157,7 +157,7 @@ async fn sentinel_silence_stops_writes_and_loses_holds() {
     // (b) Past the window, a new lock is refused, retryably, and nothing is written.
     let fresh = a.lock("fresh");
     let started = Instant::now();
-    let r = support::in_task({
+    let r = suite::in_task({
         let fresh = fresh.clone();
         async move { fresh.try_lock(Duration::ZERO, None).await }
     })
@@ -165,7 +165,7 @@ async fn sentinel_silence_stops_writes_and_loses_holds() {
     let took = started.elapsed();
     eprintln!("try_lock past the window: {took:?}: {r:?}");
     assert_unconfirmed("try_lock", &r);
-    let r = support::in_task({
+    let r = suite::in_task({
         let fresh = fresh.clone();
         async move { fresh.lock().await }
     })
@@ -189,7 +189,7 @@ async fn sentinel_silence_stops_writes_and_loses_holds() {
     let back = Instant::now();
     let g = loop {
         let fresh = fresh.clone();
-        match support::in_task(async move { fresh.try_lock(Duration::ZERO, None).await }).await {
+        match suite::in_task(async move { fresh.try_lock(Duration::ZERO, None).await }).await {
             Ok(g) => break g,
             Err(e) if e.is_retryable() && back.elapsed() < Duration::from_secs(10) => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -220,9 +220,9 @@ async fn sentinel_silence_stops_writes_and_loses_holds() {
 /// deposed master while B held the lock on the new one, and A's new lock succeeded there.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_cut_off_client_takes_nothing_on_a_deposed_master() {
-    support::init_tracing();
+    suite::init_tracing();
     let sentinel = tokio::task::block_in_place(RedisSentinel::start);
-    let ns = support::unique_ns("sdeposed");
+    let ns = suite::unique_ns("sdeposed");
     let watchdog = Duration::from_secs(2);
     let old = sentinel.master_port();
     // An inspection user on the old master, for after its default user is turned off.
@@ -235,7 +235,7 @@ async fn sentinel_cut_off_client_takes_nothing_on_a_deposed_master() {
     let b = direct_client(&sentinel, &ns, watchdog).await;
 
     let a_lock = a.lock("held");
-    let held = support::in_task(async move { a_lock.lock().await.expect("A's hold") }).await;
+    let held = suite::in_task(async move { a_lock.lock().await.expect("A's hold") }).await;
     let lost = fired_at(held.lost());
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -278,7 +278,7 @@ async fn sentinel_cut_off_client_takes_nothing_on_a_deposed_master() {
 
     // B takes A's lock on the new master once its replicated TTL ran out.
     let b_lock = b.lock("held");
-    let b_guard = support::in_task(async move {
+    let b_guard = suite::in_task(async move {
         tokio::time::timeout(Duration::from_secs(20), b_lock.lock())
             .await
             .expect("B waited too long")
@@ -315,7 +315,7 @@ async fn sentinel_cut_off_client_takes_nothing_on_a_deposed_master() {
 
     // A takes nothing on the deposed master.
     let fresh = a.lock("fresh");
-    let r = support::in_task({
+    let r = suite::in_task({
         let fresh = fresh.clone();
         async move { fresh.try_lock(Duration::ZERO, None).await }
     })
@@ -327,7 +327,7 @@ async fn sentinel_cut_off_client_takes_nothing_on_a_deposed_master() {
         "A locked on the deposed master after the failover: {on_old:?}"
     );
     assert_unconfirmed("try_lock after the failover", &r);
-    let r = support::in_task({
+    let r = suite::in_task({
         let held = a.lock("held");
         async move { held.try_lock(Duration::ZERO, None).await }
     })
@@ -339,7 +339,7 @@ async fn sentinel_cut_off_client_takes_nothing_on_a_deposed_master() {
     let back = Instant::now();
     loop {
         let held = a.lock("held");
-        match support::in_task(async move { held.try_lock(Duration::ZERO, None).await }).await {
+        match suite::in_task(async move { held.try_lock(Duration::ZERO, None).await }).await {
             Err(e) if e.is_timeout() => break,
             Err(e) if e.is_retryable() && back.elapsed() < Duration::from_secs(10) => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -352,7 +352,7 @@ async fn sentinel_cut_off_client_takes_nothing_on_a_deposed_master() {
         back.elapsed()
     );
     b_guard.unlock().await.unwrap();
-    let g = support::in_task({
+    let g = suite::in_task({
         let fresh = fresh.clone();
         async move { fresh.lock().await.expect("A locks on the new master") }
     })

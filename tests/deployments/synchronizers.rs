@@ -38,9 +38,9 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_synchronizers_across_slots_woken_by_sharded_pubsub() {
-    support::init_tracing();
+    suite::init_tracing();
     let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
-    let ns = support::unique_ns("clsync");
+    let ns = suite::unique_ns("clsync");
     let watchdog = Duration::from_secs(30);
     let a = cluster_client(&cluster, &ns, watchdog).await;
     let b = cluster_client(&cluster, &ns, watchdog).await;

@@ -6,9 +6,9 @@
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error};
-use support::kit::within;
-use support::proxy::Proxy;
-use support::RedisServer;
+use suite::kit::within;
+use suite::proxy::Proxy;
+use suite::RedisServer;
 
 const TTL: Duration = Duration::from_secs(1);
 
@@ -23,7 +23,7 @@ const TTL: Duration = Duration::from_secs(1);
 async fn partition_holder_told_within_lease() {
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port()).await;
-    let ns = support::unique_ns("partition");
+    let ns = suite::unique_ns("partition");
     let rt = std::env::var("PARTITION_RT_MS")
         .map(|v| v.parse().unwrap())
         .unwrap_or(1000);
@@ -111,9 +111,9 @@ fn contender(b: &Client, name: &str) -> tokio::task::JoinHandle<(lockwise::RLock
 async fn short_lease_reentry_before_cut_does_not_delay_loss() {
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port()).await;
-    let ns = support::unique_ns("partition-reentry");
+    let ns = suite::unique_ns("partition-reentry");
     let a = through_proxy(&proxy, &ns, Duration::from_millis(1000)).await;
-    let b = support::client(&server, &ns, TTL).await;
+    let b = suite::client(&server, &ns, TTL).await;
     let a_lock = a.lock("p");
     let (held, lost_at, cut_at) = tokio::spawn(async move {
         let held = a_lock.lock().await.expect("A lock");
@@ -167,9 +167,9 @@ async fn short_lease_reentry_before_cut_does_not_delay_loss() {
 async fn late_lock_reply_then_cut_holder_told_first() {
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port()).await;
-    let ns = support::unique_ns("partition-late");
+    let ns = suite::unique_ns("partition-late");
     let a = through_proxy(&proxy, &ns, Duration::from_millis(1000)).await;
-    let b = support::client(&server, &ns, TTL).await;
+    let b = suite::client(&server, &ns, TTL).await;
     let a_lock = a.lock("p");
     proxy.set_hold_replies(true);
     let sent_at = Instant::now();
@@ -231,7 +231,7 @@ enum Held {
 async fn unlock_meets_settlement(held: Held, expire: bool) -> (lockwise::Result<()>, bool) {
     let server = RedisServer::start();
     let proxy = Proxy::start(server.port()).await;
-    let ns = support::unique_ns("settle-unlock");
+    let ns = suite::unique_ns("settle-unlock");
     let a = through_proxy(&proxy, &ns, Duration::from_millis(200)).await;
     let b = Client::builder(server.url())
         .namespace(&ns)

@@ -1,20 +1,20 @@
 //! Fault injection with real processes: holders and waiters run in child processes
 //! (the `test-child` binary of `suite/`, driven through
-//! `support::child`), the parent SIGSTOPs, SIGKILLs and restarts for real, and every
+//! `suite::child`), the parent SIGSTOPs, SIGKILLs and restarts for real, and every
 //! scenario is judged by the history checker (`lockwise_testkit::checker`), not by eye.
 
-use support::OrNone;
+use suite::OrNone;
 
-use support::Conn;
+use suite::Conn;
 
 use std::time::{Duration, Instant};
 
 use crate::checker::{self, History, Op};
 use lockwise::Client;
 use redis::AsyncCommands;
-use support::child::ChildProc;
-use support::in_task;
-use support::{queue_reaches, RedisServer};
+use suite::child::ChildProc;
+use suite::in_task;
+use suite::{queue_reaches, RedisServer};
 
 /// Watchdog timeout and lease of every scenario: short, so faults play out in seconds.
 const WATCHDOG: Duration = Duration::from_secs(1);
@@ -23,7 +23,7 @@ const LEASE: Duration = Duration::from_secs(1);
 const FAIR_WATCHDOG: Duration = Duration::from_secs(30);
 
 async fn client(url: &str, ns: &str) -> Client {
-    support::client_at(url, ns, WATCHDOG).await
+    suite::client_at(url, ns, WATCHDOG).await
 }
 
 /// The checker's server-side checks after quiescence (fencing counters excepted), within 5 s.
@@ -37,11 +37,11 @@ fn secs(ns: u64) -> f64 {
 
 /// Eventually (within 3 s) the database has no key and no channel is subscribed.
 async fn assert_clean(conn: &Conn, context: &str) {
-    let clean = support::eventually(Duration::from_secs(3), || {
+    let clean = suite::eventually(Duration::from_secs(3), || {
         let mut c = conn.clone();
         async move {
-            support::keys_with_pttl(&mut c).await.is_empty()
-                && support::active_channels(&mut c).await.is_empty()
+            suite::keys_with_pttl(&mut c).await.is_empty()
+                && suite::active_channels(&mut c).await.is_empty()
         }
     })
     .await;
@@ -49,8 +49,8 @@ async fn assert_clean(conn: &Conn, context: &str) {
         let mut c = conn.clone();
         panic!(
             "{context}: not clean: keys {:?}, channels {:?}",
-            support::keys_with_pttl(&mut c).await,
-            support::active_channels(&mut c).await
+            suite::keys_with_pttl(&mut c).await,
+            suite::active_channels(&mut c).await
         );
     }
 }
@@ -71,7 +71,7 @@ const BASELINE_TARGET: u64 = 10_000;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn baseline_8_processes_x_2_tasks() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fp-base");
+    let ns = suite::unique_ns("fp-base");
     let counter = format!("counter-{ns}");
     let mut conn = server.conn().await;
     let watcher = client(server.url(), &ns).await;
@@ -171,7 +171,7 @@ async fn baseline_8_processes_x_2_tasks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holder_stall_sigstop_2x_lease() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fp-stall");
+    let ns = suite::unique_ns("fp-stall");
     let mut conn = server.conn().await;
     let c = client(server.url(), &ns).await;
     let mut child = ChildProc::spawn("stalled-holder", server.url(), &ns, "child", &[]);
@@ -251,7 +251,7 @@ async fn holder_stall_sigstop_2x_lease() {
         let (ref _id, ref g) = guards[i];
         let mut fields: Vec<(String, i64)> = conn.hgetall(key).await.unwrap();
         // A waiter that found the lock taken marked it: not a hold.
-        fields.retain(|(f, _)| f != support::WAITER_MARK);
+        fields.retain(|(f, _)| f != suite::WAITER_MARK);
         fields.sort();
         let want = vec![
             (g.owner().to_string(), 1),
@@ -312,7 +312,7 @@ async fn holder_stall_sigstop_2x_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holder_crash_sigkill() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fp-crash");
+    let ns = suite::unique_ns("fp-crash");
     let mut conn = server.conn().await;
     let c = client(server.url(), &ns).await;
     let mut child = ChildProc::spawn(
@@ -375,7 +375,7 @@ async fn fair_waiter_crash_sigkill() {
     const WAITERS: usize = 6;
     const KILLED: [usize; 2] = [1, 3];
     let server = RedisServer::start();
-    let ns = support::unique_ns("fp-fair");
+    let ns = suite::unique_ns("fp-fair");
     let mut conn = server.conn().await;
     let c = client(server.url(), &ns).await;
     let h = History::new();
@@ -403,7 +403,7 @@ async fn fair_waiter_crash_sigkill() {
                 ("LOCKWISE_FP_HOLD_MS", "20".into()),
             ],
         ));
-        let queued = support::eventually(Duration::from_secs(15), || async {
+        let queued = suite::eventually(Duration::from_secs(15), || async {
             lock.queue_len().await.unwrap() == i + 1
         })
         .await;
@@ -464,8 +464,8 @@ async fn fair_waiter_crash_sigkill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_killed_waiter_process_is_skipped() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-kill");
-    let c = support::client(&server, &ns, FAIR_WATCHDOG).await;
+    let ns = suite::unique_ns("fair-kill");
+    let c = suite::client(&server, &ns, FAIR_WATCHDOG).await;
     let conn = server.conn().await;
     // A fair waiter in the child: queues on "crash" behind our holder, never gets it.
     let mut child = ChildProc::spawn(
@@ -484,7 +484,7 @@ async fn fair_killed_waiter_process_is_skipped() {
         let lock = c.fair_lock("crash");
         let holder = lock.lock().await.unwrap();
         // Wait until the child queued (it needs to start and connect first).
-        let queued = support::eventually(Duration::from_secs(30), || async {
+        let queued = suite::eventually(Duration::from_secs(30), || async {
             lock.queue_len().await.unwrap() == 1
         })
         .await;
@@ -510,7 +510,7 @@ async fn fair_killed_waiter_process_is_skipped() {
     };
     child.sigkill(); // SIGKILL: the child's leave-queue clean-up never runs
     let killed = Instant::now();
-    support::in_task(async move {
+    suite::in_task(async move {
         holder.unlock().await.unwrap();
         let acquired = waiter.await.unwrap();
         let delay = acquired - killed;
@@ -533,7 +533,7 @@ async fn fair_killed_waiter_process_is_skipped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_shutdown_leaves_nothing() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fp-term");
+    let ns = suite::unique_ns("fp-term");
     let mut conn = server.conn().await;
     let parent = client(server.url(), &ns).await;
     assert!(parent.semaphore("pool").try_set_permits(5).await.unwrap());
@@ -614,7 +614,7 @@ async fn sigterm_shutdown_leaves_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_restarts_lose_no_permit() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fp-rolling");
+    let ns = suite::unique_ns("fp-rolling");
     let parent = client(server.url(), &ns).await;
     assert!(parent.semaphore("pool").try_set_permits(2).await.unwrap());
     assert!(parent

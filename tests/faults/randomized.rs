@@ -37,8 +37,8 @@ use lockwise::{
 use lockwise_testkit::faults::{Fault, FaultProxy, Match};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::checker::{self, AcqId, History};
-use support::RedisServer;
+use suite::checker::{self, AcqId, History};
+use suite::RedisServer;
 
 /// Steps per key layout on one server in CI.
 const DEFAULT_STEPS: usize = 500;
@@ -1086,7 +1086,7 @@ async fn randomized_single_server() {
         let server = RedisServer::start();
         let proxy = FaultProxy::start(server.port()).await;
         proxy.seed(seed);
-        let ns = support::unique_ns("random");
+        let ns = suite::unique_ns("random");
         let a = build(&proxy.url(), &ns, layout).await;
         let b = build(&proxy.url(), &ns, layout).await;
         let other = build(server.url(), &ns, layout).await;
@@ -1119,7 +1119,7 @@ async fn randomized_cluster() {
     let cluster = lockwise_testkit::topology::RedisCluster::start(3, 0);
     let proxies = lockwise_testkit::faults::proxy_cluster(&cluster).await;
     let seeds: Vec<String> = proxies.iter().map(|p| p.url()).collect();
-    let ns = support::unique_ns("random");
+    let ns = suite::unique_ns("random");
     let layout = KeyLayout::Lockwise;
     let a = build_cluster(&seeds, &ns, layout).await;
     let b = build_cluster(&seeds, &ns, layout).await;

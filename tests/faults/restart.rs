@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use crate::checker::{self, History, Op};
 use lockwise::{Client, Error};
-use support::in_task;
-use support::{exists, numsub_until, Conn, RedisServer};
+use suite::in_task;
+use suite::{exists, numsub_until, Conn, RedisServer};
 
 /// Watchdog timeout of the restart-without-persistence scenario: short, so faults play out in
 /// seconds.
@@ -18,7 +18,7 @@ const WATCHDOG: Duration = Duration::from_secs(1);
 const WAITER_WATCHDOG: Duration = Duration::from_secs(30);
 
 async fn client(url: &str, ns: &str) -> Client {
-    support::client_at(url, ns, WATCHDOG).await
+    suite::client_at(url, ns, WATCHDOG).await
 }
 
 /// The checker's server-side checks after quiescence (fencing counters excepted), within 5 s.
@@ -38,9 +38,9 @@ async fn within<F: std::future::Future>(secs: u64, fut: F) -> F::Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_restart_marks_watchdog_lock_lost() {
     let mut server = RedisServer::start();
-    let c = support::client(
+    let c = suite::client(
         &server,
-        &support::unique_ns("flt-restart"),
+        &suite::unique_ns("flt-restart"),
         Duration::from_secs(1),
     )
     .await;
@@ -100,9 +100,9 @@ async fn server_restart_marks_watchdog_lock_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_during_server_restart_does_not_hang() {
     let mut server = RedisServer::start();
-    let ns = support::unique_ns("flt-rwait");
-    let a = support::client(&server, &ns, WAITER_WATCHDOG).await;
-    let b = support::client(&server, &ns, WAITER_WATCHDOG).await;
+    let ns = suite::unique_ns("flt-rwait");
+    let a = suite::client(&server, &ns, WAITER_WATCHDOG).await;
+    let b = suite::client(&server, &ns, WAITER_WATCHDOG).await;
     let conn = server.conn().await;
     in_task(async move {
         let hl = a.lock("restart-wait");
@@ -137,7 +137,7 @@ async fn waiter_during_server_restart_does_not_hang() {
             Err(Error::NotHeld { .. }) | Err(Error::Redis(_))
         ));
         let mut conn = server.conn().await;
-        assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+        assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
     })
     .await;
 }
@@ -202,7 +202,7 @@ fn restart_contender(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_without_persistence() {
     let mut server = RedisServer::start();
-    let ns = support::unique_ns("fp-restart");
+    let ns = suite::unique_ns("fp-restart");
     let a = client(server.url(), &ns).await;
     let b = client(server.url(), &ns).await;
     let h = History::new();
@@ -360,7 +360,7 @@ fn g_token(h: &History, id: &checker::AcqId) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_down_while_waiting_is_a_retryable_error() {
     let mut server = RedisServer::start();
-    let ns = support::unique_ns("down-wait");
+    let ns = suite::unique_ns("down-wait");
     let build = || {
         Client::builder(server.url())
             .namespace(ns.as_str())
@@ -381,10 +381,10 @@ async fn redis_down_while_waiting_is_a_retryable_error() {
         (b.lock("down").lock().await, t)
     });
     assert!(
-        support::eventually(Duration::from_secs(3), || {
+        suite::eventually(Duration::from_secs(3), || {
             let mut c = conn.clone();
             let ch = channel.clone();
-            async move { support::numsub(&mut c, &ch).await >= 1 }
+            async move { suite::numsub(&mut c, &ch).await >= 1 }
         })
         .await,
         "waiter never subscribed"

@@ -14,31 +14,31 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error};
-use support::{Conn, Interval, OrNone, RedisServer};
+use suite::{Conn, Interval, OrNone, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(30);
 
 async fn setup(test: &str) -> (RedisServer, String, Client, Conn) {
     let server = RedisServer::start();
-    let ns = support::unique_ns(test);
-    let client = support::client(&server, &ns, WATCHDOG).await;
+    let ns = suite::unique_ns(test);
+    let client = suite::client(&server, &ns, WATCHDOG).await;
     let conn = server.conn().await;
     (server, ns, client, conn)
 }
 
 /// The keys under `ns` other than the clients' presence keys.
 async fn lock_keys(conn: &mut Conn, ns: &str) -> Vec<String> {
-    support::kit::keys_in(conn, ns)
+    suite::kit::keys_in(conn, ns)
         .await
         .into_iter()
         .map(|(k, _)| k)
-        .filter(|k| !support::is_presence(k))
+        .filter(|k| !suite::is_presence(k))
         .collect()
 }
 
 /// Waits until no lock key is left under `ns` (settlements run in the background).
 async fn all_released(conn: &Conn, ns: &str) -> bool {
-    support::eventually(Duration::from_secs(10), || {
+    suite::eventually(Duration::from_secs(10), || {
         let (mut conn, ns) = (conn.clone(), ns.to_string());
         async move { lock_keys(&mut conn, &ns).await.is_empty() }
     })
@@ -63,7 +63,7 @@ async fn run_pairs(
     tasks: usize,
     rounds: usize,
 ) -> u64 {
-    let before = support::script_calls(conn).await;
+    let before = suite::script_calls(conn).await;
     let running: Vec<_> = (0..tasks)
         .map(|t| {
             let lock = client.lock(format!("{prefix}-{t}"));
@@ -76,9 +76,9 @@ async fn run_pairs(
         })
         .collect();
     for task in running {
-        support::kit::within(60, task).await.expect("task");
+        suite::kit::within(60, task).await.expect("task");
     }
-    support::script_calls(conn).await - before
+    suite::script_calls(conn).await - before
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,7 +114,7 @@ async fn up_to_two_callers_are_never_batched() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_holds_of_a_name_never_overlap() {
     let (server, ns, first, mut conn) = setup("batch-excl").await;
-    let second = support::client(&server, &ns, WATCHDOG).await;
+    let second = suite::client(&server, &ns, WATCHDOG).await;
     let intervals: Arc<Mutex<Vec<Vec<Interval>>>> = Arc::new(Mutex::new(vec![Vec::new(); 4]));
     let mut tasks = Vec::new();
     for (c, client) in [&first, &second].into_iter().enumerate() {
@@ -135,11 +135,11 @@ async fn batched_holds_of_a_name_never_overlap() {
         }
     }
     for task in tasks {
-        support::kit::within(60, task).await.unwrap();
+        suite::kit::within(60, task).await.unwrap();
     }
     for mut per_name in intervals.lock().unwrap().drain(..) {
         assert_eq!(per_name.len(), 200);
-        support::assert_no_overlap(&mut per_name);
+        suite::assert_no_overlap(&mut per_name);
     }
     assert!(lock_keys(&mut conn, &ns).await.is_empty());
 }
@@ -151,7 +151,7 @@ async fn batched_holds_of_a_name_never_overlap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_answers_each_call_as_its_script_would() {
     let (server, ns, client, mut conn) = setup("batch-slow").await;
-    let other = support::client(&server, &ns, WATCHDOG).await;
+    let other = suite::client(&server, &ns, WATCHDOG).await;
     // Held by another client; held by the re-entering task; a string where the hash goes;
     // a fair waiter queued behind an RLock holder of the same name.
     let held = other.lock("held").lock().await.unwrap();
@@ -181,7 +181,7 @@ async fn a_batch_answers_each_call_as_its_script_would() {
         let fair = fair.clone();
         tokio::spawn(async move { fair.lock().await.unwrap() })
     };
-    support::queue_reaches(&fair, 1).await;
+    suite::queue_reaches(&fair, 1).await;
 
     let reentrant = client.lock("reentrant");
     let (outer_tx, outer_rx) = tokio::sync::oneshot::channel();
@@ -238,7 +238,7 @@ async fn a_batch_answers_each_call_as_its_script_would() {
     }
     assert_eq!(reenter.await.unwrap(), 2);
     holder.await.unwrap();
-    let fair_guard = support::kit::within(5, waiter).await.unwrap();
+    let fair_guard = suite::kit::within(5, waiter).await.unwrap();
     fair_guard.unlock().await.unwrap();
     held.unlock().await.unwrap();
     let key: String = redis::cmd("GET")
@@ -257,7 +257,7 @@ async fn a_batch_answers_each_call_as_its_script_would() {
         "{:?}",
         lock_keys(&mut conn, &ns).await
     );
-    support::kit::assert_ns_clean(&mut conn, &ns).await;
+    suite::kit::assert_ns_clean(&mut conn, &ns).await;
 }
 
 /// Callers that give up while their calls wait in the queue (or sit in a batch in flight)
@@ -371,7 +371,7 @@ async fn batches_lost_with_their_connection_are_settled() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for task in tasks {
-        support::kit::within(30, task).await.unwrap();
+        suite::kit::within(30, task).await.unwrap();
     }
     assert!(kills > 10, "only {kills} connections killed");
     let mut shared = intervals.lock().unwrap().clone();
@@ -380,7 +380,7 @@ async fn batches_lost_with_their_connection_are_settled() {
         "only {} holds of the shared name",
         shared.len()
     );
-    support::assert_no_overlap(&mut shared);
+    suite::assert_no_overlap(&mut shared);
     assert!(
         all_released(&conn, &ns).await,
         "left after the storm ({} errors): {:?}",

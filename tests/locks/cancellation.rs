@@ -2,16 +2,16 @@
 //! while waiting, right after the script was sent) leaves no hold and no subscription
 //! behind, and a dropped guard releases its hold promptly, even after its runtime shut down.
 
-use support::in_task;
-use support::OrNone;
-use support::{client, exists, numsub_until, Conn};
+use suite::in_task;
+use suite::OrNone;
+use suite::{client, exists, numsub_until, Conn};
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use lockwise::RLock;
-use support::RedisServer;
+use suite::RedisServer;
 
 const WATCHDOG: Duration = Duration::from_secs(30);
 
@@ -22,17 +22,17 @@ async fn hgetall(conn: &mut Conn, key: &str) -> HashMap<String, String> {
         .await
         .unwrap();
     // The waiter mark (a waiter found the lock taken) is not a hold.
-    all.remove(support::WAITER_MARK);
+    all.remove(suite::WAITER_MARK);
     all
 }
 
 /// Eventually (within `timeout`) the database has no key and no channel is subscribed.
 async fn assert_clean_within(conn: &Conn, timeout: Duration, context: &str) {
-    let clean = support::eventually(timeout, || {
+    let clean = suite::eventually(timeout, || {
         let mut c = conn.clone();
         async move {
-            support::keys_with_pttl(&mut c).await.is_empty()
-                && support::active_channels(&mut c).await.is_empty()
+            suite::keys_with_pttl(&mut c).await.is_empty()
+                && suite::active_channels(&mut c).await.is_empty()
         }
     })
     .await;
@@ -40,8 +40,8 @@ async fn assert_clean_within(conn: &Conn, timeout: Duration, context: &str) {
         let mut c = conn.clone();
         panic!(
             "{context}: not clean after {timeout:?}: keys {:?}, channels {:?}",
-            support::keys_with_pttl(&mut c).await,
-            support::active_channels(&mut c).await
+            suite::keys_with_pttl(&mut c).await,
+            suite::active_channels(&mut c).await
         );
     }
 }
@@ -64,19 +64,19 @@ async fn assert_stays_absent(conn: &mut Conn, key: &str, period: Duration) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_before_acquire() {
     let server = RedisServer::start();
-    let c = client(&server, &support::unique_ns("cx-before"), WATCHDOG).await;
+    let c = client(&server, &suite::unique_ns("cx-before"), WATCHDOG).await;
     let mut conn = server.conn().await;
     in_task(async move {
         let lock = c.lock("never");
-        let before = support::script_calls(&mut conn).await;
+        let before = suite::script_calls(&mut conn).await;
         drop(lock.lock());
         drop(lock.lock_with_lease(Duration::from_secs(1)));
         drop(lock.try_lock(Duration::from_secs(1), None));
         drop(lock.try_lock(Duration::ZERO, Some(Duration::from_secs(1))));
         tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(support::script_calls(&mut conn).await - before, 0);
-        assert!(support::keys_with_pttl(&mut conn).await.is_empty());
-        assert!(support::active_channels(&mut conn).await.is_empty());
+        assert_eq!(suite::script_calls(&mut conn).await - before, 0);
+        assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
+        assert!(suite::active_channels(&mut conn).await.is_empty());
         let g = lock
             .try_lock(Duration::ZERO, None)
             .await
@@ -99,7 +99,7 @@ enum Cancel {
 
 async fn cancel_while_waiting_by(how: Cancel) {
     let server = RedisServer::start();
-    let ns = support::unique_ns("cx-wait");
+    let ns = suite::unique_ns("cx-wait");
     let a = client(&server, &ns, WATCHDOG).await;
     let b = client(&server, &ns, WATCHDOG).await;
     let mut conn = server.conn().await;
@@ -164,7 +164,7 @@ async fn cancel_while_waiting_by(how: Cancel) {
         assert!(!exists(&mut conn, la.key()).await);
         // The cancelled waiter must not acquire afterwards (no zombie retry loop).
         assert_stays_absent(&mut conn, la.key(), Duration::from_millis(500)).await;
-        assert!(support::active_channels(&mut conn).await.is_empty());
+        assert!(suite::active_channels(&mut conn).await.is_empty());
     })
     .await;
 }
@@ -263,7 +263,7 @@ async fn random_cancel_once(lock: &RLock, i: usize) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_right_after_script() {
     let server = RedisServer::start();
-    let c = client(&server, &support::unique_ns("cx-rand"), WATCHDOG).await;
+    let c = client(&server, &suite::unique_ns("cx-rand"), WATCHDOG).await;
     let conn = server.conn().await;
     in_task(async move {
         let lock = c.lock("uncontended");
@@ -313,7 +313,7 @@ async fn cancel_right_after_script() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_then_relocked_in_same_task() {
     let server = RedisServer::start();
-    let c = client(&server, &support::unique_ns("cx-lockwise"), WATCHDOG).await;
+    let c = client(&server, &suite::unique_ns("cx-lockwise"), WATCHDOG).await;
     let conn = server.conn().await;
     in_task(async move {
         let lock = c.lock("relocked");
@@ -326,7 +326,7 @@ async fn cancelled_then_relocked_in_same_task() {
             }
             let g = lock.lock().await.expect("re-lock in the same task");
             g.unlock().await.expect("unlock");
-            let gone = support::eventually(Duration::from_secs(1), || {
+            let gone = suite::eventually(Duration::from_secs(1), || {
                 let mut c = conn.clone();
                 let key = lock.key().to_string();
                 async move { !exists(&mut c, &key).await }
@@ -355,7 +355,7 @@ async fn cancelled_then_relocked_in_same_task() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborted_future_racing_unlock() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("cx-race");
+    let ns = suite::unique_ns("cx-race");
     let a = client(&server, &ns, WATCHDOG).await;
     let b = client(&server, &ns, WATCHDOG).await;
     let conn = server.conn().await;
@@ -396,7 +396,7 @@ async fn aborted_future_racing_unlock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborted_waiter_passes_wakeup_on() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("cx-pass");
+    let ns = suite::unique_ns("cx-pass");
     let a = client(&server, &ns, WATCHDOG).await;
     let b = client(&server, &ns, WATCHDOG).await;
     let conn = server.conn().await;
@@ -436,7 +436,7 @@ async fn aborted_waiter_passes_wakeup_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_guard_in_ended_task_releases() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("cx-drop");
+    let ns = suite::unique_ns("cx-drop");
     let a = client(&server, &ns, WATCHDOG).await;
     let b = client(&server, &ns, WATCHDOG).await;
     let conn = server.conn().await;
@@ -485,7 +485,7 @@ async fn dropped_guard_in_ended_task_releases() {
         .unwrap();
         let t = Instant::now();
         assert!(
-            support::eventually(Duration::from_secs(1), || {
+            suite::eventually(Duration::from_secs(1), || {
                 let mut c = conn.clone();
                 let key = key.clone();
                 async move { !exists(&mut c, &key).await }
@@ -504,7 +504,7 @@ async fn dropped_guard_in_ended_task_releases() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_reentrant_guard_releases_one_hold() {
     let server = RedisServer::start();
-    let c = client(&server, &support::unique_ns("cx-reent"), WATCHDOG).await;
+    let c = client(&server, &suite::unique_ns("cx-reent"), WATCHDOG).await;
     let mut conn = server.conn().await;
     in_task(async move {
         let lock = c.lock("reentrant");
@@ -517,7 +517,7 @@ async fn dropped_reentrant_guard_releases_one_hold() {
         let owner = outer.owner().to_string();
         let key = lock.key().to_string();
         assert!(
-            support::eventually(Duration::from_secs(1), || {
+            suite::eventually(Duration::from_secs(1), || {
                 let mut c = conn.clone();
                 let key = key.clone();
                 let owner = owner.clone();
@@ -547,7 +547,7 @@ async fn dropped_reentrant_guard_releases_one_hold() {
 #[test]
 fn guard_dropped_after_runtime_shutdown_does_not_panic() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("rc-rtdown");
+    let ns = suite::unique_ns("rc-rtdown");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

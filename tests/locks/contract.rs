@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error, Lock, LockGuard, RedLockSet};
-use support::kit::{in_task, within};
-use support::RedisServer;
+use suite::kit::{in_task, within};
+use suite::RedisServer;
 
 /// Two clients (two identities) on one namespace, and a Redlock set of three clients on
 /// three namespaces of the same server (three independent keyspaces as far as the
@@ -21,7 +21,7 @@ struct Fixture {
 }
 
 async fn fixture(server: &RedisServer, test: &str) -> Fixture {
-    let ns = support::unique_ns(test);
+    let ns = suite::unique_ns(test);
     let build = |ns: String| async move {
         Client::builder(server.url())
             .namespace(ns)
@@ -38,7 +38,7 @@ async fn fixture(server: &RedisServer, test: &str) -> Fixture {
         nodes_b.push(build(format!("{ns}-n{i}")).await);
     }
     // A 1.5 s Redlock TTL: extensions every 500 ms, so a loss shows within a second.
-    let options = || support::redlock_options(Duration::from_millis(1500));
+    let options = || suite::redlock_options(Duration::from_millis(1500));
     Fixture {
         a,
         b,
@@ -284,7 +284,7 @@ async fn a_dropped_run_releases_the_lock() {
     }
     running.abort();
     assert!(running.await.unwrap_err().is_cancelled());
-    let freed = support::eventually(Duration::from_secs(2), || {
+    let freed = suite::eventually(Duration::from_secs(2), || {
         let probe = probe.clone();
         async move { !probe.is_locked().await.unwrap() }
     })

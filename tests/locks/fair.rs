@@ -4,17 +4,17 @@
 //! Waiter processes killed while queued are in the fault matrix (tests/faults/); a stale
 //! lease guard in tests/locks/stale_guard.rs.
 
-use support::Conn;
-use support::OrNone;
+use suite::Conn;
+use suite::OrNone;
 
-use support::{in_task, queue_reaches};
+use suite::{in_task, queue_reaches};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, FairLock};
-use support::{Interval, RedisServer};
+use suite::{Interval, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(30);
 
@@ -29,11 +29,11 @@ pub(super) async fn client(url: &str, ns: &str, watchdog: Duration) -> Client {
 
 /// Eventually (within 3 s) the database has no key and no channel is subscribed.
 pub(super) async fn assert_clean(conn: &Conn, context: &str) {
-    let clean = support::eventually(Duration::from_secs(3), || {
+    let clean = suite::eventually(Duration::from_secs(3), || {
         let mut c = conn.clone();
         async move {
-            support::keys_with_pttl(&mut c).await.is_empty()
-                && support::active_channels(&mut c).await.is_empty()
+            suite::keys_with_pttl(&mut c).await.is_empty()
+                && suite::active_channels(&mut c).await.is_empty()
         }
     })
     .await;
@@ -41,8 +41,8 @@ pub(super) async fn assert_clean(conn: &Conn, context: &str) {
         let mut c = conn.clone();
         panic!(
             "{context}: not clean: keys {:?}, channels {:?}",
-            support::keys_with_pttl(&mut c).await,
-            support::active_channels(&mut c).await
+            suite::keys_with_pttl(&mut c).await,
+            suite::active_channels(&mut c).await
         );
     }
 }
@@ -140,7 +140,7 @@ fn ttl_sampler(conn: Conn, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<(u3
         let mut conn = conn;
         let (mut samples, mut bad) = (0, Vec::new());
         while !stop.load(Ordering::SeqCst) {
-            for (k, pttl) in support::keys_with_pttl(&mut conn).await {
+            for (k, pttl) in suite::keys_with_pttl(&mut conn).await {
                 if pttl == -1 {
                     bad.push(k);
                 }
@@ -158,9 +158,9 @@ fn ttl_sampler(conn: Conn, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<(u3
 /// left afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_waiters_on_two_clients_acquire_in_arrival_order() {
-    support::init_tracing();
+    suite::init_tracing();
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-order");
+    let ns = suite::unique_ns("fair-order");
     let clients = [
         client(server.url(), &ns, WATCHDOG).await,
         client(server.url(), &ns, WATCHDOG).await,
@@ -197,7 +197,7 @@ async fn sixteen_waiters_on_two_clients_acquire_in_arrival_order() {
         }
         // Let the last waiters finish their post-subscription attempt before counting.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let before = support::script_calls(&mut conn).await;
+        let before = suite::script_calls(&mut conn).await;
         let released = Instant::now();
         holder.unlock().await.unwrap();
         for t in tasks {
@@ -207,7 +207,7 @@ async fn sixteen_waiters_on_two_clients_acquire_in_arrival_order() {
                 .unwrap();
         }
         let took = released.elapsed();
-        let scripts = support::script_calls(&mut conn).await - before;
+        let scripts = suite::script_calls(&mut conn).await - before;
         // 17 unlock calls (the holder and 16 waiters); the rest are lock attempts.
         let lock_calls = scripts - 17;
         let per_handoff = lock_calls as f64 / 16.0;
@@ -216,7 +216,7 @@ async fn sixteen_waiters_on_two_clients_acquire_in_arrival_order() {
              = {per_handoff:.2} per handoff"
         );
         assert_eq!(*order.lock().unwrap(), (0..16).collect::<Vec<_>>());
-        support::assert_no_overlap(&mut intervals.lock().unwrap());
+        suite::assert_no_overlap(&mut intervals.lock().unwrap());
         // Each head returns on the release's message, and its 3 ms hold ends long before its
         // confirmation is due: no lock-script call at all (2 of slack for a loaded machine).
         assert!(lock_calls <= 2, "{per_handoff} lock calls per handoff");
@@ -236,7 +236,7 @@ async fn sixteen_waiters_on_two_clients_acquire_in_arrival_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentrant_holds_and_single_attempts() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-reentrant");
+    let ns = suite::unique_ns("fair-reentrant");
     let c = client(server.url(), &ns, WATCHDOG).await;
     let mut conn = server.conn().await;
     in_task(async move {
@@ -323,7 +323,7 @@ async fn reentrant_holds_and_single_attempts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_head_delays_the_queue_at_most_its_deadline() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-stale");
+    let ns = suite::unique_ns("fair-stale");
     let c = client(server.url(), &ns, WATCHDOG).await;
     let mut conn = server.conn().await;
     in_task(async move {
@@ -366,7 +366,7 @@ async fn stale_head_delays_the_queue_at_most_its_deadline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_waiters_leave_no_queue_entry() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-cancel");
+    let ns = suite::unique_ns("fair-cancel");
     let c1 = client(server.url(), &ns, WATCHDOG).await;
     let c2 = client(server.url(), &ns, WATCHDOG).await;
     let mut conn = server.conn().await;
@@ -439,7 +439,7 @@ async fn cancelled_waiters_leave_no_queue_entry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_head_passes_the_turn_on() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-head");
+    let ns = suite::unique_ns("fair-head");
     let c1 = client(server.url(), &ns, WATCHDOG).await;
     let c2 = client(server.url(), &ns, WATCHDOG).await;
     let conn = server.conn().await;
@@ -479,7 +479,7 @@ async fn cancelled_head_passes_the_turn_on() {
                 "round {round}: {delay:?}"
             );
             assert!(
-                support::eventually(Duration::from_secs(2), || async {
+                suite::eventually(Duration::from_secs(2), || async {
                     !lock.is_locked().await.unwrap() && lock.queue_len().await.unwrap() == 0
                 })
                 .await
@@ -494,7 +494,7 @@ async fn cancelled_head_passes_the_turn_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holds_never_overlap_under_contention() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-mutex");
+    let ns = suite::unique_ns("fair-mutex");
     let clients = [
         client(server.url(), &ns, WATCHDOG).await,
         client(server.url(), &ns, WATCHDOG).await,
@@ -538,7 +538,7 @@ async fn holds_never_overlap_under_contention() {
         }
         let mut all = intervals.lock().unwrap().clone();
         assert_eq!(all.len(), 48);
-        support::assert_no_overlap(&mut all);
+        suite::assert_no_overlap(&mut all);
         assert_clean(&conn, "after contention").await;
     })
     .await;
@@ -549,7 +549,7 @@ async fn holds_never_overlap_under_contention() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_expiry_and_force_unlock_hand_over_to_the_head() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-lease");
+    let ns = suite::unique_ns("fair-lease");
     let c1 = client(server.url(), &ns, WATCHDOG).await;
     let c2 = client(server.url(), &ns, WATCHDOG).await;
     let conn = server.conn().await;
@@ -600,7 +600,7 @@ async fn lease_expiry_and_force_unlock_hand_over_to_the_head() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_name_is_reported() {
     let server = RedisServer::start();
-    let c = client(server.url(), &support::unique_ns("fair-bad"), WATCHDOG).await;
+    let c = client(server.url(), &suite::unique_ns("fair-bad"), WATCHDOG).await;
     let lock = c.fair_lock("");
     assert!(matches!(
         lock.lock().await,
@@ -624,7 +624,7 @@ async fn invalid_name_is_reported() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentry_of_a_queued_call_leaves_no_queue_entry_behind() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("review-fair-reentry");
+    let ns = suite::unique_ns("review-fair-reentry");
     let c = client(server.url(), &ns, Duration::from_secs(30)).await;
     let lock = c.fair_lock("re");
     in_task(async move {
@@ -676,8 +676,8 @@ async fn reentry_of_a_queued_call_leaves_no_queue_entry_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_waiter_with_a_granting_attempt_in_flight_leaves_nothing() {
     let server = RedisServer::start();
-    support::init_tracing();
-    let ns = support::unique_ns("review-fair-inflight");
+    suite::init_tracing();
+    let ns = suite::unique_ns("review-fair-inflight");
     let c = client(server.url(), &ns, Duration::from_secs(30)).await;
     let lock = c.fair_lock("inflight");
     let mut admin = server.conn().await;
@@ -704,7 +704,7 @@ async fn cancelled_waiter_with_a_granting_attempt_in_flight_leaves_nothing() {
         sleeper.await.unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
         std::mem::forget(holder); // its lease ran out; nothing to release
-        let clean = support::eventually(Duration::from_secs(2), || async {
+        let clean = suite::eventually(Duration::from_secs(2), || async {
             !lock.is_locked().await.unwrap() && lock.queue_len().await.unwrap() == 0
         })
         .await;

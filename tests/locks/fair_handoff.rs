@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::Value;
-use support::{in_task, queue_reaches, Conn, Interval, RedisServer};
+use suite::{in_task, queue_reaches, Conn, Interval, RedisServer};
 
 use super::fair::{
     assert_clean, client, holds_of, insert_dead_waiter, queue_entries, spawn_timed_waiter,
@@ -140,7 +140,7 @@ fn naming<'a>(calls: &'a [Vec<String>], arg: &str) -> Vec<&'a Vec<String>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-handoff");
+    let ns = suite::unique_ns("fair-handoff");
     let c = client(server.url(), &ns, WATCHDOG).await;
     let mut conn = server.conn().await;
     in_task(async move {
@@ -152,7 +152,7 @@ async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
         );
         println!("handed over {after:?} after the unlock began");
         // The confirmation runs in the background: wait for the record to go.
-        let confirmed = support::eventually(Duration::from_secs(2), || {
+        let confirmed = suite::eventually(Duration::from_secs(2), || {
             let (mut conn, lock) = (conn.clone(), lock.clone());
             async move { queue_entries(&mut conn, &lock).await.1.is_empty() }
         })
@@ -192,7 +192,7 @@ async fn a_release_hands_the_lock_to_the_head_without_a_second_trip() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_handed_hold_needs_no_confirmation() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-short");
+    let ns = suite::unique_ns("fair-short");
     let c = client(server.url(), &ns, WATCHDOG).await;
     let mut conn = server.conn().await;
     in_task(async move {
@@ -224,7 +224,7 @@ async fn a_short_handed_hold_needs_no_confirmation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_that_cannot_rely_on_a_handoff_take_the_lock_with_their_script() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-script");
+    let ns = suite::unique_ns("fair-script");
     let c = client(server.url(), &ns, WATCHDOG).await;
     let mut conn = server.conn().await;
     in_task(async move {
@@ -273,7 +273,7 @@ async fn waiters_that_cannot_rely_on_a_handoff_take_the_lock_with_their_script()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_handoff_message_is_found_by_the_next_attempt() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-lost-msg");
+    let ns = suite::unique_ns("fair-lost-msg");
     let c = client(server.url(), &ns, WATCHDOG).await;
     let holder_client = client(server.url(), &ns, WATCHDOG).await;
     let mut conn = server.conn().await;
@@ -285,7 +285,7 @@ async fn a_lost_handoff_message_is_found_by_the_next_attempt() {
             tokio::spawn(async move { lock.lock().await.unwrap() })
         };
         let entry = queued(&mut conn, &lock).await;
-        assert!(support::kill_pubsub(&mut conn).await >= 1);
+        assert!(suite::kill_pubsub(&mut conn).await >= 1);
         holder.unlock().await.unwrap();
         let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
             .await
@@ -294,7 +294,7 @@ async fn a_lost_handoff_message_is_found_by_the_next_attempt() {
         // The reconnect may beat the release, and the message then arrive: the record then goes
         // with the background confirmation instead of the attempt.
         let record = format!("!{entry}");
-        let gone = support::eventually(Duration::from_secs(2), || {
+        let gone = suite::eventually(Duration::from_secs(2), || {
             let (mut conn, lock, record) = (conn.clone(), lock.clone(), record.clone());
             async move { !queue_entries(&mut conn, &lock).await.1.contains(&record) }
         })
@@ -320,7 +320,7 @@ async fn a_lost_handoff_message_is_found_by_the_next_attempt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handoff_record_always_has_a_ttl() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-record-ttl");
+    let ns = suite::unique_ns("fair-record-ttl");
     let c = client(server.url(), &ns, Duration::from_secs(30)).await;
     let mut conn = server.conn().await;
     in_task(async move {
@@ -347,7 +347,7 @@ async fn a_handoff_record_always_has_a_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handed_waiter_that_leaves_gives_the_lock_back() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-leave-handed");
+    let ns = suite::unique_ns("fair-leave-handed");
     let c = client(server.url(), &ns, Duration::from_secs(30)).await;
     let mut conn = server.conn().await;
     in_task(async move {
@@ -490,7 +490,7 @@ async fn a_waiter_paused_across_its_handoff_takes_no_expired_hold() {
     const WATCHDOG_1S: Duration = Duration::from_secs(1); // waiter lease 1 s
     const PAUSE: Duration = Duration::from_millis(2500);
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-paused-handoff");
+    let ns = suite::unique_ns("fair-paused-handoff");
     let holder_client = client(server.url(), &ns, WATCHDOG_1S).await;
     let other_client = client(server.url(), &ns, WATCHDOG_1S).await;
     let mut conn = server.conn().await;
@@ -580,7 +580,7 @@ async fn a_waiter_paused_across_its_handoff_takes_no_expired_hold() {
                 who: 1,
             });
         }
-        support::assert_no_overlap(&mut sections);
+        suite::assert_no_overlap(&mut sections);
         assert_clean(&conn, "after the paused waiter").await;
     })
     .await;
@@ -591,7 +591,7 @@ async fn a_waiter_paused_across_its_handoff_takes_no_expired_hold() {
 async fn refuse_writes(conn: &mut Conn, on: bool) {
     let mut cmd = redis::cmd("REPLICAOF");
     if on {
-        cmd.arg("127.0.0.1").arg(support::server::free_port());
+        cmd.arg("127.0.0.1").arg(suite::server::free_port());
     } else {
         cmd.arg("NO").arg("ONE");
     }
@@ -620,7 +620,7 @@ async fn deadline_of(conn: &mut Conn, lock: &lockwise::FairLock, entry: &str) ->
 async fn refreshes_refused_unrun_do_not_stretch_a_handoff() {
     const WATCHDOG_3S: Duration = Duration::from_secs(3); // waiter lease 3 s
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-refused-refresh");
+    let ns = suite::unique_ns("fair-refused-refresh");
     let holder_client = client(server.url(), &ns, WATCHDOG_3S).await;
     let waiter_client = client(server.url(), &ns, WATCHDOG_3S).await;
     let other_client = client(server.url(), &ns, WATCHDOG_3S).await;
@@ -703,7 +703,7 @@ async fn refreshes_refused_unrun_do_not_stretch_a_handoff() {
                 who: 1,
             });
         }
-        support::assert_no_overlap(&mut sections);
+        suite::assert_no_overlap(&mut sections);
         assert_clean(&conn, "after the refused refreshes").await;
     })
     .await;
@@ -721,7 +721,7 @@ async fn a_confirmation_that_finds_the_hold_gone_fires_lost() {
     // the handed hold's validity, under 1.7 s) comes well before either.
     const WATCHDOG_15S: Duration = Duration::from_secs(15);
     let server = RedisServer::start();
-    let ns = support::unique_ns("fair-confirm-gone");
+    let ns = suite::unique_ns("fair-confirm-gone");
     let c = client(server.url(), &ns, WATCHDOG_15S).await;
     let mut conn = server.conn().await;
     in_task(async move {

@@ -4,8 +4,8 @@
 //! failover to a lagging replica), re-entry keeps the token, stale writes are rejected with a
 //! typed error, and only the fence counter is left without a TTL.
 
-use support::in_task;
-use support::OrNone;
+use suite::in_task;
+use suite::OrNone;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error, FencedLock};
 use redis::AsyncCommands;
-use support::{Interval, RedisServer};
+use suite::{Interval, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(2);
 
@@ -46,7 +46,7 @@ async fn server_micros(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_strictly_increase_in_acquisition_order_under_contention() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fenced-contention");
+    let ns = suite::unique_ns("fenced-contention");
     let clients = [client(&server, &ns).await, client(&server, &ns).await];
     let records: Arc<Mutex<Vec<(Interval, u64)>>> = Arc::default();
     let started = Instant::now();
@@ -96,7 +96,7 @@ async fn tokens_strictly_increase_in_acquisition_order_under_contention() {
         );
     }
     let mut intervals: Vec<Interval> = records.iter().map(|(i, _)| *i).collect();
-    support::assert_no_overlap(&mut intervals);
+    suite::assert_no_overlap(&mut intervals);
     println!(
         "80 fenced acquisitions by 16 tasks in {:?}; tokens {}..={}",
         started.elapsed(),
@@ -110,7 +110,7 @@ async fn tokens_strictly_increase_in_acquisition_order_under_contention() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_after_a_restart_without_persistence_are_larger() {
     let mut server = RedisServer::start();
-    let ns = support::unique_ns("fenced-restart");
+    let ns = suite::unique_ns("fenced-restart");
     let c = client(&server, &ns).await;
     let lock = c.fenced_lock("restarted");
     let mut conn = server.conn().await;
@@ -173,7 +173,7 @@ async fn tokens_after_a_restart_without_persistence_are_larger() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_write_is_rejected_and_leaves_the_value_unchanged() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("fenced-stale");
+    let ns = suite::unique_ns("fenced-stale");
     let (c1, c2) = (client(&server, &ns).await, client(&server, &ns).await);
     let value = c1.fenced_value(format!("{ns}:resource"));
     let g1 = c1
@@ -241,7 +241,7 @@ async fn err_is_stale(value: &lockwise::FencedValue, token: u64) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentry_keeps_the_token() {
     let server = RedisServer::start();
-    let c = client(&server, &support::unique_ns("fenced-reentry")).await;
+    let c = client(&server, &suite::unique_ns("fenced-reentry")).await;
     in_task(async move {
         let lock = c.fenced_lock("reentrant");
         let outer = lock.lock().await.expect("outer");
@@ -296,14 +296,14 @@ async fn reentry_keeps_the_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_fence_counter_has_no_ttl() {
     let server = RedisServer::start();
-    let c = client(&server, &support::unique_ns("fenced-ttl")).await;
+    let c = client(&server, &suite::unique_ns("fenced-ttl")).await;
     let mut conn = server.conn().await;
     in_task(async move {
         let (a, b) = (c.fenced_lock("a"), c.fenced_lock("b"));
         let ga = a.lock().await.unwrap();
         let gb = b.lock_with_lease(Duration::from_secs(5)).await.unwrap();
         let fences = [a.fence_key().to_string(), b.fence_key().to_string()];
-        let keys = support::keys_with_pttl(&mut conn).await;
+        let keys = suite::keys_with_pttl(&mut conn).await;
         assert_eq!(keys.len(), 4, "{keys:?}");
         for (key, pttl) in &keys {
             if fences.contains(key) {
@@ -316,7 +316,7 @@ async fn only_the_fence_counter_has_no_ttl() {
         assert!(ttl <= WATCHDOG, "{ttl:?}");
         ga.unlock().await.unwrap();
         gb.unlock().await.unwrap();
-        let mut left: Vec<String> = support::keys_with_pttl(&mut conn)
+        let mut left: Vec<String> = suite::keys_with_pttl(&mut conn)
             .await
             .into_iter()
             .map(|(k, _)| k)
@@ -332,7 +332,7 @@ async fn only_the_fence_counter_has_no_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_renews_a_fenced_hold_and_bad_names_are_rejected() {
     let server = RedisServer::start();
-    let c = client(&server, &support::unique_ns("fenced-watchdog")).await;
+    let c = client(&server, &suite::unique_ns("fenced-watchdog")).await;
     in_task(async move {
         let lock = c.fenced_lock("long");
         let g = lock.lock().await.unwrap();
@@ -433,7 +433,7 @@ async fn tokens_after_a_restart_from_an_older_rdb_snapshot_are_larger() {
         .await
         .unwrap();
     assert_eq!(save, ["save", "3600 1"]);
-    let c = client(&server, &support::unique_ns("fenced-rdb")).await;
+    let c = client(&server, &suite::unique_ns("fenced-rdb")).await;
     let lock = c.fenced_lock("snapshotted");
 
     let kept = issue(&lock, 5).await;
@@ -470,7 +470,7 @@ fn incr_aof(server: &RedisServer) -> std::path::PathBuf {
 async fn tokens_after_a_restart_from_an_aof_missing_its_last_writes_are_larger() {
     const AOF: &[&str] = &["--appendonly", "yes", "--appendfsync", "everysec"];
     let mut server = RedisServer::start_with(AOF);
-    let c = client(&server, &support::unique_ns("fenced-aof")).await;
+    let c = client(&server, &suite::unique_ns("fenced-aof")).await;
     let lock = c.fenced_lock("appended");
 
     let kept = issue(&lock, 5).await;
@@ -520,7 +520,7 @@ async fn tokens_after_a_failover_to_a_lagging_replica_are_larger() {
     let master_port = master.port().to_string();
     let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master_port]);
     let mut replica_conn = replica.conn().await;
-    let synced = support::eventually(Duration::from_secs(10), || {
+    let synced = suite::eventually(Duration::from_secs(10), || {
         let mut conn = replica_conn.clone();
         async move {
             info(&mut conn, "replication")
@@ -530,7 +530,7 @@ async fn tokens_after_a_failover_to_a_lagging_replica_are_larger() {
     })
     .await;
     assert!(synced, "the replica never synced");
-    let ns = support::unique_ns("fenced-failover");
+    let ns = suite::unique_ns("fenced-failover");
     let c = client(&master, &ns).await;
     let lock = c.fenced_lock("replicated");
     let resource_server = RedisServer::start(); // the protected resource, elsewhere
@@ -599,7 +599,7 @@ async fn tokens_after_a_failover_to_a_lagging_replica_are_larger() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counter_ahead_of_the_clock_counts_on_and_bad_counters_are_errors() {
     let server = RedisServer::start();
-    let c = client(&server, &support::unique_ns("fenced-counter")).await;
+    let c = client(&server, &suite::unique_ns("fenced-counter")).await;
     let lock = c.fenced_lock("edge");
     let mut conn = server.conn().await;
 

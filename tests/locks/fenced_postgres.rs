@@ -1,15 +1,15 @@
 //! Fencing with a real database: the resource is a PostgreSQL table (a throwaway server,
 //! `lockwise_testkit::PostgresServer`) whose writes carry the `FencedLock` token and are
-//! refused when a larger token wrote first (`support::stock`). A holder paused past its lease
+//! refused when a larger token wrote first (`suite::stock`). A holder paused past its lease
 //! loses its late write, its successor's write lands; purchases from two processes under
 //! the lock lose no update.
 
 use std::time::Duration;
 
 use lockwise::Client;
-use support::child::ChildProc;
-use support::kit::client_with;
-use support::{stock, PostgresServer, RedisServer};
+use suite::child::ChildProc;
+use suite::kit::client_with;
+use suite::{stock, PostgresServer, RedisServer};
 
 /// A holder whose lease runs out while it is paused (here: it sleeps past the lease, as a
 /// GC pause or a stopped process would) reads the stock, and meanwhile another client takes
@@ -73,7 +73,7 @@ async fn purchases_from_two_processes_lose_no_update() {
     let server = RedisServer::start();
     let db = stock::connect(&pg.url()).await;
     stock::create(&db, "sku-1", 1000).await;
-    let ns = support::unique_ns("pg_buyers");
+    let ns = suite::unique_ns("pg_buyers");
     let buyers: Vec<ChildProc> = ["p0", "p1"]
         .iter()
         .map(|label| {

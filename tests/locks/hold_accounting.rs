@@ -12,10 +12,10 @@
 //! | re-entry timed out, then re-entry again | `DEBUG SLEEP` past the response timeout of a re-entry | the re-entry rides through; the late hold is undone before it is tried again; after the last unlock the lock is free |
 
 use std::time::Duration;
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::{Client, Error};
-use support::{exists, hget, in_task, Conn, RedisServer};
+use suite::{exists, hget, in_task, Conn, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(30);
 
@@ -31,15 +31,15 @@ async fn kill_normal(conn: &mut Conn) -> i64 {
 
 /// Every key under the namespace has a TTL.
 async fn all_keys_have_ttl(conn: &mut Conn) {
-    for (key, pttl) in support::keys_with_pttl(conn).await {
+    for (key, pttl) in suite::keys_with_pttl(conn).await {
         assert!(pttl > 0, "{key} has pttl {pttl}");
     }
 }
 
 async fn setup(name: &str) -> (RedisServer, Client, Conn) {
     let server = RedisServer::start();
-    let ns = support::unique_ns(name);
-    let client = support::client(&server, &ns, WATCHDOG).await;
+    let ns = suite::unique_ns(name);
+    let client = suite::client(&server, &ns, WATCHDOG).await;
     let conn = server.conn().await;
     (server, client, conn)
 }
@@ -88,8 +88,8 @@ async fn unlock_on_killed_connection_leaves_no_phantom_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_on_killed_connection_does_not_starve_other_clients() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("phantom-starve");
-    let a = support::client(&server, &ns, WATCHDOG).await;
+    let ns = suite::unique_ns("phantom-starve");
+    let a = suite::client(&server, &ns, WATCHDOG).await;
     let mut admin = server.conn().await;
     let a_lock = a.lock("job");
     let stop = tokio_util::sync::CancellationToken::new();
@@ -118,7 +118,7 @@ async fn unlock_on_killed_connection_does_not_starve_other_clients() {
         })
     };
     killed_rx.await.unwrap();
-    let b = support::client(&server, &ns, WATCHDOG).await;
+    let b = suite::client(&server, &ns, WATCHDOG).await;
     // With a phantom hold, A's task keeps the key alive forever; B would wait for it.
     let got = b
         .lock("job")
@@ -153,7 +153,7 @@ async fn server_count_above_guards_is_trimmed_not_adopted() {
         let g2 = lock.lock().await.unwrap();
         // The reply said 3 while the owner knows 2 guards: trimmed to 2 right after (the
         // next call of this owner waits for that).
-        let trimmed = support::eventually(Duration::from_secs(1), || {
+        let trimmed = suite::eventually(Duration::from_secs(1), || {
             let lock = lock.clone();
             async move { lock.hold_count().await.unwrap() == 2 }
         })
@@ -227,7 +227,7 @@ async fn forgotten_hold_found_on_reentry_is_lost_and_never_releases_the_new_one(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_reply_lost_to_server_stall_is_settled() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("stall-unlock");
+    let ns = suite::unique_ns("stall-unlock");
     let client = Client::builder(server.url())
         .namespace(&ns)
         .watchdog_timeout(WATCHDOG)
@@ -284,7 +284,7 @@ fn debug_sleep(mut c: redis::Connection, secs: f64) -> std::thread::JoinHandle<(
 #[tokio::test(flavor = "current_thread")]
 async fn timed_out_reentry_then_reentry_leaks_no_hold() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("rc-reenter");
+    let ns = suite::unique_ns("rc-reenter");
     let c = Client::builder(server.url())
         .namespace(ns.clone())
         .watchdog_timeout(Duration::from_secs(10))
@@ -310,7 +310,7 @@ async fn timed_out_reentry_then_reentry_leaks_no_hold() {
         g2.unlock().await.expect("unlock g2");
         late.unlock().await.expect("unlock the re-entry");
         g1.unlock().await.expect("unlock g1");
-        let freed = support::eventually(Duration::from_secs(1), || {
+        let freed = suite::eventually(Duration::from_secs(1), || {
             let mut c = conn.clone();
             let key = key.clone();
             async move { !exists(&mut c, &key).await }

@@ -16,7 +16,7 @@ use std::pin::pin;
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error, KeyLayout, Lock, LockGuard};
-use support::{exists, in_task, RedisServer};
+use suite::{exists, in_task, RedisServer};
 
 const STALE_LEASE: Duration = Duration::from_millis(100);
 const PAST_LEASE: Duration = Duration::from_millis(250);
@@ -136,7 +136,7 @@ async fn every_race<L: Lock>(lock: L, other: L) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_release_never_takes_a_reacquired_hold_of_the_same_task() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("runs-race");
+    let ns = suite::unique_ns("runs-race");
     let [a, b, ra, rb] = four_clients(&server, &ns).await;
     tokio::join!(
         every_race(a.lock("plain"), b.lock("plain")),
@@ -147,7 +147,7 @@ async fn stale_release_never_takes_a_reacquired_hold_of_the_same_task() {
         every_race(ra.fair_lock("fair"), rb.fair_lock("fair")),
     );
     let mut conn = server.conn().await;
-    for (key, pttl) in support::keys_with_pttl(&mut conn).await {
+    for (key, pttl) in suite::keys_with_pttl(&mut conn).await {
         assert!(
             pttl > 0 || key.contains(":fence:") || key.starts_with("redisson_lock_token:"),
             "{key} has no TTL ({pttl})"
@@ -169,7 +169,7 @@ async fn abandoned_reentry_is_not_adopted<L: Lock>(
     lock: L,
     other: L,
     key: String,
-    conn: support::Conn,
+    conn: suite::Conn,
 ) {
     let mut admin = conn;
     let old = lock.lock().await.unwrap();
@@ -191,7 +191,7 @@ async fn abandoned_reentry_is_not_adopted<L: Lock>(
         "the old guard's unlock claimed a hold it lost"
     );
     assert!(
-        support::eventually(Duration::from_secs(2), || {
+        suite::eventually(Duration::from_secs(2), || {
             let (mut admin, key) = (admin.clone(), key.clone());
             async move { !exists(&mut admin, &key).await }
         })
@@ -207,7 +207,7 @@ async fn abandoned_reentry_is_not_adopted<L: Lock>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abandoned_reentry_after_a_force_unlock_is_not_adopted_as_the_old_hold() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("runs-abandoned");
+    let ns = suite::unique_ns("runs-abandoned");
     let [a, b, ra, rb] = four_clients(&server, &ns).await;
     let conn = server.conn().await;
     let (l, f, rl) = (a.lock("plain"), a.fenced_lock("fenced"), ra.lock("plain"));
@@ -228,7 +228,7 @@ async fn abandoned_reentry_after_a_force_unlock_is_not_adopted_as_the_old_hold()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leased_guard_outliving_its_client_is_told_lost_by_the_lease_end() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("runs-dropped-client");
+    let ns = suite::unique_ns("runs-dropped-client");
     let a = client(&server, &ns, KeyLayout::Lockwise).await;
     let b = client(&server, &ns, KeyLayout::Lockwise).await;
     let lease = Duration::from_millis(500);

@@ -4,8 +4,8 @@
 //! guard's lost() and unlock() errors; a member lost while a later one is waited for
 //! (force-unlocked, or wiped by a restart, and taken by another client) never yields a guard.
 
-use support::in_task;
-use support::OrNone;
+use suite::in_task;
+use suite::OrNone;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -17,7 +17,7 @@ use lockwise::{Client, Error};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use support::{Interval, RedisServer};
+use suite::{Interval, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(1);
 
@@ -41,7 +41,7 @@ async fn client(server: &RedisServer, ns: &str) -> Client {
 
 /// Lock hashes (`<ns>:lock:...`) still in Redis.
 async fn lock_keys(conn: &mut redis::aio::MultiplexedConnection) -> Vec<String> {
-    support::keys_with_pttl(conn)
+    suite::keys_with_pttl(conn)
         .await
         .into_iter()
         .map(|(k, _)| k)
@@ -56,7 +56,7 @@ async fn lock_keys(conn: &mut redis::aio::MultiplexedConnection) -> Vec<String> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlapping_sets_in_random_orders_never_overlap_or_deadlock() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("multi-overlap");
+    let ns = suite::unique_ns("multi-overlap");
     let clients = [client(&server, &ns).await, client(&server, &ns).await];
     let per_name: Arc<Mutex<HashMap<String, Vec<Interval>>>> = Arc::default();
     let started = Instant::now();
@@ -119,7 +119,7 @@ async fn overlapping_sets_in_random_orders_never_overlap_or_deadlock() {
     let mut total = 0;
     for (name, intervals) in map.iter_mut() {
         total += intervals.len();
-        support::assert_no_overlap(intervals);
+        suite::assert_no_overlap(intervals);
         println!("{name}: {} critical sections, 0 overlaps", intervals.len());
     }
     println!(
@@ -128,7 +128,7 @@ async fn overlapping_sets_in_random_orders_never_overlap_or_deadlock() {
     );
     let mut conn = server.conn().await;
     assert!(
-        support::eventually(Duration::from_secs(2), || {
+        suite::eventually(Duration::from_secs(2), || {
             let mut conn = conn.clone();
             async move { lock_keys(&mut conn).await.is_empty() }
         })
@@ -143,7 +143,7 @@ async fn overlapping_sets_in_random_orders_never_overlap_or_deadlock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_and_cancellation_release_what_was_taken() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("multi-timeout");
+    let ns = suite::unique_ns("multi-timeout");
     let (c1, c2) = (client(&server, &ns).await, client(&server, &ns).await);
     let mut conn = server.conn().await;
     let blocker = c2.lock("c").lock().await.expect("hold c");
@@ -170,7 +170,7 @@ async fn timeout_and_cancellation_release_what_was_taken() {
         let cancelled = tokio::time::timeout(Duration::from_millis(300), multi.lock()).await;
         assert!(cancelled.is_err(), "lock() should still be waiting for c");
         assert!(
-            support::eventually(Duration::from_secs(2), || {
+            suite::eventually(Duration::from_secs(2), || {
                 let mut conn = conn.clone();
                 async move { lock_keys(&mut conn).await.len() == 1 }
             })
@@ -184,7 +184,7 @@ async fn timeout_and_cancellation_release_what_was_taken() {
         let guard = within(5, multi.lock()).await.expect("lock");
         assert_eq!(guard.names(), ["a", "b", "c"]);
         assert_eq!(lock_keys(&mut conn).await.len(), 3);
-        assert!(support::keys_with_pttl(&mut conn)
+        assert!(suite::keys_with_pttl(&mut conn)
             .await
             .iter()
             .all(|(_, pttl)| *pttl > 0));
@@ -199,7 +199,7 @@ async fn timeout_and_cancellation_release_what_was_taken() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_duplicate_and_reentered_names() {
     let server = RedisServer::start();
-    let c = client(&server, &support::unique_ns("multi-names")).await;
+    let c = client(&server, &suite::unique_ns("multi-names")).await;
     in_task(async move {
         let empty = c.multi_lock(Vec::<String>::new());
         assert!(matches!(
@@ -245,7 +245,7 @@ async fn empty_duplicate_and_reentered_names() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_member_fires_lost_and_unlock_reports_it() {
     let server = RedisServer::start();
-    let c = client(&server, &support::unique_ns("multi-lost")).await;
+    let c = client(&server, &suite::unique_ns("multi-lost")).await;
     let mut conn = server.conn().await;
     in_task(async move {
         let multi = c.multi_lock(["x", "y"]);
@@ -326,7 +326,7 @@ impl Returned {
 }
 
 /// A fresh inspection connection.
-async fn connect(url: &str) -> support::Conn {
+async fn connect(url: &str) -> suite::Conn {
     redis::Client::open(url)
         .unwrap()
         .get_multiplexed_async_connection()
@@ -334,14 +334,14 @@ async fn connect(url: &str) -> support::Conn {
         .expect("connect to test redis")
 }
 
-async fn hgetall(conn: &mut support::Conn, key: &str) -> HashMap<String, String> {
+async fn hgetall(conn: &mut suite::Conn, key: &str) -> HashMap<String, String> {
     let mut all: HashMap<String, String> = redis::cmd("HGETALL")
         .arg(key)
         .query_async(conn)
         .await
         .unwrap();
     // The waiter mark (a waiter found the lock taken) is not a hold.
-    all.remove(support::WAITER_MARK);
+    all.remove(suite::WAITER_MARK);
     all
 }
 
@@ -381,14 +381,14 @@ fn spawn_multi(
 
 /// Waits until the multi-lock holds `a` (some owner field in its hash) and waits for `b`
 /// (someone subscribed to `b`'s channel).
-async fn wait_until_holding_a_waiting_for_b(conn: &support::Conn, a_key: &str, b_channel: &str) {
+async fn wait_until_holding_a_waiting_for_b(conn: &suite::Conn, a_key: &str, b_channel: &str) {
     let (a_key, b_channel) = (a_key.to_string(), b_channel.to_string());
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        suite::eventually(Duration::from_secs(5), || {
             let (mut conn, a_key, b_channel) = (conn.clone(), a_key.clone(), b_channel.clone());
             async move {
                 !hgetall(&mut conn, &a_key).await.is_empty()
-                    && support::numsub(&mut conn, &b_channel).await >= 1
+                    && suite::numsub(&mut conn, &b_channel).await >= 1
             }
         })
         .await,
@@ -402,7 +402,7 @@ async fn wait_until_holding_a_waiting_for_b(conn: &support::Conn, a_key: &str, b
 /// both once Y releases `a`.
 async fn force_unlocked_member_scenario(mode: Mode) {
     let server = RedisServer::start();
-    let ns = support::unique_ns("multi-takeover");
+    let ns = suite::unique_ns("multi-takeover");
     let (x, y) = (client(&server, &ns).await, client(&server, &ns).await);
     let conn = server.conn().await;
     let (a_key, b_key) = (x.lock("a").key().to_string(), x.lock("b").key().to_string());
@@ -455,7 +455,7 @@ async fn force_unlocked_member_scenario(mode: Mode) {
         "{mode:?}: a is no longer Y's alone"
     );
     assert!(
-        !support::exists(&mut c, &b_key).await,
+        !suite::exists(&mut c, &b_key).await,
         "{mode:?}: the multi-lock sits on b while it waits for a"
     );
 
@@ -501,7 +501,7 @@ async fn member_force_unlocked_while_waiting_restarts_try_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn member_force_unlocked_while_waiting_try_lock_times_out_empty_handed() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("multi-takeover-timeout");
+    let ns = suite::unique_ns("multi-takeover-timeout");
     let (x, y) = (client(&server, &ns).await, client(&server, &ns).await);
     let mut conn = server.conn().await;
     let (a_key, b_key) = (x.lock("a").key().to_string(), x.lock("b").key().to_string());
@@ -581,7 +581,7 @@ enum RestartRound {
 async fn restart_round() -> RestartRound {
     const Y_HOLDS_FOR: Duration = Duration::from_millis(1500);
     let mut server = RedisServer::start();
-    let ns = support::unique_ns("multi-restart");
+    let ns = suite::unique_ns("multi-restart");
     let (x, y) = (client(&server, &ns).await, client(&server, &ns).await);
     let conn = server.conn().await;
     let (a_key, b_key) = (x.lock("a").key().to_string(), x.lock("b").key().to_string());
@@ -637,9 +637,9 @@ async fn restart_round() -> RestartRound {
     });
     let a_channel = y.lock("a").channel().to_string();
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        suite::eventually(Duration::from_secs(5), || {
             let (mut conn, ch) = (conn.clone(), a_channel.clone());
-            async move { support::numsub(&mut conn, &ch).await >= 1 }
+            async move { suite::numsub(&mut conn, &ch).await >= 1 }
         })
         .await,
         "Y never waited for a"
@@ -725,7 +725,7 @@ async fn member_lost_to_restart_while_waiting_restarts_acquire() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_lost_to_restart_after_return_fire_lost() {
     let mut server = RedisServer::start();
-    let c = client(&server, &support::unique_ns("multi-restart-after")).await;
+    let c = client(&server, &suite::unique_ns("multi-restart-after")).await;
     let guard = tokio::spawn({
         let c = c.clone();
         async move { c.multi_lock(["a", "b"]).lock().await.expect("lock") }
@@ -744,8 +744,8 @@ async fn members_lost_to_restart_after_return_fire_lost() {
 #[tokio::test]
 async fn multi_guard_validity_is_the_shortest_members() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("multi-validity");
-    let c = support::client(&server, &ns, Duration::from_secs(30)).await;
+    let ns = suite::unique_ns("multi-validity");
+    let c = suite::client(&server, &ns, Duration::from_secs(30)).await;
     let multi = c.multi_lock(["a", "b"]);
     let a = c.lock("a");
     in_task(async move {

@@ -4,8 +4,8 @@
 //! NON-atomic read-modify-writes (an in-process counter and a Redis GET/SET counter). If the
 //! lock ever admitted two holders at once, intervals would overlap and increments would be lost.
 
-use support::Conn;
-use support::OrNone;
+use suite::Conn;
+use suite::OrNone;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, RLock, RLockGuard};
-use support::{Interval, RedisServer};
+use suite::{Interval, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_secs(2);
 const TASKS_PER_CLIENT: usize = 16;
@@ -192,7 +192,7 @@ async fn check_outcome(
         expected,
         "one interval per acquisition"
     );
-    support::assert_no_overlap(&mut intervals);
+    suite::assert_no_overlap(&mut intervals);
     assert_eq!(
         shared.counter.load(Ordering::SeqCst),
         expected,
@@ -219,19 +219,19 @@ async fn check_outcome(
     assert!(!lock.is_locked().await.unwrap());
 
     let c = conn.clone();
-    let unsubscribed = support::eventually(Duration::from_secs(3), || {
+    let unsubscribed = suite::eventually(Duration::from_secs(3), || {
         let mut c = c.clone();
-        async move { support::active_channels(&mut c).await.is_empty() }
+        async move { suite::active_channels(&mut c).await.is_empty() }
     })
     .await;
     assert!(
         unsubscribed,
         "channels still subscribed after all waiters left: {:?}",
-        support::active_channels(&mut conn).await
+        suite::active_channels(&mut conn).await
     );
-    assert_eq!(support::numsub(&mut conn, lock.channel()).await, 0);
+    assert_eq!(suite::numsub(&mut conn, lock.channel()).await, 0);
 
-    for (key, pttl) in support::keys_with_pttl(&mut conn).await {
+    for (key, pttl) in suite::keys_with_pttl(&mut conn).await {
         if key != counter_key {
             assert_ne!(pttl, -1, "library key {key:?} has no TTL");
         }
@@ -239,7 +239,7 @@ async fn check_outcome(
 }
 
 async fn clients(server: &RedisServer, n: usize, test: &str) -> Vec<Client> {
-    let ns = support::unique_ns(test);
+    let ns = suite::unique_ns(test);
     let mut out = Vec::new();
     for _ in 0..n {
         out.push(

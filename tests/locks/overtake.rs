@@ -7,12 +7,12 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::{Client, Lock, LockGuard};
-use support::kit::{fresh_client, peer, within, WATCHDOG};
-use support::scenarios::{taken_after_claimant_leaves, waits_against_busy};
-use support::{assert_no_overlap, eventually, exists, in_task, Conn, Interval, RedisServer};
+use suite::kit::{fresh_client, peer, within, WATCHDOG};
+use suite::scenarios::{taken_after_claimant_leaves, waits_against_busy};
+use suite::{assert_no_overlap, eventually, exists, in_task, Conn, Interval, RedisServer};
 
 /// The claim key of lock `name` under the client's namespace.
 fn claim_key(client: &Client, name: &str) -> String {
@@ -119,7 +119,7 @@ async fn a_remote_waiter_is_not_overtaken_for_long() {
         .await,
         "no claim is left behind"
     );
-    support::kit::assert_ns_clean(&mut conn, busy.namespace()).await;
+    suite::kit::assert_ns_clean(&mut conn, busy.namespace()).await;
 }
 
 /// A claim in Redis (here one of an owner that no longer runs, as a crashed claimant leaves
@@ -196,7 +196,7 @@ async fn a_claim_refuses_a_free_lock_to_others_only() {
         .expect("the claimant takes the free lock");
     assert!(!exists(&mut conn, &claim_key(&client, "c")).await);
     guard.unlock().await.unwrap();
-    support::kit::assert_ns_clean(&mut conn, client.namespace()).await;
+    suite::kit::assert_ns_clean(&mut conn, client.namespace()).await;
 }
 
 /// A claimant (limit zero: it claims at its first attempt) stakes its claim while the lock is
@@ -246,7 +246,7 @@ async fn a_claimant_that_stops_waiting_withdraws_its_claim() {
         "claim withdrawn after the cancellation (TTL 1 s)"
     );
     held.unlock().await.unwrap();
-    support::kit::assert_ns_clean(&mut conn, holder.namespace()).await;
+    suite::kit::assert_ns_clean(&mut conn, holder.namespace()).await;
 }
 
 /// Claimant and refused waiters in one client: a release wakes the local claimant, wherever
@@ -276,13 +276,13 @@ async fn a_local_claimant_gets_the_wakeup() {
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let calls_before = support::script_calls(&mut conn).await;
+    let calls_before = suite::script_calls(&mut conn).await;
     let t0 = Instant::now();
     held.unlock().await.unwrap();
     for w in waiters {
         within(20, w).await.unwrap();
     }
-    let calls = support::script_calls(&mut conn).await - calls_before;
+    let calls = suite::script_calls(&mut conn).await - calls_before;
     println!("30 holds in {:?}, {calls} script calls", t0.elapsed());
     let mut holds = std::mem::take(&mut *log.lock().unwrap());
     assert_eq!(holds.len(), 30);
@@ -291,7 +291,7 @@ async fn a_local_claimant_gets_the_wakeup() {
     // refused attempts and claim renewals; waking every waiter at each release would be
     // about 6 more per hold, polling at round-trip rate thousands.
     assert!(calls < 30 * 6, "{calls} script calls for 30 holds");
-    support::kit::assert_ns_clean(&mut conn, client.namespace()).await;
+    suite::kit::assert_ns_clean(&mut conn, client.namespace()).await;
 }
 
 /// However many waiters of one client are overdue, a release wakes one of them: the claimant
@@ -325,12 +325,12 @@ async fn overdue_waiters_are_not_woken_as_a_herd() {
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     let claimant = get(&mut conn, &key).await.unwrap();
-    let calls_before = support::script_calls(&mut conn).await;
+    let calls_before = suite::script_calls(&mut conn).await;
     held.unlock().await.unwrap();
     within(5, first.recv()).await.unwrap();
-    let calls = support::script_calls(&mut conn).await - calls_before;
+    let calls = suite::script_calls(&mut conn).await - calls_before;
     println!("one handoff to one of {WAITERS} overdue waiters: {calls} script calls");
-    let owners = support::kit::owner_fields(&mut conn, eager.lock("h").key()).await;
+    let owners = suite::kit::owner_fields(&mut conn, eager.lock("h").key()).await;
     assert_eq!(owners, vec![claimant], "the claimant got the lock");
     // The unlock, the claimant's attempt, and perhaps a claim renewal or two of the ones
     // due meanwhile; a herd would be about WAITERS.
@@ -339,7 +339,7 @@ async fn overdue_waiters_are_not_woken_as_a_herd() {
     for w in waiters {
         within(20, w).await.unwrap();
     }
-    support::kit::assert_ns_clean(&mut conn, holder.namespace()).await;
+    suite::kit::assert_ns_clean(&mut conn, holder.namespace()).await;
 }
 
 /// A claimant that leaves while the lock is free (its holder's key expired: no unlock, no
@@ -384,7 +384,7 @@ async fn a_claim_withdrawn_from_a_free_lock_wakes_the_others() {
     );
     drop(held);
     assert!(turns(&conn, &key, false, Duration::from_secs(2)).await);
-    support::kit::assert_ns_clean(&mut conn, holder.namespace()).await;
+    suite::kit::assert_ns_clean(&mut conn, holder.namespace()).await;
 }
 
 /// With claims off, nothing is ever written to the claim key.

@@ -7,11 +7,11 @@
 //! connection. The first test runs that scenario through a real axum server and a real
 //! keep-alive client connection, and checks the recorded hold intervals.
 
-use support::checker;
+use suite::checker;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::OrNone;
+use suite::OrNone;
 
 use axum::extract::{RawQuery, State};
 use axum::routing::get;
@@ -20,7 +20,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use lockwise::{Client, Lock, LockGuard, Ownership, RLockGuard, RedLockSet};
-use support::{Conn, RedisServer};
+use suite::{Conn, RedisServer};
 
 use checker::{assert_clean, History};
 
@@ -100,7 +100,7 @@ enum Kind {
 /// `ownership`.
 async fn two_requests(kind: Kind, mode: &str, ownership: Ownership) -> History {
     let server = RedisServer::start();
-    let ns = support::unique_ns(&format!("ownership-keepalive-{mode}"));
+    let ns = suite::unique_ns(&format!("ownership-keepalive-{mode}"));
     let client = Client::builder(server.url())
         .namespace(&ns)
         .watchdog_timeout(Duration::from_secs(5))
@@ -166,7 +166,7 @@ async fn assert_no_keys(conn: &mut Conn, ns: &str) {
         .unwrap();
     let keys: Vec<String> = keys
         .into_iter()
-        .filter(|k| !support::is_presence(k))
+        .filter(|k| !suite::is_presence(k))
         .collect();
     assert!(keys.is_empty(), "keys left behind: {keys:?}");
 }
@@ -264,8 +264,8 @@ async fn a_per_hold_client_makes_every_handle_non_reentrant() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guard_that_outlives_its_task_excludes_every_later_task() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("ownership-outlives");
-    let client = support::client(&server, &ns, Duration::from_secs(5)).await;
+    let ns = suite::unique_ns("ownership-outlives");
+    let client = suite::client(&server, &ns, Duration::from_secs(5)).await;
     let lock = client.lock("state").non_reentrant();
     let hist = History::new();
     let kept: Arc<Mutex<Option<RLockGuard>>> = Arc::default();
@@ -323,8 +323,8 @@ async fn guard_that_outlives_its_task_excludes_every_later_task() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_reentrant_handles_never_reenter_in_one_task() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("ownership-non-reentrant");
-    let client = support::client(&server, &ns, Duration::from_secs(5)).await;
+    let ns = suite::unique_ns("ownership-non-reentrant");
+    let client = suite::client(&server, &ns, Duration::from_secs(5)).await;
     let mut conn = server.conn().await;
 
     let lock = client.lock("a").non_reentrant();
@@ -385,7 +385,7 @@ async fn non_reentrant_handles_never_reenter_in_one_task() {
         .unwrap();
     let keys: Vec<String> = keys
         .into_iter()
-        .filter(|k| !support::is_presence(k))
+        .filter(|k| !suite::is_presence(k))
         .collect();
     assert!(keys.iter().all(|k| k.contains(":fence:")), "{keys:?}");
 }
@@ -393,8 +393,8 @@ async fn non_reentrant_handles_never_reenter_in_one_task() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn named_owner_reenters_across_tasks_and_excludes_others() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("ownership-named");
-    let client = support::client(&server, &ns, Duration::from_secs(5)).await;
+    let ns = suite::unique_ns("ownership-named");
+    let client = suite::client(&server, &ns, Duration::from_secs(5)).await;
     let lock = client.lock("batch");
     let named = lock.with_owner("batch-7");
 
@@ -469,9 +469,9 @@ async fn named_owner_reenters_across_tasks_and_excludes_others() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn detached_guard_keeps_the_lock_and_excludes_the_task_that_took_it() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("ownership-detach");
+    let ns = suite::unique_ns("ownership-detach");
     let watchdog = Duration::from_millis(900);
-    let client = support::client(&server, &ns, watchdog).await;
+    let client = suite::client(&server, &ns, watchdog).await;
     let mut conn = server.conn().await;
     let lock = client.lock("d");
 
@@ -569,7 +569,7 @@ async fn detached_guard_keeps_the_lock_and_excludes_the_task_that_took_it() {
         .unwrap();
     let keys: Vec<String> = keys
         .into_iter()
-        .filter(|k| !support::is_presence(k))
+        .filter(|k| !suite::is_presence(k))
         .collect();
     assert!(keys.iter().all(|k| k.contains(":fence:")), "{keys:?}");
 }

@@ -5,17 +5,17 @@
 //!
 //! Every scenario ends by checking that each key the library left behind has a TTL.
 
-use support::kit::*;
-use support::OrNone;
+use suite::kit::*;
+use suite::OrNone;
 
-use support::hget;
+use suite::hget;
 
-use support::exists;
+use suite::exists;
 
 use std::time::{Duration, Instant};
 
 use lockwise::Client;
-use support::RedisServer;
+use suite::RedisServer;
 
 /// The owner string starts with the client's uuid (hyphenated or simple form) and a ':'.
 fn assert_owner_of(owner: &str, client: &Client) {
@@ -30,7 +30,7 @@ fn assert_owner_of(owner: &str, client: &Client) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_and_handle_accessors_follow_the_key_layout() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("accessors");
+    let ns = suite::unique_ns("accessors");
     let client = within(
         10,
         Client::builder(server.url())
@@ -69,7 +69,7 @@ async fn client_and_handle_accessors_follow_the_key_layout() {
 
     // Creating handles writes nothing.
     let mut conn = server.conn().await;
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,7 +191,7 @@ async fn nested_sections_unwind_one_hold_at_a_time() {
     })
     .await;
     assert_all_keys_have_ttl(&mut conn).await;
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -484,7 +484,7 @@ async fn status_queries_reflect_the_lock_state() {
     assert_eq!(lock.hold_count().await.unwrap(), 0);
     assert_eq!(lock.remaining_ttl().await.unwrap(), None);
     assert!(
-        support::keys_with_pttl(&mut conn).await.is_empty(),
+        suite::keys_with_pttl(&mut conn).await.is_empty(),
         "queries write nothing"
     );
 
@@ -570,5 +570,5 @@ async fn different_names_are_independent_locks() {
     g.unlock().await.unwrap();
     assert!(y.is_locked().await.unwrap(), "unlocking x leaves y held");
     h.unlock().await.unwrap();
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
 }

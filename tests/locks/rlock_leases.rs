@@ -5,16 +5,16 @@
 //!
 //! Every scenario ends by checking that each key the library left behind has a TTL.
 
-use support::kit::*;
-use support::OrNone;
+use suite::kit::*;
+use suite::OrNone;
 
-use support::hget;
+use suite::hget;
 
-use support::exists;
+use suite::exists;
 
 use std::time::{Duration, Instant};
 
-use support::RedisServer;
+use suite::RedisServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_after_lease_expiry_is_not_held() {
@@ -70,7 +70,7 @@ async fn lease_expiry_frees_the_lock_for_another_client() {
     let key = la.key().to_string();
     let mut c = conn.clone();
     assert!(
-        support::eventually(Duration::from_secs(2), || {
+        suite::eventually(Duration::from_secs(2), || {
             let (mut c, key) = (c.clone(), key.clone());
             async move { !exists(&mut c, &key).await }
         })
@@ -153,15 +153,15 @@ async fn try_lock_with_zero_wait_is_a_single_fast_attempt() {
         .or_none()
         .unwrap()
         .is_none());
-    let scripts_before = support::script_calls(&mut conn).await;
-    let subs_before = support::command_calls(&mut conn, "subscribe").await;
+    let scripts_before = suite::script_calls(&mut conn).await;
+    let subs_before = suite::command_calls(&mut conn, "subscribe").await;
     let t = Instant::now();
     let got = lb.try_lock(Duration::ZERO, None).await.or_none().unwrap();
     let took = t.elapsed();
     assert!(got.is_none(), "held elsewhere");
     assert!(took < Duration::from_millis(200), "took {took:?}");
-    let scripts = support::script_calls(&mut conn).await - scripts_before;
-    let subs = support::command_calls(&mut conn, "subscribe").await - subs_before;
+    let scripts = suite::script_calls(&mut conn).await - scripts_before;
+    let subs = suite::command_calls(&mut conn, "subscribe").await - subs_before;
     assert_eq!(
         scripts, 1,
         "exactly one script call for a zero-wait attempt"
@@ -235,9 +235,9 @@ async fn try_lock_with_wait_times_out_on_a_held_lock() {
     let channel = lb.channel().to_string();
     let c = conn.clone();
     assert!(
-        support::eventually(Duration::from_secs(2), || {
+        suite::eventually(Duration::from_secs(2), || {
             let (mut c, ch) = (c.clone(), channel.clone());
-            async move { support::numsub(&mut c, &ch).await == 0 }
+            async move { suite::numsub(&mut c, &ch).await == 0 }
         })
         .await,
         "channel still subscribed after the waiter gave up"
@@ -275,7 +275,7 @@ async fn a_dropped_guard_releases_promptly() {
     .await;
     let c = conn.clone();
     assert!(
-        support::eventually(Duration::from_secs(1), || {
+        suite::eventually(Duration::from_secs(1), || {
             let (mut c, key) = (c.clone(), key.clone());
             async move { !exists(&mut c, &key).await }
         })
@@ -323,7 +323,7 @@ async fn a_dropped_guard_releases_promptly() {
         drop(g2);
         let key = l.key().to_string();
         assert!(
-            support::eventually(Duration::from_secs(1), || {
+            suite::eventually(Duration::from_secs(1), || {
                 let (mut c, key, owner) = (c.clone(), key.clone(), owner.clone());
                 async move { hget::<String>(&mut c, &key, &owner).await.as_deref() == Some("1") }
             })

@@ -5,19 +5,19 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::{Client, Error};
-use support::kit::{self, within};
-use support::{Conn, RedisServer};
+use suite::kit::{self, within};
+use suite::{Conn, RedisServer};
 
 /// Nothing under `ns` without a TTL, no channel subscribed.
 async fn assert_clean(conn: &mut Conn, ns: &str) {
     kit::assert_ns_clean(conn, ns).await;
     assert!(
-        support::no_channels_within(conn, Duration::from_secs(3)).await,
+        suite::no_channels_within(conn, Duration::from_secs(3)).await,
         "channels left subscribed: {:?}",
-        support::active_channels(conn).await
+        suite::active_channels(conn).await
     );
 }
 
@@ -141,9 +141,7 @@ async fn reentrancy_downgrade_and_refused_upgrade() {
             .unwrap();
         assert_eq!(before, after, "a refused upgrade changes nothing");
         assert!(!rw.is_write_locked().await.unwrap());
-        assert!(
-            !support::exists(&mut conn, &rw.write().key().replace("rwwrite", "rwwriters")).await
-        );
+        assert!(!suite::exists(&mut conn, &rw.write().key().replace("rwwrite", "rwwriters")).await);
         r2.unlock().await.unwrap();
         r1.unlock().await.unwrap();
         // Downgrade: write, then read under it, keep the read.
@@ -196,7 +194,7 @@ async fn a_crashed_reader_expires_while_another_reader_renews() {
     // The child's watchdog timeout is 1 s, as ours.
     let c = kit::fresh_client(&server, "rw-crash").await;
     let ns = c.namespace().to_string();
-    let mut child = support::child::ChildProc::spawn(
+    let mut child = suite::child::ChildProc::spawn(
         "holder",
         server.url(),
         &ns,
@@ -245,7 +243,7 @@ async fn a_crashed_reader_alone_lets_a_writer_in_after_its_deadline() {
     let server = RedisServer::start();
     let c = kit::fresh_client(&server, "rw-crash2").await;
     let ns = c.namespace().to_string();
-    let mut child = support::child::ChildProc::spawn(
+    let mut child = suite::child::ChildProc::spawn(
         "holder",
         server.url(),
         &ns,
@@ -452,10 +450,10 @@ async fn cancellation_at_every_phase_leaves_nothing() {
     let mut conn = server.conn().await;
     let writers = rw.write().key().replace(":rwwrite:", ":rwwriters:");
     assert!(
-        support::eventually(Duration::from_secs(2), || {
+        suite::eventually(Duration::from_secs(2), || {
             let mut c = conn.clone();
             let k = writers.clone();
-            async move { !support::exists(&mut c, &k).await }
+            async move { !suite::exists(&mut c, &k).await }
         })
         .await,
         "the intent was withdrawn"
@@ -487,7 +485,7 @@ async fn kill_pubsub_and_script_flush_while_waiting() {
         });
         tokio::time::sleep(Duration::from_millis(300)).await;
         if fault == "kill" {
-            assert!(support::kill_pubsub(&mut conn).await >= 1);
+            assert!(suite::kill_pubsub(&mut conn).await >= 1);
         } else {
             let _: () = redis::cmd("SCRIPT")
                 .arg("FLUSH")

@@ -3,15 +3,15 @@
 //! kind excludes every other kind, and its release wakes their waiters by pub/sub (not by
 //! the holder's TTL).
 
-use support::checker;
+use suite::checker;
 
 use std::time::{Duration, Instant};
-use support::OrNone;
+use suite::OrNone;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use lockwise::{Client, RedLockSet};
-use support::RedisServer;
+use suite::RedisServer;
 
 use checker::{assert_clean, History};
 
@@ -102,7 +102,7 @@ async fn clients(server: &RedisServer, ns: &str) -> (Client, Client) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_excludes_every_other_kind_of_the_same_name() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("same-name-excludes");
+    let ns = suite::unique_ns("same-name-excludes");
     let (a, b) = clients(&server, &ns).await;
     let mut conn = server.conn().await;
     for holder in KINDS {
@@ -140,7 +140,7 @@ async fn every_kind_excludes_every_other_kind_of_the_same_name() {
         .unwrap();
     let keys: Vec<String> = keys
         .into_iter()
-        .filter(|k| !support::is_presence(k))
+        .filter(|k| !suite::is_presence(k))
         .collect();
     assert!(
         keys.iter().all(|k| k.contains(":fence:")),
@@ -151,7 +151,7 @@ async fn every_kind_excludes_every_other_kind_of_the_same_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_kinds_on_one_name_never_overlap() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("same-name-mixed");
+    let ns = suite::unique_ns("same-name-mixed");
     let (a, b) = clients(&server, &ns).await;
     let hist = History::new();
     let deadline = Instant::now() + Duration::from_secs(3);

@@ -16,8 +16,8 @@
 use std::time::Duration;
 
 use lockwise::{Client, KeyLayout, Lock, LockGuard};
-use support::kit::{assert_not_held, within};
-use support::{in_task, RedisServer};
+use suite::kit::{assert_not_held, within};
+use suite::{in_task, RedisServer};
 
 /// Short enough that an attempt sent during the pause times out well inside it, long enough
 /// that an unlock sent shortly before the pause ends outlives it.
@@ -167,7 +167,7 @@ async fn handed_over_release_of_a_vanished_hold<L: Lock + 'static>(
 async fn a_fresh_hold_after_a_force_unlock_is_never_adopted_by_a_timed_out_reentry() {
     let server = RedisServer::start();
     for layout in [KeyLayout::Lockwise, KeyLayout::Redisson] {
-        let ns = support::unique_ns("settle-fresh");
+        let ns = suite::unique_ns("settle-fresh");
         let c = client(&server, &ns, layout).await;
         let l = c.lock("adopt");
         let key = l.key().to_string();
@@ -183,7 +183,7 @@ async fn a_fresh_hold_after_a_force_unlock_is_never_adopted_by_a_timed_out_reent
 async fn a_timed_out_reentry_that_ran_on_its_own_run_keeps_the_run() {
     let server = RedisServer::start();
     for layout in [KeyLayout::Lockwise, KeyLayout::Redisson] {
-        let ns = support::unique_ns("settle-kept");
+        let ns = suite::unique_ns("settle-kept");
         let c = client(&server, &ns, layout).await;
         reentry_on_its_own_run_is_kept(server.url().to_string(), c.lock("kept")).await;
         reentry_on_its_own_run_is_kept(server.url().to_string(), c.fenced_lock("kept-fenced"))
@@ -194,10 +194,10 @@ async fn a_timed_out_reentry_that_ran_on_its_own_run_keeps_the_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_handed_over_to_a_settlement_is_not_ok_when_its_hold_vanished_first() {
-    support::init_tracing();
+    suite::init_tracing();
     let server = RedisServer::start();
     for layout in [KeyLayout::Lockwise, KeyLayout::Redisson] {
-        let ns = support::unique_ns("settle-verdict");
+        let ns = suite::unique_ns("settle-verdict");
         let c = client(&server, &ns, layout).await;
         let l = c.lock("verdict");
         let key = l.key().to_string();

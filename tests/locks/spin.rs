@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error};
-use support::kit::{in_task, within};
-use support::{assert_no_overlap, Conn, Interval, RedisServer};
+use suite::kit::{in_task, within};
+use suite::{assert_no_overlap, Conn, Interval, RedisServer};
 
 /// Channels this server has subscribers on (plain and sharded), and their count.
 async fn subscribed_channels(conn: &mut Conn) -> Vec<String> {
@@ -29,9 +29,9 @@ async fn subscribed_channels(conn: &mut Conn) -> Vec<String> {
 }
 
 async fn two_clients(server: &RedisServer, test: &str) -> (Client, Client) {
-    let ns = support::unique_ns(test);
-    let a = support::client(server, &ns, Duration::from_secs(5)).await;
-    let b = support::client(server, &ns, Duration::from_secs(5)).await;
+    let ns = suite::unique_ns(test);
+    let a = suite::client(server, &ns, Duration::from_secs(5)).await;
+    let b = suite::client(server, &ns, Duration::from_secs(5)).await;
     (a, b)
 }
 
@@ -126,7 +126,7 @@ async fn it_is_the_rlock_of_its_name() {
         // The last release published: the RLock waiter of the name is woken by it.
         let g = within(2, other.lock()).await.unwrap();
         g.unlock().await.unwrap();
-        assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+        assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
     })
     .await;
 }
@@ -137,7 +137,7 @@ async fn bad_backoffs_are_refused_and_nothing_is_written() {
     let server = RedisServer::start();
     let (a, _) = two_clients(&server, "spin-bad").await;
     let mut conn = server.conn().await;
-    let calls = support::script_calls(&mut conn).await;
+    let calls = suite::script_calls(&mut conn).await;
     let lock = a.spin_lock("b");
     assert_eq!(
         lock.backoff(),
@@ -173,12 +173,8 @@ async fn bad_backoffs_are_refused_and_nothing_is_written() {
         a.spin_lock("").lock().await.unwrap_err(),
         Error::InvalidArgument { .. }
     ));
-    assert_eq!(
-        support::script_calls(&mut conn).await,
-        calls,
-        "nothing sent"
-    );
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert_eq!(suite::script_calls(&mut conn).await, calls, "nothing sent");
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
 }
 
 /// A wait dropped midway (a timeout around `lock()`) leaves nothing: no hold appears later,
@@ -199,7 +195,7 @@ async fn a_dropped_wait_leaves_nothing() {
     held.unlock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!lock.is_locked().await.unwrap());
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
 }
 
 /// An `RLock` waiter past the overtake limit heads the name's claim queue: spin waiters
@@ -251,10 +247,10 @@ async fn spin_waiters_honour_the_claim_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_clients_never_overlap() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("spin-many");
+    let ns = suite::unique_ns("spin-many");
     let mut clients = Vec::new();
     for _ in 0..3 {
-        clients.push(support::client(&server, &ns, Duration::from_secs(2)).await);
+        clients.push(suite::client(&server, &ns, Duration::from_secs(2)).await);
     }
     let intervals = Arc::new(Mutex::new(Vec::new()));
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -288,5 +284,5 @@ async fn several_clients_never_overlap() {
     );
     assert_no_overlap(&mut all);
     let mut conn = server.conn().await;
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
 }

@@ -7,19 +7,19 @@
 //! Redlock guard after a partial release (tests/redlock/redlock_subsets.rs), an unlock after the lease
 //! or a force unlock (tests/locks/rlock_leases.rs, tests/locks/rlock.rs).
 
-use support::kit::*;
-use support::OrNone;
+use suite::kit::*;
+use suite::OrNone;
 
-use support::hget;
+use suite::hget;
 
-use support::exists;
+use suite::exists;
 
 use std::future::Future;
 
 use std::time::Duration;
 
 use lockwise::{Client, Error, RedLockSet};
-use support::RedisServer;
+use suite::RedisServer;
 
 // ---------------------------------------------------------------------------------------------
 // RLock
@@ -178,7 +178,7 @@ async fn stale_guard_of_the_same_task_does_not_release_its_new_hold() {
         assert!(!exists(&mut c, l.key()).await);
     })
     .await;
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
 }
 
 /// A guard from an earlier run of holds (its lease ran out, the same task took the lock
@@ -190,7 +190,7 @@ async fn stale_guard_of_the_same_task_does_not_release_its_new_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_guard_never_releases_a_hold_being_registered() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("rc-stale");
+    let ns = suite::unique_ns("rc-stale");
     let c = Client::builder(server.url())
         .namespace(ns.clone())
         .watchdog_timeout(Duration::from_secs(10))
@@ -198,7 +198,7 @@ async fn stale_guard_never_releases_a_hold_being_registered() {
         .build()
         .await
         .expect("build client");
-    let other = support::client(&server, &ns, Duration::from_secs(10)).await;
+    let other = suite::client(&server, &ns, Duration::from_secs(10)).await;
     let mut conn = server.conn().await;
     let lock = c.lock("stale");
     let key = lock.key().to_string();
@@ -250,7 +250,7 @@ async fn stale_guard_never_releases_a_hold_being_registered() {
     let owner = g1.owner().to_string();
     phase_rx.await.expect("phase");
     // The owner's new lock script has run: the hold is on the server, not yet registered.
-    let ran = support::eventually(Duration::from_secs(1), || {
+    let ran = suite::eventually(Duration::from_secs(1), || {
         let mut c = conn.clone();
         let (key, owner) = (key.clone(), owner.clone());
         async move { hget(&mut c, &key, &owner).await == Some(1) }
@@ -286,12 +286,12 @@ async fn stale_guard_never_releases_a_hold_being_registered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_stale_lease_guard_does_not_release_the_next_hold_of_its_task() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("review-fair-stale");
-    let c = support::client(&server, &ns, Duration::from_secs(30)).await;
-    let c2 = support::client(&server, &ns, Duration::from_secs(30)).await;
+    let ns = suite::unique_ns("review-fair-stale");
+    let c = suite::client(&server, &ns, Duration::from_secs(30)).await;
+    let c2 = suite::client(&server, &ns, Duration::from_secs(30)).await;
     let lock = c.fair_lock("stale");
     let other = c2.fair_lock("stale");
-    support::in_task(async move {
+    suite::in_task(async move {
         let old = lock
             .try_lock(Duration::ZERO, Some(Duration::from_millis(200)))
             .await
@@ -332,12 +332,12 @@ async fn fair_stale_lease_guard_does_not_release_the_next_hold_of_its_task() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spin_stale_lease_guard_does_not_release_the_next_hold_of_its_task() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("spin-stale");
-    let c = support::client(&server, &ns, Duration::from_secs(30)).await;
-    let c2 = support::client(&server, &ns, Duration::from_secs(30)).await;
+    let ns = suite::unique_ns("spin-stale");
+    let c = suite::client(&server, &ns, Duration::from_secs(30)).await;
+    let c2 = suite::client(&server, &ns, Duration::from_secs(30)).await;
     let lock = c.spin_lock("stale");
     let other = c2.spin_lock("stale");
-    support::in_task(async move {
+    suite::in_task(async move {
         for drop_it in [false, true] {
             let old = lock
                 .try_lock(Duration::ZERO, Some(Duration::from_millis(200)))
@@ -384,18 +384,18 @@ async fn spin_stale_lease_guard_does_not_release_the_next_hold_of_its_task() {
 /// (invariants 5 and 6). RLock/FairLock guard against this with hold epochs; RedLock does not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_stale_lease_guard_does_not_release_the_next_hold_of_its_task() {
-    let servers = support::servers(3);
-    let ns = support::unique_ns("review-redlock-stale");
+    let servers = suite::servers(3);
+    let ns = suite::unique_ns("review-redlock-stale");
     let set = RedLockSet::with_options(
-        &support::node_clients(&servers, &ns).await,
-        support::redlock_options(Duration::from_secs(10)),
+        &suite::node_clients(&servers, &ns).await,
+        suite::redlock_options(Duration::from_secs(10)),
     );
     let other_set = RedLockSet::with_options(
-        &support::node_clients(&servers, &ns).await,
-        support::redlock_options(Duration::from_secs(10)),
+        &suite::node_clients(&servers, &ns).await,
+        suite::redlock_options(Duration::from_secs(10)),
     );
-    let mut conns = support::conns(&servers).await;
-    support::in_task(async move {
+    let mut conns = suite::conns(&servers).await;
+    suite::in_task(async move {
         let lock = set.lock("stale");
         let key = lock.key(0).unwrap().to_string();
         let old = lock

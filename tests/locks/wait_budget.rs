@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use lockwise::Client;
-use support::{exists, in_task, RedisServer};
+use suite::{exists, in_task, RedisServer};
 
 const RESPONSE_TIMEOUT: Duration = Duration::from_millis(300);
 /// Scheduling slack on a loaded 2-core machine.
@@ -19,7 +19,7 @@ const SLACK: Duration = Duration::from_millis(300);
 
 async fn client(server: &RedisServer, test: &str, response: Duration) -> Client {
     Client::builder(server.url())
-        .namespace(support::unique_ns(test))
+        .namespace(suite::unique_ns(test))
         .watchdog_timeout(Duration::from_secs(10))
         .response_timeout(response)
         .build()
@@ -82,7 +82,7 @@ async fn try_lock_and_unlock_keep_their_budget_while_a_settlement_waits_for_redi
         stall.join().unwrap();
         // Once Redis answers, everything is settled: nothing is left, the lock is free.
         assert!(
-            support::eventually(Duration::from_secs(5), || {
+            suite::eventually(Duration::from_secs(5), || {
                 let (mut admin, key) = (admin.clone(), key.clone());
                 async move { !exists(&mut admin, &key).await }
             })
@@ -122,7 +122,7 @@ async fn lock_rides_through_a_lost_reply_on_its_first_attempt() {
             assert_eq!(lock.hold_count().await.unwrap(), 1, "round {round}");
             g.unlock().await.unwrap();
             assert!(
-                support::eventually(Duration::from_secs(3), || {
+                suite::eventually(Duration::from_secs(3), || {
                     let (mut admin, key) = (admin.clone(), key.clone());
                     async move { !exists(&mut admin, &key).await }
                 })

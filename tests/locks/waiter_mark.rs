@@ -5,10 +5,10 @@
 //! unmarked holds whenever nobody found them taken, never sleep through a release (their
 //! holders' leases are far longer than the test lets anyone wait).
 
-use support::in_task;
-use support::kit::owner_fields;
-use support::OrNone;
-use support::{client, exists, Conn, Interval, RedisServer};
+use suite::in_task;
+use suite::kit::owner_fields;
+use suite::OrNone;
+use suite::{client, exists, Conn, Interval, RedisServer};
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,11 +21,11 @@ const WATCHDOG: Duration = Duration::from_secs(60);
 
 /// PUBLISH calls the server counted so far (scripts' included).
 async fn publishes(conn: &mut Conn) -> u64 {
-    support::command_calls(conn, "publish").await
+    suite::command_calls(conn, "publish").await
 }
 
 async fn has_mark(conn: &mut Conn, key: &str) -> bool {
-    support::hget::<String>(conn, key, support::WAITER_MARK)
+    suite::hget::<String>(conn, key, suite::WAITER_MARK)
         .await
         .is_some()
 }
@@ -36,7 +36,7 @@ async fn has_mark(conn: &mut Conn, key: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_waited_for_release_publishes() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("mark-publish");
+    let ns = suite::unique_ns("mark-publish");
     let a = client(&server, &ns, WATCHDOG).await;
     let b = client(&server, &ns, WATCHDOG).await;
     let mut conn = server.conn().await;
@@ -75,7 +75,7 @@ async fn only_a_waited_for_release_publishes() {
             let at = Instant::now();
             (g, at)
         });
-        let marked = support::eventually(Duration::from_secs(5), || {
+        let marked = suite::eventually(Duration::from_secs(5), || {
             let (mut c, key) = (conn.clone(), key.clone());
             async move { has_mark(&mut c, &key).await }
         })
@@ -86,7 +86,7 @@ async fn only_a_waited_for_release_publishes() {
             vec![held.owner().to_string()]
         );
         assert!(
-            support::kit::pttl(&mut conn, &key).await > 0,
+            suite::kit::pttl(&mut conn, &key).await > 0,
             "the mark keeps the TTL"
         );
         let before = publishes(&mut conn).await;
@@ -109,7 +109,7 @@ async fn only_a_waited_for_release_publishes() {
             "no message for nobody"
         );
         assert!(!exists(&mut conn, &key).await);
-        assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+        assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
     })
     .await;
 }
@@ -169,7 +169,7 @@ async fn hold_as(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crowds_of_mixed_waiters_never_sleep_through_a_release() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("mark-crowd");
+    let ns = suite::unique_ns("mark-crowd");
     let mut clients = Vec::new();
     for _ in 0..3 {
         clients.push(client(&server, &ns, WATCHDOG).await);
@@ -202,14 +202,14 @@ async fn crowds_of_mixed_waiters_never_sleep_through_a_release() {
         let mut iv = log.lock().unwrap().clone();
         println!("{} holds in {:?}", iv.len(), t0.elapsed());
         assert_eq!(iv.len(), 3 * 6 * 8);
-        support::assert_no_overlap(&mut iv);
-        let gone = support::eventually(Duration::from_secs(5), || {
+        suite::assert_no_overlap(&mut iv);
+        let gone = suite::eventually(Duration::from_secs(5), || {
             let mut c = conn.clone();
-            async move { support::active_channels(&mut c).await.is_empty() }
+            async move { suite::active_channels(&mut c).await.is_empty() }
         })
         .await;
         assert!(gone, "a channel is left subscribed");
-        let left: Vec<_> = support::keys_with_pttl(&mut conn)
+        let left: Vec<_> = suite::keys_with_pttl(&mut conn)
             .await
             .into_iter()
             .filter(|(k, _)| !k.contains(":fence:"))

@@ -3,15 +3,15 @@
 //! holder's lock is taken within its TTL. A long waiter keeps its subscription while short
 //! waiters churn the same channel.
 
-use support::in_task;
-use support::OrNone;
-use support::{client, exists, numsub_until, Conn};
+use suite::in_task;
+use suite::OrNone;
+use suite::{client, exists, numsub_until, Conn};
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockwise::Client;
-use support::{Interval, RedisServer};
+use suite::{Interval, RedisServer};
 
 /// Default watchdog timeout: an expiry can never explain a wakeup in these tests.
 const WATCHDOG: Duration = Duration::from_secs(30);
@@ -63,7 +63,7 @@ async fn one_wakeup(conn: &Conn, holder: &Client, waiter: &Client, name: &str) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_in_other_client_wakes_promptly() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("wake-x");
+    let ns = suite::unique_ns("wake-x");
     let a = client(&server, &ns, WATCHDOG).await;
     let b = client(&server, &ns, WATCHDOG).await;
     let conn = server.conn().await;
@@ -76,15 +76,15 @@ async fn waiter_in_other_client_wakes_promptly() {
         assert!(max < Duration::from_millis(500), "slow wakeup: {max:?}");
         let mut c = conn.clone();
         assert!(
-            support::eventually(Duration::from_secs(2), || {
+            suite::eventually(Duration::from_secs(2), || {
                 let mut c = c.clone();
-                async move { support::active_channels(&mut c).await.is_empty() }
+                async move { suite::active_channels(&mut c).await.is_empty() }
             })
             .await,
             "channels still subscribed: {:?}",
-            support::active_channels(&mut c).await
+            suite::active_channels(&mut c).await
         );
-        assert!(support::keys_with_pttl(&mut c).await.is_empty());
+        assert!(suite::keys_with_pttl(&mut c).await.is_empty());
     })
     .await;
 }
@@ -93,7 +93,7 @@ async fn waiter_in_other_client_wakes_promptly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_in_same_client_wakes_promptly() {
     let server = RedisServer::start();
-    let a = client(&server, &support::unique_ns("wake-s"), WATCHDOG).await;
+    let a = client(&server, &suite::unique_ns("wake-s"), WATCHDOG).await;
     let conn = server.conn().await;
     in_task(async move {
         let mut lat = Vec::new();
@@ -104,15 +104,15 @@ async fn waiter_in_same_client_wakes_promptly() {
         assert!(max < Duration::from_millis(500), "slow wakeup: {max:?}");
         let mut c = conn.clone();
         assert!(
-            support::eventually(Duration::from_secs(2), || {
+            suite::eventually(Duration::from_secs(2), || {
                 let mut c = c.clone();
-                async move { support::active_channels(&mut c).await.is_empty() }
+                async move { suite::active_channels(&mut c).await.is_empty() }
             })
             .await,
             "channels still subscribed: {:?}",
-            support::active_channels(&mut c).await
+            suite::active_channels(&mut c).await
         );
-        assert!(support::keys_with_pttl(&mut c).await.is_empty());
+        assert!(suite::keys_with_pttl(&mut c).await.is_empty());
     })
     .await;
 }
@@ -123,7 +123,7 @@ async fn waiter_in_same_client_wakes_promptly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_waiters_each_acquire_in_turn() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("wake-many");
+    let ns = suite::unique_ns("wake-many");
     let holder = client(&server, &ns, WATCHDOG).await;
     let c1 = client(&server, &ns, WATCHDOG).await;
     let c2 = client(&server, &ns, WATCHDOG).await;
@@ -169,14 +169,14 @@ async fn many_waiters_each_acquire_in_turn() {
         println!("20 waiters acquired in turn within {:?}", t0.elapsed());
         let mut iv = intervals.lock().unwrap().clone();
         assert_eq!(iv.len(), 20);
-        support::assert_no_overlap(&mut iv);
+        suite::assert_no_overlap(&mut iv);
 
         assert!(
             numsub_until(&conn, &channel, Duration::from_secs(2), |n| n == 0).await,
             "NUMSUB of {channel} did not drop to 0"
         );
         let mut c = conn.clone();
-        assert_eq!(support::active_channels(&mut c).await, Vec::<String>::new());
+        assert_eq!(suite::active_channels(&mut c).await, Vec::<String>::new());
         assert!(!exists(&mut c, &key).await);
     })
     .await;
@@ -188,7 +188,7 @@ async fn many_waiters_each_acquire_in_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashed_leased_holder_is_taken_within_its_ttl() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("wake-crash");
+    let ns = suite::unique_ns("wake-crash");
     let holder = client(&server, &ns, WATCHDOG).await;
     let waiter = client(&server, &ns, WATCHDOG).await;
     in_task(async move {
@@ -227,7 +227,7 @@ async fn crashed_leased_holder_is_taken_within_its_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashed_watchdog_holder_is_taken_within_its_ttl() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("wake-crashwd");
+    let ns = suite::unique_ns("wake-crashwd");
     let holder = client(&server, &ns, Duration::from_secs(1)).await;
     let waiter = client(&server, &ns, WATCHDOG).await;
     in_task(async move {
@@ -252,7 +252,7 @@ async fn crashed_watchdog_holder_is_taken_within_its_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_unlock_wakes_waiter() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("wake-force");
+    let ns = suite::unique_ns("wake-force");
     let a = client(&server, &ns, WATCHDOG).await;
     let b = client(&server, &ns, WATCHDOG).await;
     let admin = client(&server, &ns, WATCHDOG).await;
@@ -298,7 +298,7 @@ async fn force_unlock_wakes_waiter() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_survives_subscription_churn_on_its_channel() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("rc-churn");
+    let ns = suite::unique_ns("rc-churn");
     let holder = client(&server, &ns, Duration::from_secs(30)).await;
     let c = client(&server, &ns, Duration::from_secs(30)).await;
     let mut conn = server.conn().await;
@@ -345,14 +345,14 @@ async fn waiter_survives_subscription_churn_on_its_channel() {
                 at.duration_since(t0)
             );
         }
-        let gone = support::eventually(Duration::from_secs(2), || {
+        let gone = suite::eventually(Duration::from_secs(2), || {
             let mut c = conn.clone();
             let ch = channel.clone();
-            async move { support::numsub(&mut c, &ch).await == 0 }
+            async move { suite::numsub(&mut c, &ch).await == 0 }
         })
         .await;
         assert!(gone, "a subscription was left behind");
-        assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+        assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
     })
     .await;
 }

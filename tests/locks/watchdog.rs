@@ -1,21 +1,21 @@
 //! Watchdog: renewal keeps watchdog locks alive, stops at unlock / client drop, reports lost
 //! locks, and batches renewals so 1,000 held locks cost ~10 script calls per period.
 
-use support::in_task;
-use support::OrNone;
-use support::{client, exists, Conn};
+use suite::in_task;
+use suite::OrNone;
+use suite::{client, exists, Conn};
 
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use lockwise::Error;
-use support::RedisServer;
+use suite::RedisServer;
 
 async fn pttl(conn: &mut Conn, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
 }
 
-/// Keys matching `pattern`, clients' presence keys left out (see `support::is_presence`).
+/// Keys matching `pattern`, clients' presence keys left out (see `suite::is_presence`).
 async fn keys_matching(conn: &mut Conn, pattern: &str) -> Vec<String> {
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(pattern)
@@ -23,7 +23,7 @@ async fn keys_matching(conn: &mut Conn, pattern: &str) -> Vec<String> {
         .await
         .unwrap();
     keys.into_iter()
-        .filter(|k| !support::is_presence(k))
+        .filter(|k| !suite::is_presence(k))
         .collect()
 }
 
@@ -34,7 +34,7 @@ async fn watchdog_keeps_lock_alive_past_three_timeouts() {
     let server = RedisServer::start();
     let c = client(
         &server,
-        &support::unique_ns("wd-keep"),
+        &suite::unique_ns("wd-keep"),
         Duration::from_secs(1),
     )
     .await;
@@ -77,7 +77,7 @@ async fn nothing_renews_after_unlock() {
     let server = RedisServer::start();
     let c = client(
         &server,
-        &support::unique_ns("wd-after"),
+        &suite::unique_ns("wd-after"),
         Duration::from_secs(1),
     )
     .await;
@@ -85,9 +85,9 @@ async fn nothing_renews_after_unlock() {
     in_task(async move {
         let lock = c.lock("after-unlock");
         let guard = lock.lock().await.expect("lock");
-        let held_from = support::script_calls(&mut conn).await;
+        let held_from = suite::script_calls(&mut conn).await;
         tokio::time::sleep(Duration::from_millis(1200)).await;
-        let held_to = support::script_calls(&mut conn).await;
+        let held_to = suite::script_calls(&mut conn).await;
         println!(
             "renewal script calls while held for 1.2 s (period 333 ms): {}",
             held_to - held_from
@@ -95,7 +95,7 @@ async fn nothing_renews_after_unlock() {
         assert!(held_to > held_from, "no renewal while the lock was held");
 
         guard.unlock().await.expect("unlock");
-        let after_unlock = support::script_calls(&mut conn).await;
+        let after_unlock = suite::script_calls(&mut conn).await;
         let start = Instant::now();
         while start.elapsed() < Duration::from_millis(1000) {
             assert!(
@@ -105,13 +105,13 @@ async fn nothing_renews_after_unlock() {
             );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        let later = support::script_calls(&mut conn).await;
+        let later = suite::script_calls(&mut conn).await;
         assert_eq!(
             later - after_unlock,
             0,
             "script calls after unlock (a renewal of a released lock?)"
         );
-        assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+        assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
     })
     .await;
 }
@@ -123,7 +123,7 @@ async fn unlock_near_renewal_never_resurrects() {
     let server = RedisServer::start();
     let c = client(
         &server,
-        &support::unique_ns("wd-race"),
+        &suite::unique_ns("wd-race"),
         Duration::from_millis(300),
     )
     .await;
@@ -139,14 +139,14 @@ async fn unlock_near_renewal_never_resurrects() {
                 r.expect("unlock of a held, renewed lock");
             }
         }
-        let base = support::script_calls(&mut conn).await;
+        let base = suite::script_calls(&mut conn).await;
         let t = Instant::now();
         while t.elapsed() < Duration::from_millis(500) {
             let left = keys_matching(&mut conn, "*").await;
             assert!(left.is_empty(), "keys after all unlocks: {left:?}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(support::script_calls(&mut conn).await - base, 0);
+        assert_eq!(suite::script_calls(&mut conn).await - base, 0);
     })
     .await;
 }
@@ -157,7 +157,7 @@ async fn unlock_near_renewal_never_resurrects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_client_lets_its_locks_expire() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("wd-drop");
+    let ns = suite::unique_ns("wd-drop");
     let gone = client(&server, &ns, Duration::from_secs(1)).await;
     let kept = client(&server, &ns, Duration::from_secs(1)).await;
     let mut conn = server.conn().await;
@@ -173,7 +173,7 @@ async fn dropped_client_lets_its_locks_expire() {
         drop(gone);
         let dropped_at = Instant::now();
 
-        let expired = support::eventually(Duration::from_millis(2500), || {
+        let expired = suite::eventually(Duration::from_millis(2500), || {
             let mut c = conn.clone();
             let key = key.clone();
             async move { !exists(&mut c, &key).await }
@@ -191,7 +191,7 @@ async fn dropped_client_lets_its_locks_expire() {
         assert!(p > 0 && p <= 1000, "kept lock PTTL {p}");
         assert!(!kept_guard.is_lost());
         kept_guard.unlock().await.expect("unlock kept");
-        assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+        assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
     })
     .await;
 }
@@ -203,7 +203,7 @@ async fn dropped_client_cancels_lost_token() {
     let server = RedisServer::start();
     let c = client(
         &server,
-        &support::unique_ns("wd-droptok"),
+        &suite::unique_ns("wd-droptok"),
         Duration::from_secs(1),
     )
     .await;
@@ -224,7 +224,7 @@ async fn dropped_client_cancels_lost_token() {
             t.elapsed()
         );
         assert!(guard.is_lost());
-        let expired = support::eventually(Duration::from_millis(2500), || {
+        let expired = suite::eventually(Duration::from_millis(2500), || {
             let mut c = conn.clone();
             let key = key.clone();
             async move { !exists(&mut c, &key).await }
@@ -242,7 +242,7 @@ async fn dropped_client_cancels_lost_token() {
 
 async fn lost_signal(by_force_unlock: bool) {
     let server = RedisServer::start();
-    let ns = support::unique_ns("wd-lost");
+    let ns = suite::unique_ns("wd-lost");
     let c = client(&server, &ns, Duration::from_secs(1)).await;
     let other = client(&server, &ns, Duration::from_secs(1)).await;
     let mut conn = server.conn().await;
@@ -285,7 +285,7 @@ async fn lost_signal(by_force_unlock: bool) {
             Err(Error::NotHeld { name }) => assert_eq!(name, "lost"),
             other => panic!("unlock of a lost lock: expected Err(NotHeld), got {other:?}"),
         }
-        assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+        assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
     })
     .await;
 }
@@ -307,7 +307,7 @@ async fn lost_signal_after_force_unlock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_lock_taken_over_by_other_owner() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("wd-take");
+    let ns = suite::unique_ns("wd-take");
     let c = client(&server, &ns, Duration::from_secs(1)).await;
     let other = client(&server, &ns, Duration::from_secs(1)).await;
     let mut conn = server.conn().await;
@@ -347,7 +347,7 @@ async fn lost_lock_taken_over_by_other_owner() {
 async fn thousand_locks_renewed_in_batches() {
     const N: usize = 1000;
     let server = RedisServer::start();
-    let ns = support::unique_ns("wd-batch");
+    let ns = suite::unique_ns("wd-batch");
     let c = client(&server, &ns, Duration::from_secs(3)).await;
     let mut conn = server.conn().await;
     in_task(async move {
@@ -363,9 +363,9 @@ async fn thousand_locks_renewed_in_batches() {
 
         // Let the renewal schedule settle for one period (1 s), then measure 3 periods.
         tokio::time::sleep(Duration::from_millis(1200)).await;
-        let c0 = support::script_calls(&mut conn).await;
+        let c0 = suite::script_calls(&mut conn).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let c1 = support::script_calls(&mut conn).await;
+        let c1 = suite::script_calls(&mut conn).await;
         let delta = c1 - c0;
         println!(
             "renew script calls over 3 periods for {N} locks: {delta} ({:.1} per period)",
@@ -396,10 +396,10 @@ async fn thousand_locks_renewed_in_batches() {
         }
         let left = keys_matching(&mut conn, &format!("{ns}*")).await;
         assert!(left.is_empty(), "{} keys left after unlock", left.len());
-        let u0 = support::script_calls(&mut conn).await;
+        let u0 = suite::script_calls(&mut conn).await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert_eq!(
-            support::script_calls(&mut conn).await - u0,
+            suite::script_calls(&mut conn).await - u0,
             0,
             "renewals continue after all locks were released"
         );
@@ -414,7 +414,7 @@ async fn unlock_from_another_task_stops_renewal() {
     let server = RedisServer::start();
     let c = client(
         &server,
-        &support::unique_ns("wd-move"),
+        &suite::unique_ns("wd-move"),
         Duration::from_secs(1),
     )
     .await;
@@ -428,9 +428,9 @@ async fn unlock_from_another_task_stops_renewal() {
             .unwrap()
             .expect("unlock from another task");
         assert!(!exists(&mut conn, lock.key()).await);
-        let base = support::script_calls(&mut conn).await;
+        let base = suite::script_calls(&mut conn).await;
         tokio::time::sleep(Duration::from_millis(1000)).await;
-        assert_eq!(support::script_calls(&mut conn).await - base, 0);
+        assert_eq!(suite::script_calls(&mut conn).await - base, 0);
         assert!(!exists(&mut conn, lock.key()).await);
     })
     .await;
@@ -443,7 +443,7 @@ async fn lease_lock_is_not_renewed() {
     let server = RedisServer::start();
     let c = client(
         &server,
-        &support::unique_ns("wd-lease"),
+        &suite::unique_ns("wd-lease"),
         Duration::from_millis(600),
     )
     .await;
@@ -460,7 +460,7 @@ async fn lease_lock_is_not_renewed() {
             .unlock()
             .await
             .expect("warm-up unlock");
-        let base = support::script_calls(&mut cc).await;
+        let base = suite::script_calls(&mut cc).await;
         let t0 = Instant::now();
         let guard = lock
             .lock_with_lease(Duration::from_secs(1))
@@ -469,7 +469,7 @@ async fn lease_lock_is_not_renewed() {
         assert_eq!(guard.lease(), Some(Duration::from_secs(1)));
         let p = pttl(&mut cc, &key).await;
         assert!(p > 600 && p <= 1000, "lease TTL {p}");
-        let expired = support::eventually(Duration::from_millis(2000), || {
+        let expired = suite::eventually(Duration::from_millis(2000), || {
             let mut c = conn.clone();
             let key = key.clone();
             async move { !exists(&mut c, &key).await }
@@ -483,7 +483,7 @@ async fn lease_lock_is_not_renewed() {
         );
         println!("1 s lease expired after {took:?}");
         // Only the lock script ran: no renewals of a lease lock.
-        assert_eq!(support::script_calls(&mut cc).await - base, 1);
+        assert_eq!(suite::script_calls(&mut cc).await - base, 1);
         assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));
     })
     .await;
@@ -500,7 +500,7 @@ fn paused_holder_sees_is_lost_at_once_on_resume() {
         .unwrap();
     let server = RedisServer::start();
     rt.block_on(async {
-        let ns = support::unique_ns("paused");
+        let ns = suite::unique_ns("paused");
         let c = client(&server, &ns, Duration::from_secs(1)).await;
         let lock = c.lock("p");
         let g = tokio::spawn(async move { lock.lock().await.unwrap() })
@@ -524,7 +524,7 @@ fn paused_holder_sees_is_lost_at_once_on_resume() {
 #[tokio::test]
 async fn lease_guard_validity_counts_down_from_send() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("lease-validity");
+    let ns = suite::unique_ns("lease-validity");
     let c = client(&server, &ns, Duration::from_secs(30)).await;
     let lock = c.lock("p");
     in_task(async move {

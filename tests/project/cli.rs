@@ -8,7 +8,7 @@
 //! namespace without a TTL (except what the test made on purpose and removed), no channel
 //! left subscribed.
 
-use support::topology;
+use suite::topology;
 
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -16,14 +16,14 @@ use std::time::Duration;
 use lockwise::{Client, LeakReason, LockKind, OwnerCheck};
 use redis::AsyncCommands;
 use serde_json::Value;
-use support::child::ChildProc;
-use support::kit::{assert_ns_clean, fresh_client, peer, within};
-use support::{no_channels_within, Conn, RedisServer};
+use suite::child::ChildProc;
+use suite::kit::{assert_ns_clean, fresh_client, peer, within};
+use suite::{no_channels_within, Conn, RedisServer};
 use topology::{RedisCluster, RedisSentinel};
 
 /// The `lockwise` binary of the `lockwise-cli` crate, built on first use.
 fn exe() -> std::path::PathBuf {
-    support::child::cli_exe()
+    suite::child::cli_exe()
 }
 
 /// Runs `lockwise --url <url> --namespace <ns> <args>` with stdin closed (not a terminal).
@@ -110,7 +110,7 @@ async fn list_shows_every_kind_with_holders_queue_and_waiters() {
     let fair = a.fair_lock("fair").lock().await.unwrap();
     let fair_b = b.fair_lock("fair");
     let waiter = tokio::spawn(async move { fair_b.lock().await.unwrap().unlock().await });
-    support::queue_reaches(&a.fair_lock("fair"), 1).await;
+    suite::queue_reaches(&a.fair_lock("fair"), 1).await;
     let r1 = a.rw_lock("rw").read().lock().await.unwrap();
     let r2 = b.rw_lock("rw").read().lock().await.unwrap();
     let sem = a.semaphore("sem");
@@ -325,7 +325,7 @@ async fn leaks_finds_ttl_less_keys_stale_queue_entries_and_gone_owners() {
     holder.sigkill();
     // Its presence key expires with its watchdog timeout (1 s); its 60 s lease hold stays.
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        suite::eventually(Duration::from_secs(5), || {
             let (mut conn, presence) = (conn.clone(), presence.clone());
             async move { !conn.exists::<_, bool>(&presence).await.unwrap() }
         })
@@ -439,7 +439,7 @@ async fn force_unlock_wakes_a_waiter_in_another_client() {
         owner
     });
     assert!(
-        support::numsub_until(
+        suite::numsub_until(
             &conn,
             &format!("{ns}:channel:{{job}}"),
             Duration::from_secs(5),
@@ -470,7 +470,7 @@ async fn force_unlock_wakes_a_waiter_in_another_client() {
     let fair = a.fair_lock("q").lock().await.unwrap();
     let fb = b.fair_lock("q");
     let fair_waiter = tokio::spawn(async move { fb.lock().await.unwrap().unlock().await });
-    support::queue_reaches(&a.fair_lock("q"), 1).await;
+    suite::queue_reaches(&a.fair_lock("q"), 1).await;
     let reader = a.rw_lock("q").read().lock().await.unwrap();
     let released = a.admin().force_unlock("q").await.unwrap();
     assert_eq!(released, vec![LockKind::FairLock, LockKind::RwLock]);
@@ -542,7 +542,7 @@ async fn bad_input_is_a_typed_error_with_exit_code_2_and_changes_nothing() {
         .set_ex(format!("{ns}:lock:{{wrong}}"), "a string", 60)
         .await
         .unwrap();
-    let before = support::keys_with_pttl(&mut conn).await;
+    let before = suite::keys_with_pttl(&mut conn).await;
     for args in [
         vec!["inspect", ""],
         vec!["force-unlock", "", "--yes"],
@@ -565,10 +565,10 @@ async fn bad_input_is_a_typed_error_with_exit_code_2_and_changes_nothing() {
     let bad_ns = run(server.url(), "a{b", &["list"]);
     assert_eq!(code(&bad_ns), 2);
     // Nothing listens there.
-    let port = support::server::free_port();
+    let port = suite::server::free_port();
     let down = run(&format!("redis://127.0.0.1:{port}"), &ns, &["list"]);
     assert_eq!(code(&down), 2);
-    let after = support::keys_with_pttl(&mut conn).await;
+    let after = suite::keys_with_pttl(&mut conn).await;
     assert_eq!(after.len(), 1);
     assert_eq!(after[0].0, before[0].0);
     assert!(after[0].1 > 50_000, "{after:?}");
@@ -607,7 +607,7 @@ async fn cluster_list_leaks_and_force_unlock_cover_every_master() {
         .await
         .unwrap();
     let seeds = cluster.seed_urls();
-    let ns = support::unique_ns("cli_cluster");
+    let ns = suite::unique_ns("cli_cluster");
     let client = Client::cluster_builder(seeds.clone())
         .namespace(ns.clone())
         .build()
@@ -709,7 +709,7 @@ async fn cluster_list_leaks_and_force_unlock_cover_every_master() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_scans_the_current_master_before_and_after_a_failover() {
     let mut sentinel = tokio::task::block_in_place(RedisSentinel::start);
-    let ns = support::unique_ns("cli_sentinel");
+    let ns = suite::unique_ns("cli_sentinel");
     let client = Client::sentinel_builder(sentinel.sentinel_urls(), sentinel.master_name())
         .namespace(ns.clone())
         .build()
@@ -830,9 +830,9 @@ async fn read_only_user_reads_everything_and_writes_nothing() {
     let mut conn = server.conn().await;
     // A long watchdog timeout: its presence refresh (a SET every third of it) stays out of
     // the monitored window, which five CLI runs on a loaded machine stretched past 20 s.
-    let a = support::kit::client_with(&server, "cli_reader", Duration::from_secs(600)).await;
+    let a = suite::kit::client_with(&server, "cli_reader", Duration::from_secs(600)).await;
     let ns = a.namespace().to_string();
-    let rule = support::kit::readme_acl_rule("reader", &ns);
+    let rule = suite::kit::readme_acl_rule("reader", &ns);
     let mut setuser = redis::cmd("ACL");
     setuser.arg("SETUSER").arg("reader").arg(&rule);
     let () = setuser.query_async(&mut conn).await.unwrap();
@@ -842,9 +842,9 @@ async fn read_only_user_reads_everything_and_writes_nothing() {
         .await
         .unwrap();
     let url = format!("redis://reader:pw@127.0.0.1:{}/", server.port());
-    let keys_before = support::kit::keys_in(&mut conn, &ns).await.len();
+    let keys_before = suite::kit::keys_in(&mut conn, &ns).await.len();
 
-    let stop = support::kit::monitor(&server).await;
+    let stop = suite::kit::monitor(&server).await;
     let list = json(
         &run_async(url.clone(), ns.clone(), vec!["--json", "list"]).await,
         0,
@@ -878,7 +878,7 @@ async fn read_only_user_reads_everything_and_writes_nothing() {
     let seen = stop();
     let writes: Vec<&String> = seen
         .iter()
-        .filter(|c| !support::kit::READ_COMMANDS.contains(&c.as_str()))
+        .filter(|c| !suite::kit::READ_COMMANDS.contains(&c.as_str()))
         .collect();
     // force-unlock's own client asks for its permissions with a probe script, which the
     // server refuses before running it; refused commands do not reach MONITOR.
@@ -891,10 +891,7 @@ async fn read_only_user_reads_everything_and_writes_nothing() {
         seen.iter().any(|c| c == "scan"),
         "MONITOR saw the reads: {seen:?}"
     );
-    assert_eq!(
-        support::kit::keys_in(&mut conn, &ns).await.len(),
-        keys_before
-    );
+    assert_eq!(suite::kit::keys_in(&mut conn, &ns).await.len(), keys_before);
     assert!(a.lock("orders").is_locked().await.unwrap());
     held.unlock().await.unwrap();
     assert_ns_clean(&mut conn, &ns).await;

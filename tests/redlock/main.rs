@@ -5,21 +5,21 @@
 
 mod redlock_subsets;
 
-use support::OrNone;
-use support::{conns, hget, node_clients, redlock_options};
+use suite::OrNone;
+use suite::{conns, hget, node_clients, redlock_options};
 
-use support::in_task;
-use support::{exists, Conn};
+use suite::in_task;
+use suite::{exists, Conn};
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use lockwise::{Error, RedLockOptions, RedLockSet};
-use support::{Interval, RedisServer};
+use suite::{Interval, RedisServer};
 
 fn servers() -> Vec<RedisServer> {
-    support::servers(5)
+    suite::servers(5)
 }
 
 async fn pttl(conn: &mut Conn, key: &str) -> i64 {
@@ -37,7 +37,7 @@ async fn holders(conns: &mut [Conn], key: &str) -> usize {
 
 /// Whether, within `timeout`, no node of `conns` has `key` any more.
 async fn eventually_free(conns: &[Conn], key: &str, timeout: Duration) -> bool {
-    support::eventually(timeout, || {
+    suite::eventually(timeout, || {
         let mut conns = conns.to_vec();
         let key = key.to_string();
         async move { holders(&mut conns, &key).await == 0 }
@@ -48,7 +48,7 @@ async fn eventually_free(conns: &[Conn], key: &str, timeout: Duration) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_nodes_up_acquires_on_every_node_with_bounded_validity() {
     let servers = servers();
-    let ns = support::unique_ns("redlock-all");
+    let ns = suite::unique_ns("redlock-all");
     let ttl = Duration::from_secs(5);
     let set = RedLockSet::with_options(&node_clients(&servers, &ns).await, redlock_options(ttl));
     let mut conns = conns(&servers).await;
@@ -78,7 +78,7 @@ async fn all_nodes_up_acquires_on_every_node_with_bounded_validity() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_down_still_acquires() {
     let mut servers = servers();
-    let ns = support::unique_ns("redlock-2down");
+    let ns = suite::unique_ns("redlock-2down");
     let set = RedLockSet::with_options(
         &node_clients(&servers, &ns).await,
         redlock_options(Duration::from_secs(5)),
@@ -113,7 +113,7 @@ async fn two_nodes_down_still_acquires() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_down_fails_and_releases_the_rest() {
     let mut servers = servers();
-    let ns = support::unique_ns("redlock-3down");
+    let ns = suite::unique_ns("redlock-3down");
     let set = RedLockSet::with_options(
         &node_clients(&servers, &ns).await,
         redlock_options(Duration::from_secs(5)),
@@ -143,7 +143,7 @@ async fn three_nodes_down_fails_and_releases_the_rest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn minority_prelocked_by_another_owner_still_acquires() {
     let servers = servers();
-    let ns = support::unique_ns("redlock-minority");
+    let ns = suite::unique_ns("redlock-minority");
     let set = RedLockSet::with_options(
         &node_clients(&servers, &ns).await,
         redlock_options(Duration::from_secs(5)),
@@ -196,7 +196,7 @@ async fn minority_prelocked_by_another_owner_still_acquires() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn majority_held_by_another_set_times_out_with_none_and_leaves_nothing() {
     let servers = servers();
-    let ns = support::unique_ns("redlock-majority");
+    let ns = suite::unique_ns("redlock-majority");
     let all = node_clients(&servers, &ns).await;
     // Another owner holding only nodes 0..3 (a RedLock over just those three clients).
     let other = RedLockSet::with_options(&all[..3], redlock_options(Duration::from_secs(10)));
@@ -241,7 +241,7 @@ async fn majority_held_by_another_set_times_out_with_none_and_leaves_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_restarted_while_held_keeps_quorum_until_a_majority_is_gone() {
     let mut servers = servers();
-    let ns = support::unique_ns("redlock-restart");
+    let ns = suite::unique_ns("redlock-restart");
     let ttl = Duration::from_millis(1500);
     let set = RedLockSet::with_options(&node_clients(&servers, &ns).await, redlock_options(ttl));
     let lock = set.lock("restart");
@@ -286,7 +286,7 @@ async fn node_restarted_while_held_keeps_quorum_until_a_majority_is_gone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_extends_by_quorum_past_the_ttl() {
     let servers = servers();
-    let ns = support::unique_ns("redlock-watchdog");
+    let ns = suite::unique_ns("redlock-watchdog");
     let ttl = Duration::from_millis(900);
     let set = RedLockSet::with_options(&node_clients(&servers, &ns).await, redlock_options(ttl));
     let mut conns = conns(&servers).await;
@@ -308,7 +308,7 @@ async fn watchdog_extends_by_quorum_past_the_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_hold_expires_reports_lost_and_unlock_is_not_held() {
     let servers = servers();
-    let ns = support::unique_ns("redlock-lease");
+    let ns = suite::unique_ns("redlock-lease");
     let set = RedLockSet::with_options(
         &node_clients(&servers, &ns).await,
         redlock_options(Duration::from_secs(30)),
@@ -336,7 +336,7 @@ async fn lease_hold_expires_reports_lost_and_unlock_is_not_held() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentrant_on_every_node_across_handles_of_one_set() {
     let servers = servers();
-    let ns = support::unique_ns("redlock-reentrant");
+    let ns = suite::unique_ns("redlock-reentrant");
     let set = RedLockSet::with_options(
         &node_clients(&servers, &ns).await,
         redlock_options(Duration::from_secs(5)),
@@ -382,7 +382,7 @@ async fn reentrant_on_every_node_across_handles_of_one_set() {
 async fn mutual_exclusion_two_client_sets_four_tasks_each() {
     const ROUNDS: usize = 3;
     let servers = servers();
-    let ns = support::unique_ns("redlock-mutex");
+    let ns = suite::unique_ns("redlock-mutex");
     let mut sets = Vec::new();
     for _ in 0..2 {
         // Each set has its own five Clients to the same five servers.
@@ -420,7 +420,7 @@ async fn mutual_exclusion_two_client_sets_four_tasks_each() {
     }
     let mut intervals = intervals.lock().unwrap().clone();
     assert_eq!(intervals.len(), 8 * ROUNDS);
-    support::assert_no_overlap(&mut intervals);
+    suite::assert_no_overlap(&mut intervals);
     eprintln!(
         "redlock: {} acquisitions by 8 tasks in 2 sets in {:?}",
         intervals.len(),
@@ -433,7 +433,7 @@ async fn mutual_exclusion_two_client_sets_four_tasks_each() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_guard_releases_on_every_node_in_the_background() {
     let servers = servers();
-    let ns = support::unique_ns("redlock-drop");
+    let ns = suite::unique_ns("redlock-drop");
     let set = RedLockSet::with_options(
         &node_clients(&servers, &ns).await,
         redlock_options(Duration::from_secs(30)),
@@ -452,7 +452,7 @@ async fn dropped_guard_releases_on_every_node_in_the_background() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_reply_from_a_stalled_node_is_released_after_it_answers() {
     let servers = servers();
-    let ns = support::unique_ns("redlock-late");
+    let ns = suite::unique_ns("redlock-late");
     let set = RedLockSet::with_options(
         &node_clients(&servers, &ns).await,
         redlock_options(Duration::from_secs(10)).node_timeout(Duration::from_millis(300)),
@@ -485,7 +485,7 @@ async fn late_reply_from_a_stalled_node_is_released_after_it_answers() {
         // The stalled node ran the call late and granted a hold nobody awaited: given back.
         let mut node4 = conns.pop().unwrap();
         assert!(
-            support::eventually(Duration::from_secs(3), || {
+            suite::eventually(Duration::from_secs(3), || {
                 let mut c = node4.clone();
                 let key = key.clone();
                 async move { !exists(&mut c, &key).await }
@@ -503,7 +503,7 @@ async fn late_reply_from_a_stalled_node_is_released_after_it_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_lock_with_calls_in_flight_leaves_no_hold() {
     let servers = servers();
-    let ns = support::unique_ns("redlock-cancel");
+    let ns = suite::unique_ns("redlock-cancel");
     let set = RedLockSet::with_options(
         &node_clients(&servers, &ns).await,
         redlock_options(Duration::from_secs(10)).node_timeout(Duration::from_secs(3)),
@@ -546,7 +546,7 @@ async fn cancelled_lock_with_calls_in_flight_leaves_no_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_rejected_before_anything_is_sent() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("redlock-bad");
+    let ns = suite::unique_ns("redlock-bad");
     let clients = node_clients(std::slice::from_ref(&server), &ns).await;
     let invalid = |r: lockwise::Result<_>| matches!(r, Err(Error::InvalidArgument { .. }));
 
@@ -578,7 +578,7 @@ async fn bad_input_is_rejected_before_anything_is_sent() {
             .map(drop)
     ));
     let mut conn = server.conn().await;
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
     // A single node is a valid (if pointless) set: quorum 1.
     let set = RedLockSet::new(&clients);
     assert_eq!((set.nodes(), set.quorum()), (1, 1));
@@ -596,8 +596,8 @@ async fn bad_input_is_rejected_before_anything_is_sent() {
 /// node is free right after each unlock and stays free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_racing_extensions_never_leaves_a_hold() {
-    let servers = support::servers(3);
-    let ns = support::unique_ns("review-redlock-extend-race");
+    let servers = suite::servers(3);
+    let ns = suite::unique_ns("review-redlock-extend-race");
     let set = RedLockSet::with_options(
         &node_clients(&servers, &ns).await,
         redlock_options(Duration::from_millis(150)),

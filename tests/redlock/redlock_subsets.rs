@@ -7,17 +7,17 @@
 //! kind: a guard releases its own hold where it still has one, never a newer run's, and a
 //! count that no guard can claim is settled away on that node.
 
-use support::OrNone;
-use support::{conns, node_clients, redlock_options};
+use suite::OrNone;
+use suite::{conns, node_clients, redlock_options};
 
-use support::in_task;
-use support::Conn;
+use suite::in_task;
+use suite::Conn;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use lockwise::RedLockSet;
-use support::RedisServer;
+use suite::RedisServer;
 
 /// Three independent servers: every subset of them is tried.
 const NODES: usize = 3;
@@ -127,8 +127,8 @@ async fn assert_exclusive(other: &RedLockSet, name: &str, claimed: Duration, ctx
 
 /// Three servers, a set (the owner under test) and another set (a second owner) over them.
 async fn three_nodes(test: &str) -> (Vec<RedisServer>, RedLockSet, RedLockSet, Vec<Conn>) {
-    let servers = support::servers(NODES);
-    let ns = support::unique_ns(test);
+    let servers = suite::servers(NODES);
+    let ns = suite::unique_ns(test);
     let opts = redlock_options(Duration::from_secs(20));
     let set = RedLockSet::with_options(&node_clients(&servers, &ns).await, opts.clone());
     let other = RedLockSet::with_options(&node_clients(&servers, &ns).await, opts);
@@ -340,8 +340,8 @@ async fn reentry_after_partial_release_counts_only_nodes_that_still_hold_the_run
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extension_that_finds_a_majority_gone_reports_lost_and_zero_validity() {
-    let servers = support::servers(NODES);
-    let ns = support::unique_ns("redlock-extension-gone");
+    let servers = suite::servers(NODES);
+    let ns = suite::unique_ns("redlock-extension-gone");
     let ttl = Duration::from_millis(900);
     let set = RedLockSet::with_options(&node_clients(&servers, &ns).await, redlock_options(ttl));
     let other = RedLockSet::with_options(

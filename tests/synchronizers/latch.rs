@@ -6,16 +6,16 @@
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, Error};
-use support::{Conn, RedisServer};
+use suite::{Conn, RedisServer};
 
 /// The latches' TTL in these tests: a waiter woken well before it was woken by pub/sub.
 const TTL: Duration = Duration::from_secs(60);
 
 async fn clients(server: &RedisServer, test: &str, n: usize) -> Vec<Client> {
-    let ns = support::unique_ns(test);
+    let ns = suite::unique_ns(test);
     let mut out = Vec::new();
     for _ in 0..n {
-        out.push(support::client(server, &ns, Duration::from_secs(5)).await);
+        out.push(suite::client(server, &ns, Duration::from_secs(5)).await);
     }
     out
 }
@@ -28,11 +28,11 @@ async fn assert_nothing_left(conn: &mut Conn, ns: &str) {
         .unwrap();
     let keys: Vec<String> = keys
         .into_iter()
-        .filter(|k| !support::is_presence(k))
+        .filter(|k| !suite::is_presence(k))
         .collect();
     assert!(keys.is_empty(), "keys left: {keys:?}");
     assert!(
-        support::no_channels_within(conn, Duration::from_secs(2)).await,
+        suite::no_channels_within(conn, Duration::from_secs(2)).await,
         "channels left subscribed"
     );
 }
@@ -62,7 +62,7 @@ async fn counts_down_to_open_and_sets_only_when_open() {
     assert_eq!(latch.count_down().await.unwrap(), 1);
     assert_eq!(latch.count_down().await.unwrap(), 0);
     assert!(
-        !support::exists(&mut conn, latch.key()).await,
+        !suite::exists(&mut conn, latch.key()).await,
         "open: key deleted"
     );
     assert_eq!(
@@ -98,7 +98,7 @@ async fn every_waiter_in_every_client_is_woken_when_the_count_reaches_zero() {
     }
     // Every waiter is subscribed (one subscription per client).
     assert!(
-        support::numsub_until(
+        suite::numsub_until(
             &conn,
             &format!("{}:latchchannel:{{{name}}}", cs[0].namespace()),
             Duration::from_secs(5),
@@ -153,7 +153,7 @@ async fn timed_out_and_cancelled_waits_leave_nothing_subscribed() {
     waiting.abort();
     let _ = waiting.await;
     assert!(
-        support::no_channels_within(&conn, Duration::from_secs(2)).await,
+        suite::no_channels_within(&conn, Duration::from_secs(2)).await,
         "a cancelled wait unsubscribes"
     );
     assert_eq!(latch.count().await.unwrap(), 1, "waiting changes nothing");
@@ -178,16 +178,16 @@ async fn waiters_survive_a_killed_subscription_and_script_flush() {
         waiters.push(tokio::spawn(async move { latch.wait().await }));
     }
     let channel = format!("{}:latchchannel:{{{name}}}", cs[0].namespace());
-    assert!(support::numsub_until(&conn, &channel, Duration::from_secs(5), |n| n == 2).await);
+    assert!(suite::numsub_until(&conn, &channel, Duration::from_secs(5), |n| n == 2).await);
     let _: () = redis::cmd("SCRIPT")
         .arg("FLUSH")
         .query_async(&mut conn)
         .await
         .unwrap();
-    let _: i64 = support::kill_pubsub(&mut conn).await;
+    let _: i64 = suite::kill_pubsub(&mut conn).await;
     assert_eq!(cs[1].count_down_latch(name).count_down().await.unwrap(), 1);
     // Resubscribed after the kill, then opened.
-    assert!(support::numsub_until(&conn, &channel, Duration::from_secs(5), |n| n == 2).await);
+    assert!(suite::numsub_until(&conn, &channel, Duration::from_secs(5), |n| n == 2).await);
     let opened = Instant::now();
     assert_eq!(cs[0].count_down_latch(name).count_down().await.unwrap(), 0);
     for w in waiters {
@@ -219,7 +219,7 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() {
             "{count} {ttl:?}: {err:?}"
         );
     }
-    assert!(!support::exists(&mut conn, latch.key()).await);
+    assert!(!suite::exists(&mut conn, latch.key()).await);
     let unnamed = c.count_down_latch("");
     assert!(matches!(
         unnamed.count_down().await,

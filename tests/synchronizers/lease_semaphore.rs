@@ -8,31 +8,31 @@ use std::future::Future;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::{Client, Error, LeaseSemaphore};
-use support::child::ChildProc;
-use support::{Conn, RedisServer};
+use suite::child::ChildProc;
+use suite::{Conn, RedisServer};
 
 /// A lease far longer than any test: a waiter served well before it was served by pub/sub.
 const LONG: Duration = Duration::from_secs(60);
 
 async fn clients(server: &RedisServer, test: &str, n: usize) -> Vec<Client> {
-    let ns = support::unique_ns(test);
+    let ns = suite::unique_ns(test);
     let mut out = Vec::new();
     for _ in 0..n {
-        out.push(support::client(server, &ns, Duration::from_secs(5)).await);
+        out.push(suite::client(server, &ns, Duration::from_secs(5)).await);
     }
     out
 }
 
 /// Every key under `ns` has a TTL and, soon, no channel is subscribed.
 async fn assert_tidy(conn: &mut Conn, ns: &str) {
-    support::kit::assert_ns_clean(conn, ns).await;
+    suite::kit::assert_ns_clean(conn, ns).await;
     assert!(
-        support::no_channels_within(conn, Duration::from_secs(3)).await,
+        suite::no_channels_within(conn, Duration::from_secs(3)).await,
         "channels left subscribed: {:?}",
-        support::active_channels(conn).await
+        suite::active_channels(conn).await
     );
 }
 
@@ -119,7 +119,7 @@ async fn sets_adds_acquires_and_releases_by_id() {
     a.release().await.unwrap();
     assert_eq!(sem.available_permits().await.unwrap(), 2);
     assert_eq!(sem.leased_permits().await.unwrap(), 0);
-    assert!(!support::exists(&mut conn, sem.leases_key()).await);
+    assert!(!suite::exists(&mut conn, sem.leases_key()).await);
 
     // All or none: 3 of 2 is not granted; 2 of 2 is, each with its own id.
     assert!(sem
@@ -136,7 +136,7 @@ async fn sets_adds_acquires_and_releases_by_id() {
     drop(two);
     let sem2 = sem.clone();
     assert!(
-        support::eventually(Duration::from_secs(2), move || {
+        suite::eventually(Duration::from_secs(2), move || {
             let s = sem2.clone();
             async move { s.available_permits().await.unwrap() == 2 }
         })
@@ -163,7 +163,7 @@ async fn permit_accounting_under_contention_over_several_clients() {
     let held = Arc::new(AtomicI64::new(0));
     let max_seen = Arc::new(AtomicI64::new(0));
     let granted = Arc::new(AtomicU64::new(0));
-    let before = support::script_calls(&mut conn).await;
+    let before = suite::script_calls(&mut conn).await;
     let mut tasks = Vec::new();
     for t in 0..12 {
         let sem = cs[t % cs.len()].lease_semaphore("acct");
@@ -187,7 +187,7 @@ async fn permit_accounting_under_contention_over_several_clients() {
     for t in tasks {
         within(120, t).await.unwrap();
     }
-    let calls = support::script_calls(&mut conn).await - before;
+    let calls = suite::script_calls(&mut conn).await - before;
     let acquisitions = granted.load(Ordering::SeqCst);
     assert_eq!(acquisitions, 12 * ROUNDS as u64);
     println!(
@@ -339,9 +339,9 @@ async fn releases_wake_waiters_and_wakeups_are_passed_on() {
         let s = cs[i % 2].lease_semaphore("wake");
         waiters.push(tokio::spawn(async move { s.acquire(LONG).await.unwrap() }));
     }
-    let channel_ready = support::eventually(Duration::from_secs(5), || {
+    let channel_ready = suite::eventually(Duration::from_secs(5), || {
         let mut c = conn.clone();
-        async move { support::active_channels(&mut c).await.len() == 1 }
+        async move { suite::active_channels(&mut c).await.len() == 1 }
     })
     .await;
     assert!(channel_ready);
@@ -377,7 +377,7 @@ async fn releases_wake_waiters_and_wakeups_are_passed_on() {
     drop(two);
     let s = sem.clone();
     assert!(
-        support::eventually(Duration::from_secs(3), move || {
+        suite::eventually(Duration::from_secs(3), move || {
             let s = s.clone();
             async move { s.available_permits().await.unwrap() == 4 }
         })
@@ -398,26 +398,26 @@ async fn cancelled_acquires_leak_nothing() {
     assert!(sem.try_set_permits(1).await.unwrap());
 
     // Before the first poll: no script call.
-    let before = support::script_calls(&mut conn).await;
+    let before = suite::script_calls(&mut conn).await;
     drop(sem.acquire(LONG));
     drop(sem.try_acquire(LONG, LONG));
     drop(sem.acquire_many(1, LONG));
-    assert_eq!(support::script_calls(&mut conn).await - before, 0);
+    assert_eq!(suite::script_calls(&mut conn).await - before, 0);
 
     // While waiting: the subscription goes, the permit stays with its holder.
     let held = sem.acquire(LONG).await.unwrap();
     let s = sem.clone();
     let waiter = tokio::spawn(async move { s.acquire(LONG).await });
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        suite::eventually(Duration::from_secs(5), || {
             let mut c = conn.clone();
-            async move { support::active_channels(&mut c).await.len() == 1 }
+            async move { suite::active_channels(&mut c).await.len() == 1 }
         })
         .await
     );
     waiter.abort();
     assert!(waiter.await.unwrap_err().is_cancelled());
-    assert!(support::no_channels_within(&conn, Duration::from_secs(3)).await);
+    assert!(suite::no_channels_within(&conn, Duration::from_secs(3)).await);
     held.release().await.unwrap();
     assert_eq!(sem.available_permits().await.unwrap(), 1);
 
@@ -433,7 +433,7 @@ async fn cancelled_acquires_leak_nothing() {
     }
     let s = sem.clone();
     assert!(
-        support::eventually(Duration::from_secs(3), move || {
+        suite::eventually(Duration::from_secs(3), move || {
             let s = s.clone();
             async move {
                 s.available_permits().await.unwrap() == 1 && s.leased_permits().await.unwrap() == 0
@@ -464,7 +464,7 @@ async fn waiters_survive_a_killed_subscription_and_script_flush() {
     let channel = {
         let mut found = Vec::new();
         for _ in 0..100 {
-            found = support::active_channels(&mut conn).await;
+            found = suite::active_channels(&mut conn).await;
             if !found.is_empty() {
                 break;
             }
@@ -477,8 +477,8 @@ async fn waiters_survive_a_killed_subscription_and_script_flush() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let _: i64 = support::kill_pubsub(&mut conn).await;
-    assert!(support::numsub_until(&conn, &channel, Duration::from_secs(5), |n| n >= 1).await);
+    let _: i64 = suite::kill_pubsub(&mut conn).await;
+    assert!(suite::numsub_until(&conn, &channel, Duration::from_secs(5), |n| n >= 1).await);
     let t = Instant::now();
     a.release().await.unwrap();
     b.release().await.unwrap();
@@ -510,7 +510,7 @@ async fn bad_input_is_refused_and_changes_nothing() {
     let mut conn = server.conn().await;
     let sem = c.lease_semaphore("bad");
     let huge = Duration::from_millis((1u64 << 53) + 1);
-    let before = support::script_calls(&mut conn).await;
+    let before = suite::script_calls(&mut conn).await;
     invalid(sem.try_set_permits((1 << 53) + 1).await, "permits");
     invalid(sem.add_permits(i64::MIN).await, "delta");
     invalid(sem.add_permits((1 << 53) + 1).await, "delta");
@@ -534,7 +534,7 @@ async fn bad_input_is_refused_and_changes_nothing() {
     invalid(unnamed.try_set_permits(1).await, "name");
     invalid(unnamed.release("x").await, "name");
     assert_eq!(
-        support::script_calls(&mut conn).await - before,
+        suite::script_calls(&mut conn).await - before,
         0,
         "nothing sent"
     );
@@ -595,7 +595,7 @@ async fn bad_input_is_refused_and_changes_nothing() {
         assert_eq!(dump(conn.clone(), key.clone()).await, vec!["x".to_string()]);
         let other = if key_of == 0 { s.leases_key() } else { s.key() };
         assert!(
-            !support::exists(&mut conn, other).await,
+            !suite::exists(&mut conn, other).await,
             "{name}: nothing written"
         );
         let _: () = redis::cmd("DEL")
@@ -627,10 +627,10 @@ async fn idle_ttl_keeps_the_count_key_past_the_latest_lease() {
     // Idle: forgotten after the latest lease and the idle TTL.
     let key = sem.key().to_string();
     assert!(
-        support::eventually(Duration::from_secs(8), || {
+        suite::eventually(Duration::from_secs(8), || {
             let mut c = conn.clone();
             let key = key.clone();
-            async move { !support::exists(&mut c, &key).await }
+            async move { !suite::exists(&mut c, &key).await }
         })
         .await,
         "an idle semaphore is forgotten"
@@ -648,8 +648,8 @@ async fn idle_ttl_keeps_the_count_key_past_the_latest_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_that_misses_its_wakeup_is_served_within_the_watchdog_timeout() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("lsem-nowake");
-    let client = support::client(&server, &ns, Duration::from_secs(1)).await;
+    let ns = suite::unique_ns("lsem-nowake");
+    let client = suite::client(&server, &ns, Duration::from_secs(1)).await;
     let sem = client.lease_semaphore("quiet");
     assert!(sem.try_set_permits(1).await.unwrap());
     let held = sem.acquire(LONG).await.unwrap().into_id();

@@ -6,33 +6,33 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::OrNone;
+use suite::OrNone;
 
 use lockwise::{Client, Error, Semaphore};
-use support::{Conn, RedisServer};
+use suite::{Conn, RedisServer};
 
 async fn clients(server: &RedisServer, test: &str, n: usize) -> Vec<Client> {
-    let ns = support::unique_ns(test);
+    let ns = suite::unique_ns(test);
     let mut out = Vec::new();
     for _ in 0..n {
-        out.push(support::client(server, &ns, Duration::from_secs(5)).await);
+        out.push(suite::client(server, &ns, Duration::from_secs(5)).await);
     }
     out
 }
 
 /// Every key under `ns` has a TTL and no channel stays subscribed.
 async fn assert_clean(conn: &mut Conn, ns: &str) {
-    support::kit::assert_ns_clean(conn, ns).await;
+    suite::kit::assert_ns_clean(conn, ns).await;
     assert!(
-        support::no_channels_within(conn, Duration::from_secs(2)).await,
+        suite::no_channels_within(conn, Duration::from_secs(2)).await,
         "channels left subscribed: {:?}",
-        support::active_channels(conn).await
+        suite::active_channels(conn).await
     );
 }
 
 /// The available permits reach `n` within 2 s (background give-backs are done).
 async fn available_becomes(sem: &Semaphore, n: i64) {
-    let ok = support::eventually(Duration::from_secs(2), || async {
+    let ok = suite::eventually(Duration::from_secs(2), || async {
         sem.available_permits().await.unwrap() == n
     })
     .await;
@@ -58,7 +58,7 @@ async fn counts_permits_and_keeps_a_ttl() {
         .is_none());
     assert!(sem.try_set_permits(3).await.unwrap());
     assert!(!sem.try_set_permits(9).await.unwrap(), "set only once");
-    let ttl = support::kit::pttl(&mut conn, sem.key()).await;
+    let ttl = suite::kit::pttl(&mut conn, sem.key()).await;
     let day = Semaphore::DEFAULT_IDLE_TTL.as_millis() as i64;
     assert!(ttl > day - 5_000 && ttl <= day, "pttl {ttl}");
     let two = sem.acquire_many(2).await.unwrap();
@@ -93,12 +93,12 @@ async fn counts_permits_and_keeps_a_ttl() {
     // A shorter-lived handle never lowers the TTL; a longer one raises it.
     let short = c.semaphore("pool").with_idle_ttl(Duration::from_secs(10));
     short.release(1).await.unwrap();
-    assert!(support::kit::pttl(&mut conn, sem.key()).await > day - 5_000);
+    assert!(suite::kit::pttl(&mut conn, sem.key()).await > day - 5_000);
     let long = c
         .semaphore("pool")
         .with_idle_ttl(Duration::from_secs(2 * 86_400));
     long.release(1).await.unwrap();
-    assert!(support::kit::pttl(&mut conn, sem.key()).await > 2 * day - 5_000);
+    assert!(suite::kit::pttl(&mut conn, sem.key()).await > 2 * day - 5_000);
     // An idle semaphore is forgotten at its TTL, and try_set_permits creates it again.
     let brief = c
         .semaphore("brief")
@@ -168,7 +168,7 @@ async fn permit_accounting_over_many_tasks_and_clients() {
         }));
     }
     for t in tasks {
-        support::kit::within(60, t).await.unwrap();
+        suite::kit::within(60, t).await.unwrap();
     }
     let history = std::mem::take(&mut *history.lock().unwrap());
     assert!(history.len() > 100, "only {} acquisitions", history.len());
@@ -252,9 +252,9 @@ async fn a_waiter_for_several_permits_is_woken_when_they_come_back_one_by_one() 
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         for s in small {
-            assert_eq!(support::kit::within(5, s).await.unwrap(), 1);
+            assert_eq!(suite::kit::within(5, s).await.unwrap(), 1);
         }
-        let (got, at) = support::kit::within(10, big).await.unwrap();
+        let (got, at) = suite::kit::within(10, big).await.unwrap();
         assert_eq!(got, Some(3), "round {round}: the waiter for 3 was served");
         let after = at.saturating_duration_since(last);
         assert!(
@@ -335,7 +335,7 @@ async fn cancellation_at_every_phase_leaks_no_permit() {
         assert!(w.await.unwrap_err().is_cancelled());
     }
     all.release().await.unwrap();
-    let g = support::kit::within(5, survivor).await.unwrap();
+    let g = suite::kit::within(5, survivor).await.unwrap();
     assert_eq!(sem.available_permits().await.unwrap(), 2);
     g.release().await.unwrap();
     println!("{cancelled} of 200 acquires cancelled");
@@ -361,20 +361,20 @@ async fn waiters_survive_a_killed_subscription_and_script_flush() {
         })
         .collect();
     let channel = format!("{}:semaphorechannel:{{faults}}", cs[0].namespace());
-    assert!(support::numsub_until(&conn, &channel, Duration::from_secs(5), |n| n == 2).await);
+    assert!(suite::numsub_until(&conn, &channel, Duration::from_secs(5), |n| n == 2).await);
     let _: () = redis::cmd("SCRIPT")
         .arg("FLUSH")
         .query_async(&mut conn)
         .await
         .unwrap();
-    support::kill_pubsub(&mut conn).await;
-    assert!(support::numsub_until(&conn, &channel, Duration::from_secs(5), |n| n == 2).await);
+    suite::kill_pubsub(&mut conn).await;
+    assert!(suite::numsub_until(&conn, &channel, Duration::from_secs(5), |n| n == 2).await);
     // 5 waiters want 1, 5 want 2: 15 permits serve them all.
     let started = Instant::now();
     cs[1].semaphore("faults").release(15).await.unwrap();
     let mut taken = 0;
     for w in waiters {
-        taken += support::kit::within(5, w).await.unwrap().unwrap();
+        taken += suite::kit::within(5, w).await.unwrap().unwrap();
     }
     assert_eq!(taken, 15);
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -410,7 +410,7 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() {
         c.semaphore("").available_permits().await.map(|_| ())
     ));
     assert!(
-        !support::exists(&mut conn, sem.key()).await,
+        !suite::exists(&mut conn, sem.key()).await,
         "nothing written"
     );
     // The limits are accepted; beyond them the script refuses and changes nothing.
@@ -443,7 +443,7 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() {
         .unwrap();
     assert_eq!(value, "x");
     assert_eq!(
-        support::kit::pttl(&mut conn, other.key()).await,
+        suite::kit::pttl(&mut conn, other.key()).await,
         -1,
         "untouched"
     );
@@ -465,7 +465,7 @@ async fn a_killed_holders_permits_are_lost() {
     let mut conn = server.conn().await;
     let sem = c.semaphore("crash");
     assert!(sem.try_set_permits(5).await.unwrap());
-    let mut holder = support::child::ChildProc::spawn(
+    let mut holder = suite::child::ChildProc::spawn(
         "semaphore-holder",
         server.url(),
         c.namespace(),
@@ -486,7 +486,7 @@ async fn a_killed_holders_permits_are_lost() {
         .or_none()
         .unwrap()
         .is_none());
-    let pttl = support::kit::pttl(&mut conn, sem.key()).await;
+    let pttl = suite::kit::pttl(&mut conn, sem.key()).await;
     assert!(pttl > 0, "the key keeps its TTL: {pttl}");
     assert_eq!(sem.add_permits(3).await.unwrap(), 5);
     assert_clean(&mut conn, c.namespace()).await;
@@ -498,8 +498,8 @@ async fn a_killed_holders_permits_are_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_that_misses_its_wakeup_is_served_within_the_watchdog_timeout() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("sem-nowake");
-    let client = support::client(&server, &ns, Duration::from_secs(1)).await;
+    let ns = suite::unique_ns("sem-nowake");
+    let client = suite::client(&server, &ns, Duration::from_secs(1)).await;
     let sem = client.semaphore("quiet");
     assert!(sem.try_set_permits(0).await.unwrap());
     let waiter = tokio::spawn({

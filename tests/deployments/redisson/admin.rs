@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use lockwise::LockKind;
 use serde_json::Value;
-use support::redisson::{now_ms, RedissonPeer};
-use support::RedisServer;
+use suite::redisson::{now_ms, RedissonPeer};
+use suite::RedisServer;
 
 use super::{client, TTL_MS};
 
@@ -76,7 +76,7 @@ async fn admin_lists_inspects_and_force_unlocks_redisson_locks() {
         admin.force_unlock("queue").await.unwrap(),
         [LockKind::FairLock]
     );
-    support::kit::within(10, waiter).await.unwrap().unwrap();
+    suite::kit::within(10, waiter).await.unwrap().unwrap();
     assert_eq!(admin.force_unlock("java").await.unwrap(), [LockKind::Lock]);
     assert!(
         peer.unlock("java", 3, TTL_MS).await.is_none(),
@@ -88,7 +88,7 @@ async fn admin_lists_inspects_and_force_unlocks_redisson_locks() {
 
 /// Runs `lockwise --url <url> --layout redisson <args> --json`; the parsed document.
 fn cli(url: &str, args: &[&str]) -> Value {
-    let out = Command::new(support::child::cli_exe())
+    let out = Command::new(suite::child::cli_exe())
         .args(["--url", url, "--layout", "redisson", "--json"])
         .args(args)
         .env_remove("REDIS_URL")
@@ -106,7 +106,7 @@ fn cli(url: &str, args: &[&str]) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_reads_and_force_unlocks_a_java_lock() {
     // Built first (on first use it takes longer than the Java lock's 30 s TTL).
-    tokio::task::spawn_blocking(support::child::cli_exe)
+    tokio::task::spawn_blocking(suite::child::cli_exe)
         .await
         .unwrap();
     let server = RedisServer::start();
@@ -141,7 +141,7 @@ async fn the_cli_reads_and_force_unlocks_a_java_lock() {
             .await
             .unwrap();
     assert_eq!(done["released"], serde_json::json!(["lock"]), "{done}");
-    assert!(support::kit::within(10, waiter.1).await.unwrap());
+    assert!(suite::kit::within(10, waiter.1).await.unwrap());
     assert!(waiter.0.bad_payloads().is_empty());
 }
 
@@ -177,7 +177,7 @@ async fn admin_reads_and_force_unlocks_a_redisson_read_write_lock() {
     assert_eq!(owners, expected);
     // Force-unlocking it wakes the Java writer (Redisson's `0` on the rwlock channel).
     assert_eq!(admin.force_unlock("doc").await.unwrap(), [LockKind::RwLock]);
-    assert!(support::kit::within(10, writer).await.unwrap());
+    assert!(suite::kit::within(10, writer).await.unwrap());
     assert!(reader.unlock().await.is_err(), "no longer held");
     assert_eq!(peer.write_unlock("doc", 2, TTL_MS).await, Some(1));
     assert!(peer.bad_payloads().is_empty());

@@ -7,16 +7,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, KeyLayout};
-use support::checker::{assert_clean, History};
-use support::kit::within;
-use support::redisson::{Mode, RedissonPeer};
-use support::topology::RedisCluster;
+use suite::checker::{assert_clean, History};
+use suite::kit::within;
+use suite::redisson::{Mode, RedissonPeer};
+use suite::topology::RedisCluster;
 
 use super::{wakes, TTL_MS, WOKEN};
 
 async fn cluster_client(cluster: &RedisCluster) -> Client {
     Client::cluster_builder(cluster.seed_urls())
-        .namespace(support::unique_ns("rcl"))
+        .namespace(suite::unique_ns("rcl"))
         .key_layout(KeyLayout::Redisson)
         .watchdog_timeout(Duration::from_secs(30))
         .build()
@@ -105,7 +105,7 @@ async fn fair_heads_are_woken_on_their_own_sharded_channel() {
     const FAIR_WAIT_MS: u64 = 300_000;
     for name in ["fq:1", "fq:2", "fq:3"] {
         // Java holds, lockwise queues, Java queues behind it: served in that order.
-        let now = support::redisson::now_ms();
+        let now = suite::redisson::now_ms();
         assert_eq!(
             peer.fair_try_lock(name, 1, TTL_MS, FAIR_WAIT_MS, now).await,
             None

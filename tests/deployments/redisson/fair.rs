@@ -5,17 +5,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::checker::{assert_clean, History};
-use support::kit::within;
-use support::redisson::{fair_channel, fair_queue, fair_timeouts, now_ms, RedissonPeer};
-use support::RedisServer;
+use suite::checker::{assert_clean, History};
+use suite::kit::within;
+use suite::redisson::{fair_channel, fair_queue, fair_timeouts, now_ms, RedissonPeer};
+use suite::RedisServer;
 
 use super::{client, keys_without_ttl, TTL, TTL_MS, WOKEN};
 
 /// Redisson's default `fairLockWaitTimeout`, which both sides queue with here.
 const FAIR_WAIT_MS: u64 = 300_000;
 
-async fn queue(conn: &mut support::Conn, name: &str) -> Vec<String> {
+async fn queue(conn: &mut suite::Conn, name: &str) -> Vec<String> {
     redis::cmd("LRANGE")
         .arg(fair_queue(name))
         .arg(0)
@@ -25,7 +25,7 @@ async fn queue(conn: &mut support::Conn, name: &str) -> Vec<String> {
         .unwrap()
 }
 
-async fn deadline(conn: &mut support::Conn, name: &str, owner: &str) -> Option<f64> {
+async fn deadline(conn: &mut suite::Conn, name: &str, owner: &str) -> Option<f64> {
     redis::cmd("ZSCORE")
         .arg(fair_timeouts(name))
         .arg(owner)
@@ -60,7 +60,7 @@ async fn one_queue_served_in_order_across_both_sides() {
         })
     };
     assert!(
-        support::eventually(WOKEN, || async {
+        suite::eventually(WOKEN, || async {
             queue(&mut server.conn().await, "q").await.len() == 1
         })
         .await
@@ -78,7 +78,7 @@ async fn one_queue_served_in_order_across_both_sides() {
         "deadline {due}, expected about {expected}"
     );
     // It listens on its own channel, as a Java fair waiter does.
-    assert!(support::numsub_until(&conn, &fair_channel("q", &a_owner), WOKEN, |n| n == 1).await);
+    assert!(suite::numsub_until(&conn, &fair_channel("q", &a_owner), WOKEN, |n| n == 1).await);
     let b = {
         let (peer, order) = (peer.clone(), order.clone());
         tokio::spawn(async move {
@@ -91,7 +91,7 @@ async fn one_queue_served_in_order_across_both_sides() {
         })
     };
     assert!(
-        support::eventually(WOKEN, || async {
+        suite::eventually(WOKEN, || async {
             queue(&mut server.conn().await, "q").await.len() == 2
         })
         .await
@@ -105,14 +105,14 @@ async fn one_queue_served_in_order_across_both_sides() {
         })
     };
     assert!(
-        support::eventually(WOKEN, || async {
+        suite::eventually(WOKEN, || async {
             queue(&mut server.conn().await, "q").await.len() == 3
         })
         .await
     );
     let released = Instant::now();
     assert_eq!(peer.fair_unlock("q", 1, TTL_MS).await, Some(1));
-    assert!(support::eventually(WOKEN, || async { !order.lock().unwrap().is_empty() }).await);
+    assert!(suite::eventually(WOKEN, || async { !order.lock().unwrap().is_empty() }).await);
     assert!(order.lock().unwrap()[0].1 - released < WOKEN);
     tx_a.send(()).unwrap();
     within(20, a).await.unwrap();
@@ -140,7 +140,7 @@ async fn a_waiter_that_gives_up_leaves_and_gives_its_wait_back() {
     let lock = c.fair_lock("q");
     let timed = tokio::spawn(async move { lock.try_lock(Duration::from_millis(1500), None).await });
     assert!(
-        support::eventually(WOKEN, || async {
+        suite::eventually(WOKEN, || async {
             queue(&mut server.conn().await, "q").await.len() == 1
         })
         .await
@@ -168,21 +168,21 @@ async fn a_waiter_that_gives_up_leaves_and_gives_its_wait_back() {
     let lock = c.fair_lock("q");
     let dropped = tokio::spawn(async move { lock.lock().await.map(drop) });
     assert!(
-        support::eventually(WOKEN, || async {
+        suite::eventually(WOKEN, || async {
             queue(&mut server.conn().await, "q").await.len() == 2
         })
         .await
     );
     dropped.abort();
     assert!(
-        support::eventually(WOKEN, || async {
+        suite::eventually(WOKEN, || async {
             queue(&mut server.conn().await, "q").await.len() == 1
         })
         .await
     );
     peer.fair_acquire_failed("q", 2, FAIR_WAIT_MS).await;
     assert_eq!(peer.fair_unlock("q", 1, TTL_MS).await, Some(1));
-    assert!(!support::exists(&mut conn, &fair_queue("q")).await);
+    assert!(!suite::exists(&mut conn, &fair_queue("q")).await);
     assert!(keys_without_ttl(&mut conn).await.is_empty());
 }
 
@@ -228,8 +228,8 @@ async fn fair_contention_never_overlaps() {
     }
     assert_clean(&history.check());
     let mut conn = server.conn().await;
-    assert!(!support::exists(&mut conn, "shared").await);
-    assert!(!support::exists(&mut conn, &fair_queue("shared")).await);
+    assert!(!suite::exists(&mut conn, "shared").await);
+    assert!(!suite::exists(&mut conn, &fair_queue("shared")).await);
     assert!(keys_without_ttl(&mut conn).await.is_empty());
     assert!(peer.bad_payloads().is_empty(), "{:?}", peer.bad_payloads());
 }

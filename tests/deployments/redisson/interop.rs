@@ -1,5 +1,5 @@
 //! Both directions on one server: a lockwise client in Redisson's layout and the
-//! Redisson-protocol peer (`support::redisson`) exclude each other, wake each other within a
+//! Redisson-protocol peer (`suite::redisson`) exclude each other, wake each other within a
 //! few round trips (not at the TTL), share fencing tokens, and leave no key without a TTL
 //! after contention and faults.
 
@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockwise::Client;
-use support::checker::{assert_clean, History};
-use support::kit::within;
-use support::redisson::RedissonPeer;
-use support::RedisServer;
+use suite::checker::{assert_clean, History};
+use suite::kit::within;
+use suite::redisson::RedissonPeer;
+use suite::RedisServer;
 
 use super::{client, keys_without_ttl, TTL, TTL_MS, WOKEN};
 
@@ -43,7 +43,7 @@ async fn a_redisson_waiter_is_woken_by_a_lockwise_unlock() {
         "woken by the message, not the TTL: {:?}",
         at - released
     );
-    assert!(peer.wakeups(&support::redisson::lock_channel("orders")) >= 1);
+    assert!(peer.wakeups(&suite::redisson::lock_channel("orders")) >= 1);
     assert_eq!(peer.unlock("orders", 1, TTL_MS).await, Some(1));
     assert!(peer.bad_payloads().is_empty(), "{:?}", peer.bad_payloads());
 }
@@ -113,7 +113,7 @@ async fn spin_non_reentrant_and_multi_locks_meet_redisson_holders() {
         .unwrap_err()
         .is_timeout());
     assert!(
-        !support::exists(&mut server.conn().await, "b").await,
+        !suite::exists(&mut server.conn().await, "b").await,
         "all or nothing"
     );
     assert_eq!(peer.unlock("a", 1, TTL_MS).await, Some(1));
@@ -204,7 +204,7 @@ async fn contend(server: &RedisServer, fenced: bool) {
         assert!(p.bad_payloads().is_empty(), "{:?}", p.bad_payloads());
     }
     let mut conn = server.conn().await;
-    assert!(!support::exists(&mut conn, "shared").await);
+    assert!(!suite::exists(&mut conn, "shared").await);
     assert!(keys_without_ttl(&mut conn).await.is_empty());
 }
 
@@ -262,7 +262,7 @@ async fn faults_leave_no_key_without_a_ttl_and_lose_no_wakeup() {
     let lock = c.lock("f");
     let waiter = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(support::kill_pubsub(&mut conn).await >= 1);
+    assert!(suite::kill_pubsub(&mut conn).await >= 1);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let released = Instant::now();
     assert_eq!(peer.unlock("f", 1, TTL_MS).await, Some(1));

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use support::kit::within;
-use support::RedisServer;
+use suite::kit::within;
+use suite::RedisServer;
 
 use super::{client, fields, is_owner_field, keys_without_ttl, pttl, record};
 
@@ -50,11 +50,11 @@ async fn rlock_is_redissons_hash_channel_and_unlock_message() {
     .await
     .unwrap();
     assert!(
-        !support::exists(&mut conn, "invoice:42").await,
+        !suite::exists(&mut conn, "invoice:42").await,
         "last unlock deletes"
     );
     assert!(
-        support::eventually(Duration::from_secs(2), || async {
+        suite::eventually(Duration::from_secs(2), || async {
             !seen.lock().unwrap().is_empty()
         })
         .await
@@ -74,7 +74,7 @@ async fn rlock_is_redissons_hash_channel_and_unlock_message() {
     assert!(lock.force_unlock().await.unwrap());
     assert!(guard.unlock().await.is_err(), "no longer held");
     assert!(
-        support::eventually(Duration::from_secs(2), || async {
+        suite::eventually(Duration::from_secs(2), || async {
             seen.lock().unwrap().len() == 2
         })
         .await
@@ -128,6 +128,6 @@ async fn fenced_lock_counts_in_redissons_token_key_on_every_acquire() {
     )
     .await
     .unwrap();
-    assert!(!support::exists(&mut conn, "ledger").await);
+    assert!(!suite::exists(&mut conn, "ledger").await);
     assert!(keys_without_ttl(&mut conn).await.is_empty());
 }

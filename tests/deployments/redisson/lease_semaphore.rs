@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockwise::Error;
-use support::kit::within;
-use support::redisson::{self, RedissonPeer, PES_NEVER};
-use support::{Conn, RedisServer};
+use suite::kit::within;
+use suite::redisson::{self, RedissonPeer, PES_NEVER};
+use suite::{Conn, RedisServer};
 
 use super::{client, get, keys_without_ttl, pttl, record, type_of, Holders, WOKEN};
 
@@ -106,7 +106,7 @@ async fn lease_semaphore_is_redissons_string_and_timeout_set() {
     assert!(sem.release(&hex_of(&forever[0])).await.unwrap());
     assert_eq!(sem.add_permits(-1).await.unwrap(), 3);
     assert!(
-        support::eventually(Duration::from_secs(5), || async {
+        suite::eventually(Duration::from_secs(5), || async {
             seen.lock().unwrap().len() >= 4
         })
         .await
@@ -115,7 +115,7 @@ async fn lease_semaphore_is_redissons_string_and_timeout_set() {
     assert_eq!(*seen.lock().unwrap(), ["4", "2", "3", "4"]);
     assert_eq!(sem.leased_permits().await.unwrap(), 0);
     assert!(keys_without_ttl(&mut conn).await.is_empty());
-    let keys: Vec<String> = support::keys_with_pttl(&mut conn)
+    let keys: Vec<String> = suite::keys_with_pttl(&mut conn)
         .await
         .into_iter()
         .map(|(k, _)| k)
@@ -129,7 +129,7 @@ async fn lease_semaphore_is_redissons_string_and_timeout_set() {
         Err(Error::InvalidArgument { argument, .. }) => assert_eq!(argument, "name"),
         other => panic!("expected InvalidArgument, got {other:?}"),
     }
-    assert!(!support::exists(&mut conn, "a{b").await);
+    assert!(!suite::exists(&mut conn, "a{b").await);
     assert!(peer.bad_payloads().is_empty(), "{:?}", peer.bad_payloads());
 }
 

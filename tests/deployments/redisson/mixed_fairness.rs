@@ -6,9 +6,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use support::kit::within;
-use support::redisson::RedissonPeer;
-use support::RedisServer;
+use suite::kit::within;
+use suite::redisson::RedissonPeer;
+use suite::RedisServer;
 
 use super::{client, TTL, TTL_MS};
 

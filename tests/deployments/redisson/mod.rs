@@ -1,5 +1,5 @@
 //! A mixed fleet: lockwise in Redisson's key layout ([`lockwise::KeyLayout::Redisson`]) against real servers,
-//! and against `support::redisson`: a client written from Redisson's wire contract that plays
+//! and against `suite::redisson`: a client written from Redisson's wire contract that plays
 //! the Java service (Redisson 3.45 – 4.7) without a JVM.
 //!
 //! | module | what |
@@ -36,12 +36,12 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 
 use lockwise::{Client, KeyLayout};
-use support::{Conn, RedisServer};
+use suite::{Conn, RedisServer};
 
 /// A client in Redisson's layout with the given watchdog timeout.
 async fn client(server: &RedisServer, watchdog: Duration) -> Client {
     Client::builder(server.url())
-        .namespace(support::unique_ns("redisson"))
+        .namespace(suite::unique_ns("redisson"))
         .key_layout(KeyLayout::Redisson)
         .watchdog_timeout(watchdog)
         .build()
@@ -57,7 +57,7 @@ fn ttl_exempt(key: &str) -> bool {
 /// Every key Redis holds that has no TTL and should have one (lockwise's presence keys and
 /// the token counters aside).
 async fn keys_without_ttl(conn: &mut Conn) -> Vec<String> {
-    support::keys_with_pttl(conn)
+    suite::keys_with_pttl(conn)
         .await
         .into_iter()
         .filter(|(k, pttl)| *pttl < 0 && !ttl_exempt(k))
@@ -118,7 +118,7 @@ async fn record(server: &RedisServer, channel: &str) -> Arc<Mutex<Vec<String>>> 
 /// The payloads `seen` holds once it holds `n` of them (or after 5 s), a little later so
 /// that one that should not be there would have arrived too.
 async fn payloads(seen: &Mutex<Vec<String>>, n: usize) -> Vec<String> {
-    support::eventually(Duration::from_secs(5), || async {
+    suite::eventually(Duration::from_secs(5), || async {
         seen.lock().unwrap().len() >= n
     })
     .await;
@@ -170,7 +170,7 @@ async fn wakes<T: Send + 'static>(
     tokio::time::sleep(Duration::from_millis(300)).await;
     let released = Instant::now();
     release.await;
-    let (out, at) = support::kit::within(25, waiter).await.unwrap();
+    let (out, at) = suite::kit::within(25, waiter).await.unwrap();
     assert!(
         at - released < WOKEN,
         "{what}: woken {:?} after the release",

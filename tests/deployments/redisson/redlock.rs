@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockwise::{Client, RedLockSet};
-use support::kit::within;
-use support::redisson::RedissonPeer;
-use support::RedisServer;
+use suite::kit::within;
+use suite::redisson::RedissonPeer;
+use suite::RedisServer;
 
 use super::{client, fields, keys_without_ttl};
 
@@ -37,9 +37,9 @@ async fn redlock_nodes_hold_redissons_rlock() {
     // The hold it took on the third master is given back (in the background).
     let third = servers[2].conn().await;
     assert!(
-        support::eventually(Duration::from_secs(3), || {
+        suite::eventually(Duration::from_secs(3), || {
             let mut conn = third.clone();
-            async move { !support::exists(&mut conn, "job").await }
+            async move { !suite::exists(&mut conn, "job").await }
         })
         .await,
         "nothing left behind"

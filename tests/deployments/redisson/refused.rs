@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use lockwise::{Client, Error, KeyLayout};
-use support::RedisServer;
+use suite::RedisServer;
 
 use super::client;
 
 /// The keys Redis holds, lockwise's presence keys aside.
-async fn lock_keys(conn: &mut support::Conn) -> Vec<String> {
-    support::keys_with_pttl(conn)
+async fn lock_keys(conn: &mut suite::Conn) -> Vec<String> {
+    suite::keys_with_pttl(conn)
         .await
         .into_iter()
         .map(|(k, _)| k)

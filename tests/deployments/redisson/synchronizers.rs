@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockwise::Error;
-use support::kit::within;
-use support::redisson::{self, RedissonPeer};
-use support::RedisServer;
+use suite::kit::within;
+use suite::redisson::{self, RedissonPeer};
+use suite::RedisServer;
 
 use super::{client, get, keys_without_ttl, payloads, pttl, record, type_of, Holders, WOKEN};
 
@@ -311,7 +311,7 @@ async fn semaphore_is_redissons_string_and_publishes_decimal_counts() {
     assert_eq!(got, ["3", "3", "5", "1", "2"]);
     assert_decimal(&got);
     // Nothing but Redisson's key, and it has a TTL.
-    let keys: Vec<String> = support::keys_with_pttl(&mut conn)
+    let keys: Vec<String> = suite::keys_with_pttl(&mut conn)
         .await
         .into_iter()
         .map(|(k, _)| k)
@@ -323,7 +323,7 @@ async fn semaphore_is_redissons_string_and_publishes_decimal_counts() {
         Err(Error::InvalidArgument { argument, .. }) => assert_eq!(argument, "name"),
         other => panic!("expected InvalidArgument, got {other:?}"),
     }
-    assert!(!support::exists(&mut conn, "a{b").await);
+    assert!(!suite::exists(&mut conn, "a{b").await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -436,7 +436,7 @@ async fn latch_is_redissons_string_and_messages() {
         "a count-down keeps the TTL"
     );
     assert_eq!(latch.count_down().await.unwrap(), 0);
-    assert!(!support::exists(&mut conn, "gate").await, "opened: deleted");
+    assert!(!suite::exists(&mut conn, "gate").await, "opened: deleted");
     assert_eq!(
         latch.count_down().await.unwrap(),
         0,
@@ -445,7 +445,7 @@ async fn latch_is_redissons_string_and_messages() {
     let got = payloads(&seen, 2).await;
     assert_eq!(got, ["1", "0"], "set, then open");
     assert_decimal(&got);
-    assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+    assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
     // Braces in a latch's name are refused: its channel wraps the name in braces.
     match c.count_down_latch("{gate}").count_down().await {
         Err(Error::InvalidArgument { argument, .. }) => assert_eq!(argument, "name"),

@@ -3,10 +3,10 @@
 //! releases they must never outlive.
 
 use super::*;
-use support::OrNone;
+use suite::OrNone;
 
 use futures::future::join_all;
-use support::{exists, in_task, numsub_until, Interval};
+use suite::{exists, in_task, numsub_until, Interval};
 
 /// Watchdog timeout of the SCRIPT FLUSH / CLIENT KILL contention scenarios (long, so a lost
 /// wakeup shows as a wait of up to 30 s).
@@ -90,7 +90,7 @@ async fn join_contenders(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscription_loss_every_200ms() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("subloss");
+    let ns = suite::unique_ns("subloss");
     let mut clients = Vec::new();
     for _ in 0..3 {
         clients.push(client(server.url(), &ns, Duration::from_secs(30)).await);
@@ -153,26 +153,22 @@ async fn subscription_loss_every_200ms() {
         .collect();
     channels.push(clients[0].lock("fair").channel().to_string());
     for ch in &channels {
-        let zero = support::eventually(Duration::from_secs(3), || {
+        let zero = suite::eventually(Duration::from_secs(3), || {
             let mut c = conn.clone();
             let ch = ch.clone();
-            async move { support::numsub(&mut c, &ch).await == 0 }
+            async move { suite::numsub(&mut c, &ch).await == 0 }
         })
         .await;
-        assert!(
-            zero,
-            "NUMSUB {ch} = {}",
-            support::numsub(&mut conn, ch).await
-        );
+        assert!(zero, "NUMSUB {ch} = {}", suite::numsub(&mut conn, ch).await);
     }
     assert_quiescent(&conn, &ns, Duration::from_secs(3)).await;
 }
 
 async fn kill_pubsub_while_waiting(pause_after_kill: Duration) {
     let server = RedisServer::start();
-    let ns = support::unique_ns("flt-kill");
-    let a = support::client(&server, &ns, WATCHDOG).await;
-    let b = support::client(&server, &ns, WATCHDOG).await;
+    let ns = suite::unique_ns("flt-kill");
+    let a = suite::client(&server, &ns, WATCHDOG).await;
+    let b = suite::client(&server, &ns, WATCHDOG).await;
     let mut conn = server.conn().await;
     in_task(async move {
         let hl = a.lock("killed");
@@ -217,7 +213,7 @@ async fn kill_pubsub_while_waiting(pause_after_kill: Duration) {
             t0.elapsed()
         );
         let mut iv = intervals.lock().unwrap().clone();
-        support::assert_no_overlap(&mut iv);
+        suite::assert_no_overlap(&mut iv);
         assert!(
             numsub_until(&conn, &channel, Duration::from_secs(2), |n| n == 0).await,
             "NUMSUB of {channel} did not drop to 0"
@@ -245,10 +241,10 @@ async fn client_kill_pubsub_then_unlock_after_reconnect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_kill_pubsub_repeatedly_while_contending() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("flt-kills");
+    let ns = suite::unique_ns("flt-kills");
     let clients = vec![
-        support::client(&server, &ns, WATCHDOG).await,
-        support::client(&server, &ns, WATCHDOG).await,
+        suite::client(&server, &ns, WATCHDOG).await,
+        suite::client(&server, &ns, WATCHDOG).await,
     ];
     let mut conn = server.conn().await;
     in_task(async move {
@@ -275,13 +271,13 @@ async fn client_kill_pubsub_repeatedly_while_contending() {
         );
         assert!(killed >= 1, "the kills never hit a subscription connection");
         let mut iv = intervals.lock().unwrap().clone();
-        support::assert_no_overlap(&mut iv);
+        suite::assert_no_overlap(&mut iv);
         let channel = clients[0].lock("hammered").channel().to_string();
         assert!(
             numsub_until(&conn, &channel, Duration::from_secs(2), |n| n == 0).await,
             "NUMSUB of {channel} did not drop to 0"
         );
-        assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+        assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
     })
     .await;
 }
@@ -296,7 +292,7 @@ async fn client_kill_pubsub_repeatedly_while_contending() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_cache_loss_every_second() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("flush");
+    let ns = suite::unique_ns("flush");
     let clients = [
         client(server.url(), &ns, TTL).await,
         client(server.url(), &ns, TTL).await,
@@ -356,14 +352,14 @@ async fn script_cache_loss_every_second() {
             n
         })
     };
-    let evals_before = support::command_calls(&mut conn, "eval").await;
+    let evals_before = suite::command_calls(&mut conn, "eval").await;
     let handles = spawn_all(tasks, until, &hist, Errors::None);
     let stuck = join_by(handles, until + Duration::from_secs(10)).await;
     let flushes = flusher.await.unwrap();
     let (steady_lost, steady_unlock) = steady_task.await.unwrap();
     stop.store(true, Ordering::Relaxed);
     sampler.await.unwrap();
-    let evals = support::command_calls(&mut conn, "eval").await - evals_before;
+    let evals = suite::command_calls(&mut conn, "eval").await - evals_before;
     println!("{flushes} SCRIPT FLUSHes, {evals} EVAL fallbacks");
     assert_eq!(stuck, 0);
     assert!(flushes >= 3, "only {flushes} flushes");
@@ -383,12 +379,12 @@ async fn script_cache_loss_every_second() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn script_flush_mid_run() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("flt-flush");
+    let ns = suite::unique_ns("flt-flush");
     let clients = vec![
-        support::client(&server, &ns, WATCHDOG).await,
-        support::client(&server, &ns, WATCHDOG).await,
+        suite::client(&server, &ns, WATCHDOG).await,
+        suite::client(&server, &ns, WATCHDOG).await,
     ];
-    let steady = support::client(&server, &ns, Duration::from_secs(1)).await;
+    let steady = suite::client(&server, &ns, Duration::from_secs(1)).await;
     let mut conn = server.conn().await;
     in_task(async move {
         let steady_lock = steady.lock("steady");
@@ -414,15 +410,15 @@ async fn script_flush_mid_run() {
         let tasks = spawn_contenders(&clients, 8, "flushed", until, intervals.clone());
         let total = join_contenders(tasks, Duration::from_secs(10)).await;
         flusher.await.unwrap();
-        let evals = support::command_calls(&mut conn, "eval").await;
-        let evalshas = support::command_calls(&mut conn, "evalsha").await;
+        let evals = suite::command_calls(&mut conn, "eval").await;
+        let evalshas = suite::command_calls(&mut conn, "evalsha").await;
         println!(
             "{total} critical sections, {} SCRIPT FLUSHes, EVAL {evals}, EVALSHA {evalshas}",
             flushes.load(Ordering::Relaxed)
         );
         assert!(total > 0);
         let mut iv = intervals.lock().unwrap().clone();
-        support::assert_no_overlap(&mut iv);
+        suite::assert_no_overlap(&mut iv);
         assert!(evals > 0, "NOSCRIPT fallback (EVAL) never ran");
 
         assert!(
@@ -436,7 +432,7 @@ async fn script_flush_mid_run() {
             .unwrap();
         assert!(p > 0 && p <= 1000, "watchdog lock PTTL {p}");
         steady_guard.unlock().await.expect("steady unlock");
-        assert!(support::keys_with_pttl(&mut conn).await.is_empty());
+        assert!(suite::keys_with_pttl(&mut conn).await.is_empty());
     })
     .await;
 }
@@ -483,7 +479,7 @@ async fn watchdog_unlock_race_no_ttl_rise() {
     const TASKS: usize = 48;
     const WATCHDOG: Duration = Duration::from_millis(30);
     let server = RedisServer::start();
-    let ns = support::unique_ns("race");
+    let ns = suite::unique_ns("race");
     let mut conn = server.conn().await;
     let _: String = redis::cmd("CONFIG")
         .arg("SET")
@@ -521,7 +517,7 @@ async fn watchdog_unlock_race_no_ttl_rise() {
                     return true;
                 }
                 // A client's presence key (`SET .. PX`, refreshed on its own) is not a lock.
-                if support::is_presence(key) {
+                if suite::is_presence(key) {
                     continue;
                 }
                 audit.lock().unwrap().event(key, &event);

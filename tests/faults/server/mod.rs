@@ -17,9 +17,9 @@
 mod loss;
 mod stall;
 
-use support::OrNone;
+use suite::OrNone;
 
-use support::Conn;
+use suite::Conn;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use crate::checker;
 use futures::StreamExt;
 use lockwise::{Client, Error};
-use support::RedisServer;
+use suite::RedisServer;
 
 /// Watchdog timeout (= TTL of a held lock) in the stall / slow-server scenarios.
 const TTL: Duration = Duration::from_secs(1);
@@ -154,7 +154,7 @@ async fn keys_in(conn: &mut Conn, ns: &str) -> Vec<(String, i64)> {
     let mut out = Vec::new();
     for k in keys
         .into_iter()
-        .filter(|k| !is_fence(k) && !support::is_presence(k))
+        .filter(|k| !is_fence(k) && !suite::is_presence(k))
     {
         let pttl: i64 = redis::cmd("PTTL").arg(&k).query_async(conn).await.unwrap();
         if pttl != -2 {
@@ -464,7 +464,7 @@ where
     F: FnOnce(Conn) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let ns = support::unique_ns(label);
+    let ns = suite::unique_ns(label);
     let clients = [
         client(server.url(), &ns, TTL).await,
         client(server.url(), &ns, TTL).await,

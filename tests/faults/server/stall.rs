@@ -2,9 +2,9 @@
 //! while clients contend; a reply that comes after the response timeout.
 
 use super::*;
-use support::OrNone;
+use suite::OrNone;
 
-use support::{exists, in_task};
+use suite::{exists, in_task};
 
 /// Watchdog timeout of the late-reply scenario (long: only the undo may free the lock).
 const WATCHDOG: Duration = Duration::from_secs(30);
@@ -117,7 +117,7 @@ async fn slow_server_debug_sleep() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_reply_after_response_timeout_leaves_no_hold() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("flt-late");
+    let ns = suite::unique_ns("flt-late");
     let c = Client::builder(server.url())
         .namespace(ns.clone())
         .watchdog_timeout(WATCHDOG)
@@ -125,13 +125,13 @@ async fn late_reply_after_response_timeout_leaves_no_hold() {
         .build()
         .await
         .expect("build client");
-    let other = support::client(&server, &ns, WATCHDOG).await;
+    let other = suite::client(&server, &ns, WATCHDOG).await;
     let sleeper = server.conn().await;
     let conn = server.conn().await;
     in_task(async move {
         let lock = c.lock("late");
         let key = lock.key().to_string();
-        let calls_before = support::script_calls(&mut conn.clone()).await;
+        let calls_before = suite::script_calls(&mut conn.clone()).await;
         let sleep = {
             let mut s = sleeper.clone();
             tokio::spawn(async move {
@@ -160,7 +160,7 @@ async fn late_reply_after_response_timeout_leaves_no_hold() {
         };
         println!("lock() during DEBUG SLEEP {outcome}");
         sleep.await.unwrap();
-        let gone = support::eventually(Duration::from_secs(2), || {
+        let gone = suite::eventually(Duration::from_secs(2), || {
             let mut c = conn.clone();
             let key = key.clone();
             async move { !exists(&mut c, &key).await }
@@ -176,7 +176,7 @@ async fn late_reply_after_response_timeout_leaves_no_hold() {
             gone,
             "a hold taken by the timed-out lock() is still there: {fields:?}"
         );
-        let calls = support::script_calls(&mut cc).await - calls_before;
+        let calls = suite::script_calls(&mut cc).await - calls_before;
         println!("script calls during the stall and clean-up: {calls}");
         assert!(
             calls >= 2,
@@ -203,7 +203,7 @@ async fn late_reply_after_response_timeout_leaves_no_hold() {
         };
         g.unlock().await.expect("unlock");
         let mut cc = conn.clone();
-        assert!(support::keys_with_pttl(&mut cc).await.is_empty());
+        assert!(suite::keys_with_pttl(&mut cc).await.is_empty());
     })
     .await;
 }
@@ -215,7 +215,7 @@ async fn late_reply_after_response_timeout_leaves_no_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn re_entry_during_a_stall_is_not_counted_twice() {
     let server = RedisServer::start();
-    let ns = support::unique_ns("flt-reenter");
+    let ns = suite::unique_ns("flt-reenter");
     let c = Client::builder(server.url())
         .namespace(ns.clone())
         .watchdog_timeout(WATCHDOG)
@@ -256,7 +256,7 @@ async fn re_entry_during_a_stall_is_not_counted_twice() {
                     .unwrap();
                 fields
                     .into_iter()
-                    .filter(|(f, _)| support::is_owner_field(f))
+                    .filter(|(f, _)| suite::is_owner_field(f))
                     .map(|(_, n)| n)
                     .collect::<Vec<_>>()
             }
@@ -265,7 +265,7 @@ async fn re_entry_during_a_stall_is_not_counted_twice() {
             "right after the sleep the server counts {:?}",
             counts(&conn).await
         );
-        let settled = support::eventually(Duration::from_secs(3), || {
+        let settled = suite::eventually(Duration::from_secs(3), || {
             let f = counts(&conn);
             async move { f.await == vec![believed] }
         })
@@ -285,7 +285,7 @@ async fn re_entry_during_a_stall_is_not_counted_twice() {
             !exists(&mut cc, &key).await,
             "nothing left after the unlock"
         );
-        assert!(support::keys_with_pttl(&mut cc).await.is_empty());
+        assert!(suite::keys_with_pttl(&mut cc).await.is_empty());
     })
     .await;
 }
@@ -323,7 +323,7 @@ async fn eviction_policy_warns_and_oom_fails_closed() {
         .finish();
     let c = {
         let _guard = tracing::subscriber::set_default(subscriber);
-        client(lru.url(), &support::unique_ns("evict"), TTL).await
+        client(lru.url(), &suite::unique_ns("evict"), TTL).await
     };
     let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     let warnings = log.lines().filter(|l| l.contains("may evict")).count();
@@ -338,7 +338,7 @@ async fn eviction_policy_warns_and_oom_fails_closed() {
 
     // (b) noeviction, filled with junk until OOM.
     let full = RedisServer::start_with(&["--maxmemory", "2mb", "--maxmemory-policy", "noeviction"]);
-    let ns = support::unique_ns("oom");
+    let ns = suite::unique_ns("oom");
     let c = client(full.url(), &ns, TTL).await;
     let mut conn = full.conn().await;
     let junk = "j".repeat(16 * 1024);
@@ -409,7 +409,7 @@ async fn eviction_policy_warns_and_oom_fails_closed() {
         "something was written under OOM: {:?}",
         keys_in(&mut conn, &ns).await
     );
-    assert!(support::active_channels(&mut conn).await.is_empty());
+    assert!(suite::active_channels(&mut conn).await.is_empty());
     // Memory freed: it works again. SYNC frees before the reply: Valkey 8 defaults to
     // lazyfree-lazy-user-flush yes, where a plain FLUSHALL frees in the background and the
     // next write may still be over maxmemory.

@@ -2,7 +2,7 @@
 //! in the same run, three rounds with the layouts alternating: uncontended lock -> unlock
 //! pairs/s at 64 tasks, and the contended handoff gap of `RLock` and `FairLock` (4 Clients x
 //! 8 tasks). Then a mixed fleet on one lock: 2 lockwise Clients x 4 tasks and 2
-//! Redisson-protocol peers (`support::redisson`, the test suite's "Java service") x 4
+//! Redisson-protocol peers (`suite::redisson`, the test suite's "Java service") x 4
 //! threads, every hold recorded; the gap between holds by direction of the handoff
 //! (lockwise -> Java is a Java thread woken by a lockwise release, and so on). PING p50 is
 //! the reference of each round.
@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use lockwise::KeyLayout;
-use support::redisson::RedissonPeer;
+use suite::redisson::RedissonPeer;
 
 use super::*;
 

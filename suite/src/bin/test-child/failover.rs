@@ -9,7 +9,7 @@ use lockwise::{Client, Error};
 
 use super::{checker, emit, env};
 use checker::History;
-use support::OrNone;
+use suite::OrNone;
 
 /// What the callers of one failover worker saw go wrong, by call and kind of error.
 #[derive(Default)]

@@ -5,7 +5,7 @@
 //! tests do) with its settings in `LOCKWISE_FP_*` variables, prints its history
 //! (`lockwise_testkit::checker`) and `@`-markers on stdout and reads commands on stdin. A
 //! panic fails the child (exit status 101), which the parent asserts on. The parent side is
-//! `support::child`; the tests build and find this binary through it.
+//! `suite::child`; the tests build and find this binary through it.
 //!
 //! | role | what it does | used by |
 //! |---|---|---|
@@ -26,13 +26,13 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::checker;
-use support::OrNone;
+use suite::checker;
+use suite::OrNone;
 
 use checker::History;
 use lockwise::{Client, Error};
 use redis::AsyncCommands;
-use support::in_task;
+use suite::in_task;
 
 /// Watchdog timeout and lease of every scenario: short, so faults play out in seconds.
 const WATCHDOG: Duration = Duration::from_secs(1);
@@ -72,7 +72,7 @@ fn main() {
 }
 
 async fn client(url: &str, ns: &str) -> Client {
-    support::client_at(url, ns, WATCHDOG).await
+    suite::client_at(url, ns, WATCHDOG).await
 }
 
 fn env(name: &str) -> String {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use support::stock;
+use suite::stock;
 
 use super::{client, emit, env};
 

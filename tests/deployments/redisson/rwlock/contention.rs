@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockwise::Client;
-use support::kit::within;
-use support::redisson::RedissonPeer;
-use support::RedisServer;
+use suite::kit::within;
+use suite::redisson::RedissonPeer;
+use suite::RedisServer;
 
 use super::super::client;
 use super::{nothing_left, TTL, TTL_MS};

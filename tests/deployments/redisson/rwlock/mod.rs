@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lockwise::Error;
-use support::kit::within;
-use support::redisson::{rw_timeout_prefix, RedissonPeer};
-use support::{Conn, RedisServer};
+use suite::kit::within;
+use suite::redisson::{rw_timeout_prefix, RedissonPeer};
+use suite::{Conn, RedisServer};
 
 use super::{
     client, fields, get, is_owner_field, keys_without_ttl, payloads, pttl, record, TTL, TTL_MS,
@@ -38,7 +38,7 @@ fn expect(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 async fn all_keys(conn: &mut Conn) -> Vec<String> {
-    let mut keys: Vec<String> = support::keys_with_pttl(conn)
+    let mut keys: Vec<String> = suite::keys_with_pttl(conn)
         .await
         .into_iter()
         .map(|(k, _)| k)
@@ -50,7 +50,7 @@ async fn all_keys(conn: &mut Conn) -> Vec<String> {
 /// Nothing left: no hash, no timeout key, no key without a TTL, no payload Java rejects.
 async fn nothing_left(conn: &mut Conn, peers: &[&RedissonPeer]) {
     assert!(
-        support::eventually(Duration::from_secs(5), || {
+        suite::eventually(Duration::from_secs(5), || {
             let mut conn = conn.clone();
             async move { all_keys(&mut conn).await.is_empty() }
         })
@@ -371,7 +371,7 @@ async fn the_watchdog_renews_read_holds_and_their_timeout_keys() {
     // ... which goes on living past the TTL that unlock set (the timeout key's).
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(pttl(&mut conn, &key).await > 500);
-    assert!(support::exists(&mut conn, "doc").await && !read.is_lost());
+    assert!(suite::exists(&mut conn, "doc").await && !read.is_lost());
     read.unlock().await.unwrap();
     // A downgraded writer's two holds are both renewed: the hash, and the read hold's key.
     let c2 = c.clone();
@@ -505,7 +505,7 @@ async fn a_read_run_is_valid_only_as_long_as_the_timeout_keys_it_has_left() {
     let server = RedisServer::start();
     let (c1, c2) = (client(&server, TTL).await, client(&server, TTL).await);
     let short = Duration::from_millis(400);
-    support::in_task(async move {
+    suite::in_task(async move {
         let read = c1.rw_lock("keys-left").read();
         let g1 = read.lock_with_lease(short).await.unwrap();
         let taken = Instant::now();
@@ -527,7 +527,7 @@ async fn a_read_run_is_valid_only_as_long_as_the_timeout_keys_it_has_left() {
             "two owners: a writer holds while the reader believes"
         );
         w.unlock().await.unwrap();
-        support::kit::assert_not_held(g1.unlock().await, "keys-left");
+        suite::kit::assert_not_held(g1.unlock().await, "keys-left");
     })
     .await;
 }
@@ -553,7 +553,7 @@ async fn a_read_after_an_expired_one_of_the_same_owner_lives_by_its_own_key() {
         .lock_with_lease(Duration::from_secs(30))
         .await
         .unwrap();
-    support::in_task(async move {
+    suite::in_task(async move {
         let read = c1.rw_lock(name).read();
         let old = read
             .lock_with_lease(Duration::from_millis(300))
@@ -582,7 +582,7 @@ async fn a_read_after_an_expired_one_of_the_same_owner_lives_by_its_own_key() {
         );
         assert!(!new.is_lost());
         new.unlock().await.unwrap();
-        support::kit::assert_not_held(old.unlock().await, name);
+        suite::kit::assert_not_held(old.unlock().await, name);
     })
     .await;
 }
