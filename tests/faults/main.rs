@@ -45,7 +45,7 @@
 //! | tests/locks/wakeup.rs | `crashed_leased_holder_is_taken_within_its_ttl`, `crashed_watchdog_holder_is_taken_within_its_ttl` | a holder that never unlocks |
 //! | tests/locks/watchdog.rs | `paused_holder_sees_is_lost_at_once_on_resume` | a holder runtime paused past its TTL |
 //! | tests/client/listener.rs | `refused_resubscription_after_reconnect_still_wakes_waiters`, `subscription_loss_wakes_one_waiter_per_lock_not_every_waiter` | a resubscription the server refuses (ACL) after a pub/sub kill; a pub/sub kill under 300 waiters |
-//! | bench/src/bin/chaos/ (CI, not a test) | the multi-process chaos soak | normal and pub/sub connection kills, SCRIPT FLUSH, DEBUG SLEEP, server SIGSTOP, worker SIGSTOP past the watchdog timeout, worker SIGKILL, all at once |
+//! | stress/src/bin/chaos/ (CI, not a test) | the multi-process chaos soak | normal and pub/sub connection kills, SCRIPT FLUSH, DEBUG SLEEP, server SIGSTOP, worker SIGSTOP past the watchdog timeout, worker SIGKILL, all at once |
 //! | tests/deployments/ | `cluster_failover_with_waiters_checked`, `cluster_master_sigkill_with_waiters_checked`, `cluster_renewals_survive_failover`, `sentinel_master_sigkill_with_waiters_checked`, `sentinel_replica_sync_fails_closed_without_replica`, `sentinel_silence_stops_writes_and_loses_holds`, `sentinel_cut_off_client_takes_nothing_on_a_deposed_master` | Cluster / Sentinel failovers, a stopped replica, a client cut off from every sentinel (the `suite::proxy` black hole) |
 
 use suite::checker;

@@ -2,7 +2,7 @@
 //! injects faults, then everything is checked from the merged histories and from Redis.
 //!
 //! ```text
-//! cargo run --release -p lockwise-bench --bin chaos -- [--seconds 40] [--workers 4] [--tasks 8] [--locks 5]
+//! cargo run --release -p lockwise-stress --bin chaos -- [--seconds 40] [--workers 4] [--tasks 8] [--locks 5]
 //!     [--watchdog-ms 1500] [--quiet-bound-ms 150] [--seed N] [--no-faults] [--history FILE]
 //!     [--only pubsub,normal,flush,sleep,server-stop,worker-stop,worker-kill]
 //! ```
@@ -48,7 +48,7 @@
 //!    shows as the holder's TTL, 0.5 s and more). Every live worker must acquire after the
 //!    settling time (the longest lease or 2 x the watchdog timeout, + 1 s), and no call may
 //!    fail from 2 s after the faults (calls in flight at the last fault have timed out by
-//!    then). This soak has few waiters; `bench/src/bin/soak.rs` checks the same at 10,000 tasks,
+//!    then). This soak has few waiters; `stress/src/bin/soak.rs` checks the same at 10,000 tasks,
 //!    where waking every waiter after each subscription loss used to clog the handoffs.
 //! 3. Check phase: the coordinator says `STOP`; tasks stop taking locks (a wait in progress is
 //!    abandoned), tasks that hold park with their guards and report what they believe they

@@ -1,4 +1,4 @@
-//! lockwise soak: `cargo run --release -p lockwise-bench --bin soak -- [--seconds N] [--tasks N] [--locks N]`.
+//! lockwise soak: `cargo run --release -p lockwise-stress --bin soak -- [--seconds N] [--tasks N] [--locks N]`.
 //!
 //! 10,000 tasks (4 `Client`s) contend for 100 locks (90 `RLock`s, 10 `FairLock`s) for N seconds
 //! (default 30) while the subscription connections are killed every 200 ms
