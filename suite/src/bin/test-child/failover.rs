@@ -50,7 +50,8 @@ impl Errors {
 /// (sentinels in `url`, comma-separated, the first one watched for `+switch-master`; master
 /// `LOCKWISE_FP_MASTER`) whose `LOCKWISE_FP_TASKS` tasks take the fenced locks `f0` ..
 /// `f<LOCKWISE_FP_LOCKS - 1>` in turn: `try_lock` (2 s), hold 2-10 ms (one hold in four
-/// re-enters the lock once inside), unlock, think 5-20 ms. Streams its history line by line
+/// re-enters the lock once inside; the hold ends when `lost()` fires, even while that
+/// re-entry waits), unlock, think 5-20 ms. Streams its history line by line
 /// (the parent stops it at any moment), prints `@running`, and on `stop` (stdin) finishes the
 /// holds, prints `@errors <call:kind=n ...>` and exits.
 pub(super) async fn worker(url: String, ns: String, label: String) {
@@ -97,6 +98,16 @@ pub(super) async fn worker(url: String, ns: String, label: String) {
                 h.ok(&id, g.owner(), Some(g.token()), None);
                 emit(&h.line_of(&id));
                 let lost = g.lost();
+                // When lost() fires, this task stops relying on the hold, wherever it is (a
+                // re-entry below may be waiting through a failover meanwhile: the hold ends
+                // then, not when that call returns).
+                let lost_at = tokio::spawn({
+                    let lost = lost.clone();
+                    async move {
+                        lost.cancelled().await;
+                        checker::now_ns()
+                    }
+                });
                 let hold = Duration::from_millis(rand::random_range(2..=10));
                 if n % 4 == 0 {
                     // Re-entry inside the hold: the server's count goes to 2 and back.
@@ -113,12 +124,16 @@ pub(super) async fn worker(url: String, ns: String, label: String) {
                     _ = tokio::time::sleep(hold) => {}
                     _ = lost.cancelled() => {}
                 }
-                let note = if lost.is_cancelled() {
-                    "lost-seen"
+                let (ended, note) = if lost.is_cancelled() {
+                    (
+                        lost_at.await.unwrap_or_else(|_| checker::now_ns()),
+                        "lost-seen",
+                    )
                 } else {
-                    "unlock"
+                    lost_at.abort();
+                    (checker::now_ns(), "unlock")
                 };
-                h.release_at(&id, checker::now_ns(), note);
+                h.release_at(&id, ended, note);
                 emit(&h.line_of(&id));
                 if let Err(e) = g.unlock().await {
                     if !(e.is_not_held() && lost.is_cancelled()) {
