@@ -22,10 +22,16 @@ use crate::error::{Error, Result};
 use crate::layout::KeyLayout;
 use crate::wire::scripts::{commands_run, MULTI_CHECK};
 
-/// The commands the client itself sends on the keys of `namespace`, as `ACL DRYRUN`
-/// arguments: the command name, then arguments where `K` stands for a key and `C` for a
-/// channel under the namespace.
-const SENT: &[&[&str]] = &[
+/// The commands the client itself sends on the keys of the namespace (the scripts' own are
+/// read from them, [`commands_run`]).
+const SENT: &[&str] = &["ping", "evalsha", "eval", "hget", "exists", "pttl", "llen"];
+
+/// How to ask `ACL DRYRUN` about each command lockwise may run: the command name, then
+/// arguments where `K` stands for a key and `C` for a channel under the namespace (the
+/// server checks the arity and finds the keys by position, so each needs arguments of its
+/// shape). Which commands are asked about is [`SENT`] and what the scripts run; a unit test
+/// checks that each has a shape here.
+const SHAPES: &[&[&str]] = &[
     &["ping"],
     &[
         "evalsha",
@@ -34,17 +40,6 @@ const SENT: &[&[&str]] = &[
         "K",
     ],
     &["eval", "return 1", "1", "K"],
-    &["hget", "K", "f"],
-    &["exists", "K"],
-    &["pttl", "K"],
-    &["llen", "K"],
-];
-
-/// How to ask `ACL DRYRUN` about each command a script may run (the server checks the
-/// arity and finds the keys by position, so each needs arguments of its shape). Which
-/// commands are asked about is read from the scripts ([`commands_run`]); a unit test
-/// checks that each has a shape here.
-const SHAPES: &[&[&str]] = &[
     &["time"],
     &["hset", "K", "f", "1"],
     &["hexists", "K", "f"],
@@ -86,17 +81,22 @@ const SHAPES: &[&[&str]] = &[
 /// those its scripts run, each in its [`SHAPES`] form (a command without one, which the
 /// unit test rules out, is left to the probe calls of step 2).
 fn needed(layout: KeyLayout) -> Vec<&'static [&'static str]> {
-    let mut out: Vec<&'static [&'static str]> = SENT.to_vec();
-    for command in commands_run(layout) {
-        if SENT.iter().any(|s| s[0] == command) {
-            continue;
-        }
-        match SHAPES.iter().find(|s| s[0] == command) {
-            Some(shape) => out.push(shape),
-            None => tracing::debug!(command, "no ACL DRYRUN form for a script's command"),
-        }
-    }
-    out
+    let scripts = commands_run(layout);
+    let names = SENT.iter().copied().chain(
+        scripts
+            .iter()
+            .map(String::as_str)
+            .filter(|c| !SENT.contains(c)),
+    );
+    names
+        .filter_map(|command| {
+            let shape = SHAPES.iter().find(|s| s[0] == command).copied();
+            if shape.is_none() {
+                tracing::debug!(command, "no ACL DRYRUN form for a command");
+            }
+            shape
+        })
+        .collect()
 }
 
 /// The reads of a read-only client ([`super::read_only`]): all it needs, on keys under
@@ -251,9 +251,14 @@ mod tests {
     fn every_command_a_script_runs_is_asked_about() {
         for layout in [KeyLayout::Lockwise, KeyLayout::Redisson] {
             let asked: Vec<&str> = needed(layout).iter().map(|c| c[0]).collect();
-            for command in commands_run(layout) {
+            let scripts = commands_run(layout);
+            for command in scripts
+                .iter()
+                .map(String::as_str)
+                .chain(SENT.iter().copied())
+            {
                 assert!(
-                    asked.contains(&command.as_str()),
+                    asked.contains(&command),
                     "{command} ({layout:?}) has no ACL DRYRUN form in SHAPES"
                 );
             }
