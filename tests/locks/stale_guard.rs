@@ -289,38 +289,52 @@ async fn fair_stale_lease_guard_does_not_release_the_next_hold_of_its_task() {
     let ns = suite::unique_ns("review-fair-stale");
     let c = suite::client(&server, &ns, Duration::from_secs(30)).await;
     let c2 = suite::client(&server, &ns, Duration::from_secs(30)).await;
-    let lock = c.fair_lock("stale");
-    let other = c2.fair_lock("stale");
-    suite::in_task(async move {
-        let old = lock
-            .try_lock(Duration::ZERO, Some(Duration::from_millis(200)))
-            .await
-            .or_none()
-            .unwrap()
-            .expect("first hold");
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        let new = lock
-            .try_lock(Duration::ZERO, Some(Duration::from_secs(8)))
-            .await
-            .or_none()
-            .unwrap()
-            .expect("second hold");
+    let (lock, other) = (c.fair_lock("stale"), c2.fair_lock("stale"));
+    suite::in_task(stale_lease_guard_keeps_the_next_hold(lock, other, false)).await;
+}
+
+/// For a lock kind: a lease guard whose hold expired, its task having taken the lock again,
+/// answers NotHeld (or, with `drop_it`, is dropped) and leaves the new hold alone; another
+/// owner stays out.
+async fn stale_lease_guard_keeps_the_next_hold<L: lockwise::Lock>(
+    lock: L,
+    other: L,
+    drop_it: bool,
+) {
+    use lockwise::LockGuard;
+    let old = lock
+        .try_lock(Duration::ZERO, Some(Duration::from_millis(200)))
+        .await
+        .or_none()
+        .unwrap()
+        .expect("first hold");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let new = lock
+        .try_lock(Duration::ZERO, Some(Duration::from_secs(8)))
+        .await
+        .or_none()
+        .unwrap()
+        .expect("second hold");
+    assert!(!new.is_lost(), "the new hold inherits no loss");
+    if drop_it {
+        drop(old);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    } else {
         let stale = old.unlock().await;
         assert!(
             matches!(&stale, Err(e) if e.is_not_held()),
             "stale unlock answered {stale:?}"
         );
-        assert_eq!(lock.hold_count().await.unwrap(), 1);
-        let intruder = other
-            .try_lock(Duration::ZERO, Some(Duration::from_secs(1)))
-            .await
-            .or_none()
-            .unwrap();
-        assert!(intruder.is_none(), "another owner got in");
-        new.unlock().await.unwrap();
-        assert!(!lock.is_locked().await.unwrap());
-    })
-    .await;
+    }
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    let intruder = other
+        .try_lock(Duration::ZERO, Some(Duration::from_secs(1)))
+        .await
+        .or_none()
+        .unwrap();
+    assert!(intruder.is_none(), "another owner got in");
+    new.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -335,43 +349,10 @@ async fn spin_stale_lease_guard_does_not_release_the_next_hold_of_its_task() {
     let ns = suite::unique_ns("spin-stale");
     let c = suite::client(&server, &ns, Duration::from_secs(30)).await;
     let c2 = suite::client(&server, &ns, Duration::from_secs(30)).await;
-    let lock = c.spin_lock("stale");
-    let other = c2.spin_lock("stale");
+    let (lock, other) = (c.spin_lock("stale"), c2.spin_lock("stale"));
     suite::in_task(async move {
         for drop_it in [false, true] {
-            let old = lock
-                .try_lock(Duration::ZERO, Some(Duration::from_millis(200)))
-                .await
-                .or_none()
-                .unwrap()
-                .expect("first hold");
-            tokio::time::sleep(Duration::from_millis(400)).await;
-            let new = lock
-                .try_lock(Duration::ZERO, Some(Duration::from_secs(8)))
-                .await
-                .or_none()
-                .unwrap()
-                .expect("second hold");
-            assert!(!new.is_lost(), "the new hold inherits no loss");
-            if drop_it {
-                drop(old);
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            } else {
-                let stale = old.unlock().await;
-                assert!(
-                    matches!(&stale, Err(e) if e.is_not_held()),
-                    "stale unlock answered {stale:?}"
-                );
-            }
-            assert_eq!(lock.hold_count().await.unwrap(), 1);
-            let intruder = other
-                .try_lock(Duration::ZERO, Some(Duration::from_secs(1)))
-                .await
-                .or_none()
-                .unwrap();
-            assert!(intruder.is_none(), "another owner got in");
-            new.unlock().await.unwrap();
-            assert!(!lock.is_locked().await.unwrap());
+            stale_lease_guard_keeps_the_next_hold(lock.clone(), other.clone(), drop_it).await;
         }
     })
     .await;

@@ -21,27 +21,10 @@ fn read(rel: &str) -> String {
     fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)).unwrap()
 }
 
-/// The types that implement the contract: every `impl_lock!(Type, Guard)` in `src/`, and
-/// the handles whose sides are such types (`RwLock`).
+/// The types that implement the contract (the method-table test's scan of `impl_lock!`),
+/// and the handles whose sides are such types (`RwLock`).
 fn contract_types() -> BTreeSet<String> {
-    let mut types = BTreeSet::new();
-    let mut stack = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
-    while let Some(dir) = stack.pop() {
-        for entry in fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            for line in fs::read_to_string(&path).unwrap().lines() {
-                let line = line.trim().trim_start_matches("crate::lock::contract::");
-                if let Some(rest) = line.strip_prefix("impl_lock!(") {
-                    let handle = rest.split(',').next().unwrap().trim();
-                    types.insert(handle.trim_start_matches("crate::").to_string());
-                }
-            }
-        }
-    }
+    let (_, mut types) = super::method_table::in_source();
     if types.contains("ReadLock") && types.contains("WriteLock") {
         types.insert("RwLock".to_string());
     }

@@ -13,7 +13,7 @@ use lockwise::{
     WriteLock, WriteLockGuard,
 };
 
-type Methods = BTreeMap<String, BTreeSet<String>>;
+pub(super) type Methods = BTreeMap<String, BTreeSet<String>>;
 
 /// `(kind, method)` for every method listed, each named in code: a path to the method, or
 /// for a generic one a call in a closure that is never run. A method that does not exist
@@ -145,7 +145,7 @@ fn table(readme: &str, first: &str) -> Methods {
 /// (at the top level of a file), the methods of the `src/lock/api.rs` macros it invokes, and
 /// `run` / `try_run` when it implements `Lock`; and every handle and guard type that
 /// implements the contract (`impl_lock!`), wherever its file is.
-fn in_source() -> (Methods, BTreeSet<String>) {
+pub(super) fn in_source() -> (Methods, BTreeSet<String>) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     let mut dirs = vec![root.clone()];
