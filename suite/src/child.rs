@@ -68,6 +68,15 @@ fn built(what: &[&str], exe: PathBuf) -> PathBuf {
     };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
+    // `cargo test` sets these for the test binary; passed on, they would be the nested
+    // build's environment, and build scripts that watch them (ring's watches
+    // CARGO_MANIFEST_DIR) would rerun and leave the outer build stale: the next `cargo test`
+    // rebuilt TLS, redis and everything above them, twice the disk and time.
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(set_by_cargo_test) {
+            cmd.env_remove(name);
+        }
+    }
     cmd.args(["build", "--quiet"])
         .args(what)
         .arg("--manifest-path")
@@ -98,6 +107,22 @@ fn built(what: &[&str], exe: PathBuf) -> PathBuf {
         ),
     }
     exe
+}
+
+/// Whether `cargo test` sets the variable `name` for the test binary it runs (as opposed to
+/// the user's own configuration, such as `CARGO_HOME` or `CARGO_PROFILE_*`).
+fn set_by_cargo_test(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_MANIFEST_")
+        || matches!(
+            name,
+            "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "CARGO_RUSTC_CURRENT_DIR"
+                | "OUT_DIR"
+        )
 }
 
 /// A child process: the `test-child` binary running one role.
