@@ -27,7 +27,9 @@
 //   engine/           the engine: start at its mod.rs, whose module doc is the "how it
 //                     works" essay (the wait loop, cancellation, settling)
 //     core.rs         per-client state: connection, listener, hold registry, settings
-//     handle.rs       what hash kinds share: name and keys, acquire_hold (the acquire)
+//     acquire.rs      an acquire as data: a kind describes its attempt, the engine runs it
+//     handle.rs       what hash kinds share: name and keys, acquire_hold (the wait around
+//                     an attempt)
 //     wait.rs         the wait loop: try, subscribe, re-check, sleep until woken or the TTL
 //     owner.rs        owners (task, per hold, named) and their owner fields
 //     claim.rs        the overtake limit: overdue waiters queue by age for a free lock

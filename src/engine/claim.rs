@@ -8,10 +8,10 @@
 //! A kind that honours claims (one reentrant hash lock: `RLock`, `FencedLock`, and so a
 //! `MultiLock`'s members; both sides of a `RwLock`, which share a queue of their own, where
 //! readers are queued as `~<owner>`, a reader at the head holds back writers only, and
-//! writers queue as if they had waited the limit longer: see
-//! [`Claim::waited_ms_as_writer`])
+//! writers queue as if they had waited the limit longer, [`Claim::limit_ms`])
 //! passes [`Claim::ms`], [`Claim::waited_ms`] and the claim keys to
-//! its lock script at each attempt. The wait loop of [`acquire_hold`](super::handle::acquire_hold) wakes a
+//! its lock script at each attempt (the engine does, [`acquire::run`](super::acquire::run)).
+//! The wait loop of [`acquire_hold`](super::handle::acquire_hold) wakes a
 //! waiter when it becomes overdue ([`Claim::until_due`]), whatever else wakes it, so it
 //! joins the queue on time; it then wakes a member at least every [`CLAIM_REFRESH`] so its
 //! entry stays alive while the lock is held, and withdraws it when the waiter leaves without
@@ -132,12 +132,9 @@ impl Claim {
         self.since.elapsed().as_millis() as u64
     }
 
-    /// [`waited_ms`](Self::waited_ms) plus the overtake limit: the place of a read-write
-    /// lock's writer, which queues as if it had waited the limit longer. So among waiters
-    /// that began within the limit of each other writers go first (writer preference), and
-    /// a reader that began more than the limit before a writer goes before it (the bound).
-    pub(crate) fn waited_ms_as_writer(&self) -> u64 {
-        self.waited_ms() + self.limit.map_or(0, |l| l.as_millis() as u64)
+    /// The overtake limit in ms; 0 when there is none.
+    pub(crate) fn limit_ms(&self) -> u64 {
+        self.limit.map_or(0, |l| l.as_millis() as u64)
     }
 
     /// Whether the acquire is overdue: its next attempt queues it.

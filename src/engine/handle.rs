@@ -222,7 +222,7 @@ pub(crate) fn attempt<T: Send + 'static>(
     kind: &LockRef,
     hold_key: &HoldKey,
     call: BoxFuture<'static, redis::RedisResult<Synced>>,
-    parse: fn(&[i64]) -> Option<Reply<T>>,
+    parse: impl Fn(&[i64]) -> Option<Reply<T>> + Send + 'static,
     what: &'static str,
 ) -> impl Future<Output = Result<Attempt<(Ticket, u32, T)>>> + Send + 'static {
     let (kind, hold_key) = (kind.clone(), hold_key.clone());
@@ -249,7 +249,9 @@ pub(crate) fn attempt<T: Send + 'static>(
 /// The acquire behind every kind's `lock`, `lock_with_lease` and `try_lock` for `owner`
 /// (from [`Base::owner_field`]): checks the name and lease, waits on `channel` until
 /// `attempt(hold key, lease ms, claim)` acquires or `deadline` passes (`Ok(None)`), and
-/// registers the hold before anything else can happen.
+/// registers the hold before anything else can happen. Described kinds reach it through
+/// [`acquire::run`](super::acquire::run); the fair lock, whose waiter may take a handoff
+/// without a call, hands it an attempt of its own.
 ///
 /// A kind that honours the overtake limit passes [`Claim::ms`] and `base.claims` to its lock
 /// script (see [`claim`](super::claim)); a waiter the script names claimant is then woken at

@@ -96,6 +96,7 @@
 //! - [`lock_ref`]: [`LockRef`], the engine's reference to one lock: its client, name and release.
 //! - [`kinds`]: [`KindId`], every kind by one name and its metric label.
 //! - [`batch`]: natural batching of the uncontended lock and unlock calls per connection.
+//! - [`acquire`]: an acquire as data: a kind describes its attempt, the engine runs it.
 //! - [`call`]: acquire calls that never leak a hold (cancellation, tickets, replica sync).
 //! - [`registry`]: the local hold registry: guards, calls in flight, doubts, loss deadlines.
 //! - [`settle`]: settlements that bring the server's count back to the guards'.
@@ -113,6 +114,7 @@
 //!
 //! Nothing here imports a lock kind or the `Client`: kinds are built on this module.
 
+pub(crate) mod acquire;
 pub(crate) mod batch;
 pub(crate) mod call;
 pub(crate) mod claim;

@@ -27,9 +27,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use tokio::time::Instant;
 
+use crate::engine::acquire::{Arg, AttemptArgs, ScriptCall};
 use crate::engine::{self, pttl_from, Base, Core, Hold, Owner, Reply};
 use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
@@ -275,39 +275,14 @@ impl FencedLock {
         lease: Option<Duration>,
     ) -> Result<Option<FencedLockGuard>> {
         let rlock = &self.inner.rlock;
-        let granted = engine::acquire_hold(
+        let granted = engine::acquire::run(
             &rlock.base,
+            self,
             self.base().owner_field(),
             engine::Wake::Channel(rlock.channel()),
             deadline,
             lease,
             engine::KindId::Fenced,
-            |hold_key, lease_ms, claim| {
-                let (base, owner) = (rlock.base.clone(), hold_key.1.clone());
-                let (key, fence) = (self.inner.key.clone(), self.inner.fence.clone());
-                let (claim_ms, waited_ms) = (claim.ms(), claim.waited_ms());
-                let call = async move {
-                    let keys: [&str; 4] =
-                        [&key, &fence, &base.claims.queue, &base.claims.deadlines];
-                    let args: [&dyn crate::wire::scripts::ToRedisArgsDyn; 4] =
-                        [&lease_ms, &&*owner, &claim_ms, &waited_ms];
-                    // Redisson's layout: RFencedLock's hash (owner fields only) and counter,
-                    // a new token on every acquire.
-                    let (script, keys, args) = match base.core.layout {
-                        KeyLayout::Redisson => (&REDISSON_FENCED_LOCK, &keys[..2], &args[..2]),
-                        _ => (&FENCED_LOCK, &keys[..], &args[..]),
-                    };
-                    engine::run_acquire(&base.kind, &owner, script, keys, args).await
-                }
-                .boxed();
-                engine::attempt(
-                    &rlock.base.kind,
-                    hold_key,
-                    call,
-                    fenced_reply,
-                    "fenced lock",
-                )
-            },
         )
         .await?;
         Ok(granted.map(|(hold, token)| {
@@ -348,14 +323,43 @@ owner_methods!(FencedLock, lock: "client.fenced_lock(\"ledger\")");
 
 /// `[1, holds, token]` granted, `[0, pttl]` held (or free but claimed by another waiter),
 /// `[0, pttl, score]` held and this owner queued at `score` (see `lua/claim.lua`).
-fn fenced_reply(reply: &[i64]) -> Option<Reply<u64>> {
-    match reply {
-        [1, holds, token] if *holds >= 1 && *token > 0 => {
-            Some(Reply::Granted(*holds as u32, *token as u64))
+/// One attempt of `lua/fenced_lock.lua` on the lock hash, the counter and the claim queue;
+/// in Redisson's layout `lua/redisson_fenced_lock.lua`, RFencedLock's hash (owner fields
+/// only) and counter, a new token on every acquire.
+impl engine::acquire::AcquireScript for FencedLock {
+    type Extra = u64;
+
+    fn what(&self) -> &'static str {
+        "fenced lock"
+    }
+
+    fn call<'a>(&'a self, a: &'a AttemptArgs) -> ScriptCall<'a> {
+        let (inner, claims) = (&self.inner, &self.inner.rlock.base.claims);
+        let (owner, lease) = (Arg::Str(&a.owner), Arg::Int(a.lease_ms));
+        match inner.rlock.base.core.layout {
+            KeyLayout::Redisson => ScriptCall {
+                script: &REDISSON_FENCED_LOCK,
+                keys: vec![&inner.key, &inner.fence],
+                args: vec![lease, owner],
+            },
+            _ => ScriptCall {
+                script: &FENCED_LOCK,
+                keys: vec![&inner.key, &inner.fence, &claims.queue, &claims.deadlines],
+                args: vec![lease, owner, Arg::Int(a.claim_ms), Arg::Int(a.waited_ms)],
+            },
         }
-        [0, pttl] => Some(Reply::Held(pttl_from(*pttl))),
-        [0, pttl, score] if *score > 0 => Some(Reply::Claimant(pttl_from(*pttl), *score)),
-        _ => None,
+    }
+
+    /// `[1, holds, token]` granted; otherwise the common shapes ([`engine::plain_reply`]).
+    fn parse(&self, reply: &[i64]) -> Option<Reply<u64>> {
+        match reply {
+            [1, holds, token] if *holds >= 1 && *token > 0 => {
+                Some(Reply::Granted(*holds as u32, *token as u64))
+            }
+            [0, pttl] => Some(Reply::Held(pttl_from(*pttl))),
+            [0, pttl, score] if *score > 0 => Some(Reply::Claimant(pttl_from(*pttl), *score)),
+            _ => None,
+        }
     }
 }
 

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use tokio::time::Instant;
 
+use crate::engine::acquire::{Arg, AttemptArgs, ScriptCall};
 use crate::engine::{self, Base, Core, Hold, Owner};
 use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
@@ -234,52 +234,9 @@ impl RLock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<Hold>> {
-        // The first attempt, most likely on a free lock, may go out in a batch with other
-        // calls on the connection (engine::batch); the attempts of a waiter go alone.
-        let mut first = true;
-        let granted = engine::acquire_hold(
-            &self.base,
-            self.base.owner_field(),
-            wake,
-            deadline,
-            lease,
-            label,
-            |hold_key, lease_ms, claim| {
-                let lock = self.clone();
-                let owner = hold_key.1.clone();
-                let (claim_ms, waited_ms) = (claim.ms(), claim.waited_ms());
-                let core = &self.base.core;
-                let batch = std::mem::take(&mut first)
-                    && claim_ms == 0
-                    && core.replica_sync.is_none()
-                    && core.layout != KeyLayout::Redisson;
-                let call = async move {
-                    let base = &lock.base;
-                    let mut permit = None;
-                    if batch {
-                        match engine::handle::first_lock(base, &owner, lease_ms).await {
-                            engine::handle::FirstLock::Answered(reply) => return reply,
-                            engine::handle::FirstLock::Send(alone) => permit = alone,
-                        }
-                    }
-                    let all: [&str; 3] = [&base.key, &base.claims.queue, &base.claims.deadlines];
-                    // Redisson's layout has no claim queue: lua/lock.lua without one is
-                    // Redisson's RLock acquire, byte for byte in its effects.
-                    let keys = match base.core.layout {
-                        KeyLayout::Redisson => &all[..1],
-                        _ => &all[..],
-                    };
-                    let args: [&dyn crate::wire::scripts::ToRedisArgsDyn; 4] =
-                        [&lease_ms, &&*owner, &claim_ms, &waited_ms];
-                    let reply = engine::run_acquire(&base.kind, &owner, &LOCK, keys, &args).await;
-                    drop(permit);
-                    reply
-                }
-                .boxed();
-                engine::attempt(&self.base.kind, hold_key, call, engine::plain_reply, "lock")
-            },
-        )
-        .await?;
+        let owner = self.base.owner_field();
+        let granted =
+            engine::acquire::run(&self.base, self, owner, wake, deadline, lease, label).await?;
         Ok(granted.map(|(hold, ())| hold))
     }
 
@@ -310,6 +267,43 @@ impl RLock {
 
 inspect_methods!(RLock: base, lock: "client.lock(\"invoice:42\")");
 owner_methods!(RLock, lock: "client.lock(\"invoice:42\")");
+
+/// One attempt of `lua/lock.lua` on the lock hash and its claim queue. Redisson's layout has
+/// no claim queue: the script without one is Redisson's RLock acquire, byte for byte in its
+/// effects.
+impl engine::acquire::AcquireScript for RLock {
+    type Extra = ();
+
+    fn what(&self) -> &'static str {
+        "lock"
+    }
+
+    fn call<'a>(&'a self, a: &'a AttemptArgs) -> ScriptCall<'a> {
+        let base = &self.base;
+        let mut keys = vec![&*base.key];
+        if base.core.layout != KeyLayout::Redisson {
+            keys.extend([&*base.claims.queue, &*base.claims.deadlines]);
+        }
+        ScriptCall {
+            script: &LOCK,
+            keys,
+            args: vec![
+                Arg::Int(a.lease_ms),
+                Arg::Str(&a.owner),
+                Arg::Int(a.claim_ms),
+                Arg::Int(a.waited_ms),
+            ],
+        }
+    }
+
+    fn parse(&self, reply: &[i64]) -> Option<engine::Reply<()>> {
+        engine::plain_reply(reply)
+    }
+
+    fn batched(&self) -> Option<&Arc<Base>> {
+        (self.base.core.layout != KeyLayout::Redisson).then_some(&self.base)
+    }
+}
 
 impl std::fmt::Debug for RLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -6,8 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
-
+use crate::engine::acquire::{Arg, AttemptArgs, ScriptCall};
 use crate::engine::{self, Attempt, Core, HoldKey, Ticket};
 use crate::error::{io_timeout, Error, Result};
 use crate::wire::keys::Keys;
@@ -59,21 +58,7 @@ impl NodeLock {
         ttl_ms: u64,
         timeout: Duration,
     ) -> impl Future<Output = NodeReply> + Send + 'static {
-        let call = {
-            let (node, owner) = (self.clone(), owner.clone());
-            async move {
-                let keys: [&str; 1] = [&node.key];
-                engine::run_acquire(&node.kind, &owner, &LOCK, &keys, &[&ttl_ms, &&*owner]).await
-            }
-            .boxed()
-        };
-        let attempt = engine::attempt(
-            &self.kind,
-            &self.hold_key(owner),
-            call,
-            engine::plain_reply,
-            "lock",
-        );
+        let attempt = engine::acquire::once(&self.kind, &self.hold_key(owner), self, ttl_ms);
         async move {
             match tokio::time::timeout(timeout, attempt).await {
                 // Dropping the attempt let it finish (and settle) in the background.
@@ -98,5 +83,26 @@ impl NodeLock {
                 ))),
             }
         }
+    }
+}
+
+/// `lua/lock.lua` on the node's key alone: a RedLock node neither stakes nor honours claims.
+impl engine::acquire::AcquireScript for NodeLock {
+    type Extra = ();
+
+    fn what(&self) -> &'static str {
+        "lock"
+    }
+
+    fn call<'a>(&'a self, a: &'a AttemptArgs) -> ScriptCall<'a> {
+        ScriptCall {
+            script: &LOCK,
+            keys: vec![&self.key],
+            args: vec![Arg::Int(a.lease_ms), Arg::Str(&a.owner)],
+        }
+    }
+
+    fn parse(&self, reply: &[i64]) -> Option<engine::Reply<()>> {
+        engine::plain_reply(reply)
     }
 }

@@ -8,12 +8,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 
 use super::acquire::fair_reply;
 use super::{FairLock, FairLockGuard};
-use crate::engine::{self, client_clock_ms, Attempt};
+use crate::engine::acquire::{Arg, AttemptArgs, ScriptCall};
+use crate::engine::{self, client_clock_ms, Reply};
 use crate::error::Result;
 use crate::wire::scripts::{REDISSON_FAIR_FORCE_UNLOCK, REDISSON_FAIR_LEAVE, REDISSON_FAIR_LOCK};
 
@@ -52,53 +54,21 @@ impl FairLock {
             armed: !single,
         };
         let refresh = (base.core.watchdog_timeout / 3).max(MIN_PAUSE);
-        let granted = engine::acquire_hold(
+        let attempt = RedissonAttempt {
+            lock: self.clone(),
+            wait_ms,
+            single,
+            refresh,
+            abandoned: queued.abandoned.clone(),
+        };
+        let granted = engine::acquire::run(
             base,
+            &attempt,
             owner,
             engine::Wake::Queued(&channel),
             deadline,
             lease,
             engine::KindId::Fair,
-            |hold_key, lease_ms, _claim| {
-                let (lock, owner) = (self.clone(), hold_key.1.clone());
-                let abandoned = queued.abandoned.clone();
-                let call = async move {
-                    let base = &lock.inner.base;
-                    let keys = [&*base.key, &base.keys.queue, &base.keys.deadlines];
-                    let reply = engine::run_acquire(
-                        &base.kind,
-                        &owner,
-                        &REDISSON_FAIR_LOCK,
-                        &keys,
-                        &[
-                            &lease_ms,
-                            &&*owner,
-                            &wait_ms,
-                            &client_clock_ms(),
-                            &u8::from(single),
-                        ],
-                    )
-                    .await;
-                    // Gone, and perhaps left before this late attempt queued it again.
-                    if abandoned.load(Ordering::SeqCst) && !single {
-                        let _ = lock.leave_redisson(&owner, wait_ms).await;
-                    }
-                    reply
-                }
-                .boxed();
-                let attempt = engine::attempt(&base.kind, hold_key, call, fair_reply, "fair lock");
-                async move {
-                    Ok(match attempt.await? {
-                        // Woken by the message when this waiter heads the queue; otherwise
-                        // it looks again within the bound (a head that died is dropped at
-                        // its deadline by whichever script runs next).
-                        Attempt::Held(pttl) => {
-                            Attempt::Held(Some(pttl.unwrap_or(refresh).clamp(MIN_PAUSE, refresh)))
-                        }
-                        other => other,
-                    })
-                }
-            },
         )
         .await;
         match granted {
@@ -187,5 +157,68 @@ impl Drop for Queued {
                 tracing::warn!(lock = %lock.inner.base.name, error = %e, "could not leave the fair queue; the entry goes at its deadline");
             }
         });
+    }
+}
+
+/// One attempt of RFairLock's acquire (`lua/redisson_fair_lock.lua`) on the lock hash and
+/// its queue, with the waiter's queue timeout `wait_ms`; `single`: `tryLock()`, one attempt
+/// that never queues.
+#[derive(Clone)]
+struct RedissonAttempt {
+    lock: FairLock,
+    wait_ms: u64,
+    single: bool,
+    /// The longest pause between a waiter's looks at the queue.
+    refresh: Duration,
+    /// Set when the waiter is gone: a late attempt that queued it again leaves after it.
+    abandoned: Arc<AtomicBool>,
+}
+
+impl engine::acquire::AcquireScript for RedissonAttempt {
+    type Extra = u64;
+
+    fn what(&self) -> &'static str {
+        "fair lock"
+    }
+
+    fn call<'a>(&'a self, a: &'a AttemptArgs) -> ScriptCall<'a> {
+        let base = &self.lock.inner.base;
+        ScriptCall {
+            script: &REDISSON_FAIR_LOCK,
+            keys: vec![&base.key, &base.keys.queue, &base.keys.deadlines],
+            args: vec![
+                Arg::Int(a.lease_ms),
+                Arg::Str(&a.owner),
+                Arg::Int(self.wait_ms),
+                Arg::Int(client_clock_ms()),
+                Arg::Int(u64::from(self.single)),
+            ],
+        }
+    }
+
+    /// Woken by the message when this waiter heads the queue; otherwise it looks again
+    /// within the bound (a head that died is dropped at its deadline by whichever script
+    /// runs next).
+    fn parse(&self, reply: &[i64]) -> Option<Reply<u64>> {
+        Some(match fair_reply(reply)? {
+            Reply::Held(pttl) => Reply::Held(Some(
+                pttl.unwrap_or(self.refresh).clamp(MIN_PAUSE, self.refresh),
+            )),
+            other => other,
+        })
+    }
+
+    /// Gone, and perhaps left before this late attempt queued it again.
+    fn after_call(&self, owner: &Arc<str>) -> Option<BoxFuture<'static, ()>> {
+        if self.single || !self.abandoned.load(Ordering::SeqCst) {
+            return None;
+        }
+        let (lock, owner, wait_ms) = (self.lock.clone(), owner.clone(), self.wait_ms);
+        Some(
+            async move {
+                let _ = lock.leave_redisson(&owner, wait_ms).await;
+            }
+            .boxed(),
+        )
     }
 }

@@ -3,11 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use tokio::time::Instant;
 
 use super::redisson::{self, Inspect};
 use super::shared::{Shared, Side};
+use crate::engine::acquire::{Arg, AttemptArgs, ScriptCall};
 use crate::engine::{self, Base, Hold};
 use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods};
@@ -175,40 +175,45 @@ impl ReadLock {
                 redisson::acquire(&self.base, &self.shared, Side::Read, deadline, lease).await?;
             return Ok(hold.map(|hold| ReadLockGuard { hold }));
         }
-        let granted = engine::acquire_hold(
+        let granted = engine::acquire::run(
             &self.base,
+            self,
             self.base.owner_field(),
             engine::Wake::Channel(&self.shared.read_channel),
             deadline,
             lease,
             engine::KindId::RwRead,
-            |hold_key, lease_ms, claim| {
-                let lock = self.clone();
-                let owner = hold_key.1.clone();
-                let (claim_ms, waited) = (claim.ms(), claim.waited_ms());
-                let call = async move {
-                    let (s, c) = (&lock.shared, &lock.base.claims);
-                    engine::run_acquire(
-                        &lock.base.kind,
-                        &owner,
-                        &RW_READ,
-                        &[&s.read, &s.write, &s.writers, &c.queue, &c.deadlines],
-                        &[&lease_ms, &&*owner, &claim_ms, &waited],
-                    )
-                    .await
-                }
-                .boxed();
-                engine::attempt(
-                    &self.base.kind,
-                    hold_key,
-                    call,
-                    engine::plain_reply,
-                    "read lock",
-                )
-            },
         )
         .await?;
         Ok(granted.map(|(hold, ())| ReadLockGuard { hold }))
+    }
+}
+
+/// One attempt of `lua/rw_read.lua` on both sides' hashes, the writers' intents and the
+/// claim queue (lockwise's layout; Redisson's goes through [`redisson::acquire`]).
+impl engine::acquire::AcquireScript for ReadLock {
+    type Extra = ();
+
+    fn what(&self) -> &'static str {
+        "read lock"
+    }
+
+    fn call<'a>(&'a self, a: &'a AttemptArgs) -> ScriptCall<'a> {
+        let (s, c) = (&self.shared, &self.base.claims);
+        ScriptCall {
+            script: &RW_READ,
+            keys: vec![&s.read, &s.write, &s.writers, &c.queue, &c.deadlines],
+            args: vec![
+                Arg::Int(a.lease_ms),
+                Arg::Str(&a.owner),
+                Arg::Int(a.claim_ms),
+                Arg::Int(a.waited_ms),
+            ],
+        }
+    }
+
+    fn parse(&self, reply: &[i64]) -> Option<engine::Reply<()>> {
+        engine::plain_reply(reply)
     }
 }
 

@@ -19,9 +19,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
-
 use super::shared::{Shared, Side};
+use crate::engine::acquire::{Arg, AttemptArgs, ScriptCall};
 use crate::engine::{self, inspect, Base, Hold, Owner, ReleaseSpec};
 use crate::error::{Error, Result};
 use crate::wire::redisson::{self, WRITE_SUFFIX};
@@ -200,35 +199,21 @@ pub(super) async fn acquire(
             "write lock",
         ),
     };
-    let granted = engine::acquire_hold(
+    let attempt = Attempt {
+        shared: shared.clone(),
+        side,
+        reader,
+        script,
+        what,
+    };
+    let granted = engine::acquire::run(
         base,
+        &attempt,
         owner,
         engine::Wake::Channel(&shared.read_channel),
         deadline,
         lease,
         label,
-        |hold_key, lease_ms, _claim| {
-            let (lock, shared, reader) = (base.clone(), shared.clone(), reader.clone());
-            let owner = hold_key.1.clone();
-            let call = async move {
-                // The read script builds the hold's timeout key; the write script looks
-                // for the owner's reader field (an upgrade).
-                let third: &str = match side {
-                    Side::Read => &shared.prefix,
-                    Side::Write => &reader,
-                };
-                engine::run_acquire(
-                    &lock.kind,
-                    &owner,
-                    script,
-                    &[&shared.read],
-                    &[&lease_ms, &&*owner, &third],
-                )
-                .await
-            }
-            .boxed();
-            engine::attempt(&base.kind, hold_key, call, engine::plain_reply, what)
-        },
     )
     .await;
     match granted {
@@ -239,6 +224,43 @@ pub(super) async fn acquire(
             })
         }
         Err(e) => Err(e),
+    }
+}
+
+/// One side's attempt: RReadWriteLock's read or write script on the lock's one hash.
+#[derive(Clone)]
+struct Attempt {
+    shared: Arc<Shared>,
+    side: Side,
+    /// The owner's reader field (the writer's field is this plus `:write`).
+    reader: Arc<str>,
+    script: &'static Script,
+    what: &'static str,
+}
+
+impl engine::acquire::AcquireScript for Attempt {
+    type Extra = ();
+
+    fn what(&self) -> &'static str {
+        self.what
+    }
+
+    fn call<'a>(&'a self, a: &'a AttemptArgs) -> ScriptCall<'a> {
+        // The read script builds the hold's timeout key; the write script looks for the
+        // owner's reader field (an upgrade).
+        let third: &str = match self.side {
+            Side::Read => &self.shared.prefix,
+            Side::Write => &self.reader,
+        };
+        ScriptCall {
+            script: self.script,
+            keys: vec![&self.shared.read],
+            args: vec![Arg::Int(a.lease_ms), Arg::Str(&a.owner), Arg::Str(third)],
+        }
+    }
+
+    fn parse(&self, reply: &[i64]) -> Option<engine::Reply<()>> {
+        engine::plain_reply(reply)
     }
 }
 

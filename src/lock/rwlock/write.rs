@@ -4,11 +4,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::time::Instant;
 
 use super::redisson::{self, Inspect};
 use super::shared::{Shared, Side};
+use crate::engine::acquire::{Arg, AttemptArgs, ScriptCall};
 use crate::engine::{self, Base, Hold};
 use crate::error::{Error, Result};
 use crate::lock::api::{guard_accessors, inspect_methods};
@@ -199,45 +201,19 @@ impl WriteLock {
             armed: !single,
             _busy: self.base.core.cleanups.token(),
         };
-        let abandoned = intent.abandoned.clone();
-        let granted = engine::acquire_hold(
+        let attempt = Attempt {
+            lock: self.clone(),
+            window,
+            abandoned: intent.abandoned.clone(),
+        };
+        let granted = engine::acquire::run(
             &self.base,
+            &attempt,
             owner,
             engine::Wake::Channel(&self.shared.write_channel),
             deadline,
             lease,
             engine::KindId::RwWrite,
-            |hold_key, lease_ms, claim| {
-                let lock = self.clone();
-                let owner = hold_key.1.clone();
-                let abandoned = abandoned.clone();
-                let (claim_ms, waited) = (claim.ms(), claim.waited_ms_as_writer());
-                let call = async move {
-                    let (s, c) = (&lock.shared, &lock.base.claims);
-                    let reply = engine::run_acquire(
-                        &lock.base.kind,
-                        &owner,
-                        &RW_WRITE,
-                        &[&s.write, &s.read, &s.writers, &c.queue, &c.deadlines],
-                        &[&lease_ms, &&*owner, &window, &claim_ms, &waited],
-                    )
-                    .await;
-                    // The waiter is gone and may have withdrawn before this late attempt
-                    // registered it again.
-                    if abandoned.load(Ordering::SeqCst) && window > 0 {
-                        let _ = lock.leave(&owner).await;
-                    }
-                    reply
-                }
-                .boxed();
-                engine::attempt(
-                    &self.base.kind,
-                    hold_key,
-                    call,
-                    engine::plain_reply,
-                    "write lock",
-                )
-            },
         )
         .await;
         match granted {
@@ -274,6 +250,61 @@ impl WriteLock {
             s.core.listener.notify_all(&s.read_channel);
         }
         Ok(left == 1)
+    }
+}
+
+/// One writer's attempts: `lua/rw_write.lua` on both sides' hashes, the writers' intents
+/// and the claim queue, with the intent's `window` (0: a single attempt that leaves none).
+#[derive(Clone)]
+struct Attempt {
+    lock: WriteLock,
+    window: u64,
+    /// Set when the waiter is gone: a late attempt's intent is withdrawn after it.
+    abandoned: Arc<AtomicBool>,
+}
+
+impl engine::acquire::AcquireScript for Attempt {
+    type Extra = ();
+
+    fn what(&self) -> &'static str {
+        "write lock"
+    }
+
+    fn call<'a>(&'a self, a: &'a AttemptArgs) -> ScriptCall<'a> {
+        let (s, c) = (&self.lock.shared, &self.lock.base.claims);
+        ScriptCall {
+            script: &RW_WRITE,
+            keys: vec![&s.write, &s.read, &s.writers, &c.queue, &c.deadlines],
+            args: vec![
+                Arg::Int(a.lease_ms),
+                Arg::Str(&a.owner),
+                Arg::Int(self.window),
+                Arg::Int(a.claim_ms),
+                // A writer queues as if it had waited the overtake limit longer: among
+                // waiters that began within the limit of each other writers go first, and a
+                // reader that began more than the limit before a writer goes before it.
+                Arg::Int(a.waited_ms + a.limit_ms),
+            ],
+        }
+    }
+
+    fn parse(&self, reply: &[i64]) -> Option<engine::Reply<()>> {
+        engine::plain_reply(reply)
+    }
+
+    /// The waiter is gone and may have withdrawn before this late attempt registered it
+    /// again.
+    fn after_call(&self, owner: &Arc<str>) -> Option<BoxFuture<'static, ()>> {
+        if self.window == 0 || !self.abandoned.load(Ordering::SeqCst) {
+            return None;
+        }
+        let (lock, owner) = (self.lock.clone(), owner.clone());
+        Some(
+            async move {
+                let _ = lock.leave(&owner).await;
+            }
+            .boxed(),
+        )
     }
 }
 
