@@ -81,13 +81,7 @@ if redis.call('exists', KEYS[1]) == 0 then
     if not token then
         return redis.error_reply(err)
     end
-    redis.call('hset', KEYS[1], ARGV[2], 1)
-    if head then
-        -- The claim queue's head: waiters refused while the lock was free wait for its
-        -- release (the waiter mark, lua/unlock.lua).
-        redis.call('hset', KEYS[1], 'waiting', '1')
-    end
-    redis.call('pexpire', KEYS[1], lease)
+    --#include claim_grant.lua
     return {1, 1, token}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then

@@ -37,10 +37,5 @@ local refused, head = claim_refusal(KEYS[2], KEYS[3], ARGV[2], tonumber(ARGV[3])
 if refused then
     return refused
 end
-redis.call('hset', KEYS[1], ARGV[2], 1)
-if head then
-    -- The claim queue's head: waiters refused while the lock was free wait for its release.
-    redis.call('hset', KEYS[1], 'waiting', '1')
-end
-redis.call('pexpire', KEYS[1], lease)
+--#include claim_grant.lua
 return {1, 1}

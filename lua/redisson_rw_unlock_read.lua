@@ -29,14 +29,8 @@ if not mode then
     redis.pcall(pub, KEYS[2], ARGV[2])
     return -1
 end
-local holds = redis.call('hget', lock, owner)
-if not holds then
-    return -1
-end
-local expected = tonumber(ARGV[3])
-if expected > 0 and tonumber(holds) ~= expected then
-    return -2
-end
+local hash, field = lock, owner
+--#include release_count.lua
 local left = redis.call('hincrby', lock, owner, -1)
 if left == 0 then
     redis.call('hdel', lock, owner)

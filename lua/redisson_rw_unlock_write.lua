@@ -28,14 +28,11 @@ if not mode then
     redis.pcall(pub, KEYS[2], ARGV[2])
     return -1
 end
-local holds = mode == 'write' and redis.call('hget', lock, field)
-if not holds then
+if mode ~= 'write' then
     return -1
 end
-local expected = tonumber(ARGV[3])
-if expected > 0 and tonumber(holds) ~= expected then
-    return -2
-end
+local hash = lock
+--#include release_count.lua
 local left = redis.call('hincrby', lock, field, -1)
 if left > 0 then
     return left

@@ -17,15 +17,8 @@
 --          0      released the last hold: lock deleted, waiters woken
 --          -1     not held by this owner
 --          -2     hold count differs from ARGV[3]: nothing done
-local holds = redis.call('hget', KEYS[1], ARGV[1])
-if not holds then
-    return -1
-end
-holds = tonumber(holds)
-local expected = tonumber(ARGV[3])
-if expected > 0 and holds ~= expected then
-    return -2
-end
+local hash, field = KEYS[1], ARGV[1]
+--#include release_count.lua
 if holds > 1 then
     return redis.call('hincrby', KEYS[1], ARGV[1], -1)
 end

@@ -17,14 +17,8 @@
 -- (rw_now, rw_purge_readers: lua/rw_prelude.lua, prepended)
 local r, owner = KEYS[1], ARGV[1]
 local readers = rw_purge_readers(r, rw_now())
-local holds = redis.call('hget', r, owner)
-if not holds then
-    return -1
-end
-local expected = tonumber(ARGV[3])
-if expected > 0 and tonumber(holds) ~= expected then
-    return -2
-end
+local hash, field = r, owner
+--#include release_count.lua
 holds = redis.call('hincrby', r, owner, -1)
 if holds > 0 then
     return holds

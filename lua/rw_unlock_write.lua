@@ -18,14 +18,8 @@
 --          -2     hold count differs from ARGV[3]: nothing done
 -- (rw_now, rw_purge_readers: lua/rw_prelude.lua, prepended)
 local w, owner = KEYS[1], ARGV[1]
-local holds = redis.call('hget', w, owner)
-if not holds then
-    return -1
-end
-local expected = tonumber(ARGV[3])
-if expected > 0 and tonumber(holds) ~= expected then
-    return -2
-end
+local hash, field = w, owner
+--#include release_count.lua
 holds = redis.call('hincrby', w, owner, -1)
 if holds > 0 then
     return holds

@@ -1,32 +1,17 @@
 //! The model's script effects ([`lockwise_model::scripts`]) against the real scripts: every
 //! small lock hash (three owners, counts 0 to 3 each) and every input the accounting uses,
 //! run on a throwaway server (`REDIS_SERVER_BIN` picks Redis or Valkey) and by the model;
-//! replies, owner counts and TTLs must agree. The scripts are assembled from `lua/` by the
-//! same file lists the engine declares (`src/wire/scripts.rs`, read here), in both key
-//! layouts. A script whose reply table or effect changes fails here until the model does.
+//! replies, owner counts and TTLs must agree. The scripts are assembled from `lua/` as the
+//! engine sends them (`suite::lua`), in both key layouts. A script whose reply table or effect changes fails here until the model does.
 
 use std::collections::HashMap;
 
 use lockwise_model::scripts::{self, Field, Hash, LockReply};
 use lockwise_testkit::RedisServer;
 
-/// `NAME = "a.lua" + "b.lua";` in the engine's `scripts!` block: the script's source.
+/// The engine's script `name` as Redis receives it.
 fn script(name: &str) -> String {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let decl = std::fs::read_to_string(format!("{root}/src/wire/scripts.rs")).unwrap();
-    let line = decl
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with(&format!("{name} = ")))
-        .unwrap_or_else(|| panic!("no script {name} in src/wire/scripts.rs"));
-    let files = line[name.len() + 3..].trim_end_matches(';');
-    files
-        .split('+')
-        .map(|f| {
-            let f = f.trim().trim_matches('"');
-            std::fs::read_to_string(format!("{root}/lua/{f}")).unwrap()
-        })
-        .collect()
+    suite::lua::script(name)
 }
 
 const FIELDS: [&str; scripts::OWNERS] = ["c0ffee:1", "c0ffee:2", "beef:1"];

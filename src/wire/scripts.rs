@@ -18,14 +18,17 @@ use crate::layout::KeyLayout;
 
 /// A Lua script embedded at build time with its SHA1.
 pub(crate) struct Script {
-    source: &'static str,
+    source: String,
     sha: String,
 }
 
 impl Script {
-    fn new(source: &'static str) -> Script {
+    /// The script made of `files` (their text, in order), with every `--#include <part>` line
+    /// replaced by that part's code ([`PARTS`]).
+    fn new(files: &[&str]) -> Script {
+        let source = assemble(files);
         Script {
-            sha: redis::Script::new(source).get_hash().to_string(),
+            sha: redis::Script::new(&source).get_hash().to_string(),
             source,
         }
     }
@@ -35,7 +38,7 @@ impl Script {
         let mut cmd = Cmd::new();
         match eval {
             false => cmd.arg("EVALSHA").arg(&self.sha),
-            true => cmd.arg("EVAL").arg(self.source),
+            true => cmd.arg("EVAL").arg(&self.source),
         };
         cmd.arg(keys.len()).arg(keys);
         for a in args {
@@ -80,7 +83,7 @@ pub(crate) async fn preload<C: ConnectionLike + Send>(conn: &mut C) -> RedisResu
     ] {
         let _: redis::Value = redis::cmd("SCRIPT")
             .arg("LOAD")
-            .arg(script.source)
+            .arg(&script.source)
             .query_async(conn)
             .await?;
     }
@@ -154,18 +157,57 @@ fn is_noscript(e: &redis::RedisError) -> bool {
     e.code() == Some("NOSCRIPT")
 }
 
+/// Passages that several scripts share, kept once in `lua/` and spliced into each script
+/// where a line reads `--#include <file>`, without the part's header comment. A part is
+/// inline code, not a function: the script Redis receives still runs as one `EVALSHA` and
+/// pays no closure for it.
+const PARTS: &[(&str, &str)] = &[
+    (
+        "release_count.lua",
+        include_str!("../../lua/release_count.lua"),
+    ),
+    ("claim_grant.lua", include_str!("../../lua/claim_grant.lua")),
+];
+
+/// The line that splices in a part.
+const INCLUDE: &str = "--#include ";
+
+/// `files` one after the other, each `--#include <part>` line replaced by the part's code.
+/// An unknown part is a defect of `lua/` (a test assembles every script).
+fn assemble(files: &[&str]) -> String {
+    let mut out = String::new();
+    for line in files.iter().flat_map(|f| f.lines()) {
+        match line.trim_start().strip_prefix(INCLUDE) {
+            Some(name) => {
+                let Some((_, part)) = PARTS.iter().find(|(file, _)| *file == name.trim()) else {
+                    panic!("lua/: `{line}` names no part in src/wire/scripts.rs PARTS");
+                };
+                for code in part.lines().skip_while(|l| l.starts_with("--")) {
+                    out.push_str(code);
+                    out.push('\n');
+                }
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
 /// Declares each script as a `static` [`Script`] built from its `lua/` files (several files
-/// are concatenated in order: a shared prelude first), and, for the tests, the list of what
-/// was declared.
+/// are concatenated in order: a shared prelude first; parts are spliced in, see [`PARTS`]),
+/// and, for the tests, the list of what was declared.
 macro_rules! scripts {
     ($($(#[$doc:meta])* $name:ident = $first:literal $(+ $rest:literal)*;)*) => {
         $(
             $(#[$doc])*
             pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-                Script::new(concat!(
+                Script::new(&[
                     include_str!(concat!("../../lua/", $first)),
                     $(include_str!(concat!("../../lua/", $rest)),)*
-                ))
+                ])
             });
         )*
 
@@ -189,7 +231,7 @@ pub(crate) fn commands_run(layout: KeyLayout) -> BTreeSet<String> {
         if layout == KeyLayout::Lockwise && name.starts_with("REDISSON_") {
             continue;
         }
-        let source = script.source;
+        let source = &script.source;
         for call in ["redis.call(", "redis.pcall("] {
             for (at, _) in source.match_indices(call) {
                 let rest = source[at + call.len()..].trim_start();
@@ -396,7 +438,11 @@ mod tests {
                 files.insert(name);
             }
         }
-        let declared: BTreeSet<String> = DECLARED_FILES.iter().map(|f| f.to_string()).collect();
+        let declared: BTreeSet<String> = DECLARED_FILES
+            .iter()
+            .chain(PARTS.iter().map(|(file, _)| file))
+            .map(|f| f.to_string())
+            .collect();
         assert_eq!(
             files, declared,
             "lua/ files vs. scripts declared in src/wire/scripts.rs"
@@ -426,5 +472,39 @@ mod tests {
     fn hashes_are_sha1_hex() {
         assert_eq!(LOCK.sha.len(), 40);
         assert_ne!(LOCK.sha, UNLOCK.sha);
+    }
+
+    /// Every script assembles (each `--#include` names a part), every part is spliced into
+    /// some script, and no directive reaches Redis.
+    #[test]
+    fn parts_are_spliced_and_used() {
+        let mut used = BTreeSet::new();
+        for (name, script) in ALL {
+            assert!(
+                !script.source.contains(INCLUDE),
+                "{name} still has a directive"
+            );
+            for (file, part) in PARTS {
+                let code: String = part
+                    .lines()
+                    .skip_while(|l| l.starts_with("--"))
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                if script.source.contains(&code) {
+                    used.insert(*file);
+                }
+            }
+        }
+        let parts: BTreeSet<&str> = PARTS.iter().map(|(file, _)| *file).collect();
+        assert_eq!(used, parts, "parts no script splices in");
+    }
+
+    /// The test support's reading of `lua/` (what the conformance test and the benchmark's
+    /// raw calls run) is what the engine sends, for every script.
+    #[test]
+    fn the_suite_assembles_every_script_as_the_engine_does() {
+        for (name, script) in ALL {
+            assert_eq!(suite::lua::script(name), script.source, "{name}");
+        }
     }
 }

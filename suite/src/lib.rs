@@ -7,6 +7,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`kit`] | small helpers: clients with the suite's watchdog, key inspection, timeouts |
+//! | [`lua`] | the engine's scripts as Redis receives them, for checks that run them directly |
 //! | [`redisson`] | a Redisson-protocol peer (`RedissonPeer`): the "Java service" of the interop tests |
 //! | [`child`] | the parent side of child processes (`ChildProc`) |
 //! | [`proxy`] | a black-holing TCP fault proxy between a client and a server (`Proxy`) |
@@ -18,6 +19,7 @@
 
 pub mod child;
 pub mod kit;
+pub mod lua;
 pub mod proxy;
 pub mod redisson;
 pub mod scenarios;

@@ -56,15 +56,8 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<Json, BoxError> {
 /// The raw acquire and release scripts, each task on a semaphore of its own with one permit.
 async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
-    let common = include_str!("../../../../lua/lease_sem_common.lua");
-    let acquire = format!(
-        "{common}\n{}",
-        include_str!("../../../../lua/lease_sem_acquire.lua")
-    );
-    let release = format!(
-        "{common}\n{}",
-        include_str!("../../../../lua/lease_sem_release.lua")
-    );
+    let acquire = suite::lua::script("LEASE_SEM_ACQUIRE");
+    let release = suite::lua::script("LEASE_SEM_RELEASE");
     let mut shas = Vec::new();
     for src in [&acquire, &release] {
         let sha: String = redis::cmd("SCRIPT")

@@ -52,15 +52,8 @@ pub(crate) async fn run(url: &str, seconds: f64) -> Result<SemaphoreBench, BoxEr
 /// The semaphore's acquire and add scripts, raw, each task on its own semaphore.
 async fn ceiling(url: &str, seconds: f64) -> Result<Rate, BoxError> {
     let conn = raw_conn(url).await?;
-    let prelude = include_str!("../../../../lua/semaphore_prelude.lua");
-    let acquire = format!(
-        "{prelude}{}",
-        include_str!("../../../../lua/semaphore_acquire.lua")
-    );
-    let add = format!(
-        "{prelude}{}",
-        include_str!("../../../../lua/semaphore_add.lua")
-    );
+    let acquire = suite::lua::script("SEMAPHORE_ACQUIRE");
+    let add = suite::lua::script("SEMAPHORE_ADD");
     let mut c = conn.clone();
     let mut shas = Vec::new();
     for script in [&acquire, &add] {

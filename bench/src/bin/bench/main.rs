@@ -434,14 +434,8 @@ async fn ceiling_with(url: &str, seconds: f64, tasks: usize, lean: bool) -> Resu
     } else {
         unlock_source()
     };
-    // lua/lock.lua's fast path, then the claim helpers and lua/lock_contended.lua, as
-    // src/wire/scripts.rs composes them.
-    let lock_source = format!(
-        "{}\n{}\n{}",
-        include_str!("../../../../lua/lock.lua"),
-        include_str!("../../../../lua/claim.lua"),
-        include_str!("../../../../lua/lock_contended.lua")
-    );
+    // lua/lock.lua as the engine sends it.
+    let lock_source = suite::lua::script("LOCK");
     let (lock_sha, unlock_sha) = (
         load_script(&conn, &lock_source).await?,
         load_script(&conn, &unlock_source).await?,
@@ -499,12 +493,7 @@ async fn ceiling_with(url: &str, seconds: f64, tasks: usize, lean: bool) -> Resu
 /// The release script as src/wire/scripts.rs composes it: lua/unlock.lua, then the fair-queue
 /// helpers and lua/unlock_fair.lua (reached only with a fair queue).
 fn unlock_source() -> String {
-    format!(
-        "{}\n{}\n{}",
-        include_str!("../../../../lua/unlock.lua"),
-        include_str!("../../../../lua/fair_queue.lua"),
-        include_str!("../../../../lua/unlock_fair.lua")
-    )
+    suite::lua::script("UNLOCK")
 }
 
 /// 2. The library: lock() -> unlock() with the watchdog, each task on its own lock.
