@@ -55,14 +55,17 @@
 //                     `connect`, the steps every deployment shares; protocol.rs: RESP3,
 //                     or RESP2 for servers without HELLO; cluster/ (send.rs: resending what
 //                     the Cluster refused unrun); sentinel/ (the master, its follower)
+//   layout/           every engine decision that depends on the key layout: names, the
+//                     release, force unlock and hold move, what a message asks (mod.rs);
+//                     answered per layout: lockwise.rs, redisson.rs (Redisson's names and
+//                     payloads); spec.rs: `ReleaseSpec` (a release as data), `Call`
 //   wire/             what lockwise writes to Redis
 //     role.rs         `Role`: every role a key or channel plays
-//     keys.rs         every key and channel name, argument checks
+//     keys.rs         every key and channel name (lockwise's), argument checks
 //     scripts.rs      every Lua script (lua/*.lua), the runner, the header test
-//     redisson.rs     Redisson's key and channel names and payloads (`KeyLayout::Redisson`)
 //     slot.rs         the Cluster hash slot of a key
 //   error/            the one error enum (tests.rs: its classification)
-//   layout.rs         `KeyLayout`: lockwise's own key names, or Redisson's
+//   key_layout.rs     `KeyLayout`: lockwise's own key names, or Redisson's
 //   guide.rs          the guide: docs/guide/*.md as documentation-only modules
 //
 // Cargo features: `tls-rustls`, `tls-rustls-webpki-roots`, `tls-native-tls` only switch on
@@ -74,6 +77,7 @@ mod deploy;
 mod engine;
 mod error;
 pub mod guide;
+mod key_layout;
 mod layout;
 mod lock;
 mod redlock;
@@ -95,7 +99,7 @@ pub use engine::observe::describe_metrics;
 /// tracing" in the crate docs.
 pub use engine::observe::names as metric_names;
 pub use error::{Error, Result};
-pub use layout::KeyLayout;
+pub use key_layout::KeyLayout;
 pub use lock::contract::{Held, Lock, LockGuard};
 pub use lock::fair::{FairLock, FairLockGuard};
 pub use lock::fenced::{FencedLock, FencedLockGuard};

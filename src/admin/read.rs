@@ -30,7 +30,7 @@ const KEY_ROLES: [Role; 11] = [
 
 /// One [`LockInfo`] per kind of `name` whose keys exist.
 pub(super) async fn lock_infos(core: &Core, name: &str) -> Result<Vec<LockInfo>> {
-    let keys = Keys::in_layout(core.layout, &core.namespace, name);
+    let keys = crate::layout::keys(core.layout, &core.namespace, name);
     // In Redisson's layout the lock, latch and semaphores of a name share one key: read it
     // as the lock hash it is for the kinds this layout serves (and its token counter).
     let roles = match core.layout {

@@ -19,7 +19,7 @@ use redis::RedisError;
 
 use super::CommandConn;
 use crate::error::{Error, Result};
-use crate::layout::KeyLayout;
+use crate::key_layout::KeyLayout;
 use crate::wire::scripts::{commands_run, MULTI_CHECK};
 
 /// The commands the client itself sends on the keys of the namespace (the scripts' own are

@@ -27,7 +27,7 @@ pub(crate) struct Settings {
     pub(crate) namespace: String,
     /// Whose key names the client writes: the permission check asks for the commands of
     /// that layout's scripts.
-    pub(crate) key_layout: crate::layout::KeyLayout,
+    pub(crate) key_layout: crate::KeyLayout,
     /// RESP3 with a RESP2 fallback, or RESP2 only.
     pub(crate) protocol: Protocol,
     /// How often a Sentinel client asks the sentinels for the master unprompted.

@@ -20,15 +20,15 @@ use super::call::{ticketed_call, Synced, Ticket};
 use super::claim::{Claim, Withdraw, CLAIM_REFRESH};
 use super::hold::Hold;
 use super::kinds::KindId;
-use super::lock_ref::{LockRef, ReleaseSpec};
+use super::lock_ref::LockRef;
 use super::owner::Owner;
 use super::registry::HoldKey;
 use super::wait::{pttl_from, wait_loop, Attempt, Wake};
 use super::{inspect, observe, Core};
 use crate::error::{Error, Result};
-use crate::wire::keys::{check_millis, check_name_in, ClaimKeys, Keys, Role};
-use crate::wire::scripts::{FORCE_UNLOCK, REDISSON_FORCE_UNLOCK};
-use crate::KeyLayout;
+use crate::layout::{self, ReleaseSpec};
+use crate::wire::keys::{check_millis, ClaimKeys, Keys, Role};
+use crate::wire::scripts::ToRedisArgsDyn;
 
 /// A lock handle's name, checked once, and its keys. A rejected name is kept as its reason
 /// and reported by every method, so building a handle never fails.
@@ -64,18 +64,15 @@ impl Base {
     /// ([`Role::Lock`] for the reentrant layout).
     pub(crate) fn new(core: Arc<Core>, name: &str, hash: Role) -> Base {
         let layout = core.layout;
-        let invalid = check_name_in(layout, name, hash == Role::Latch)
+        let invalid = layout::check_name(layout, name, hash == Role::Latch)
             .err()
             .map(|e| match e {
                 Error::InvalidArgument { reason, .. } => ("name", reason),
                 other => ("name", other.to_string()),
             });
         let name = if invalid.is_some() { "" } else { name };
-        let keys = Keys::in_layout(layout, &core.namespace, name);
-        let release = match layout {
-            KeyLayout::Redisson => ReleaseSpec::redisson_unlock(&keys),
-            _ => ReleaseSpec::unlock(&keys, &core.id_str),
-        };
+        let keys = layout::keys(layout, &core.namespace, name);
+        let release = layout::release(layout, &keys, &core.id_str);
         Base {
             kind: LockRef::new(core.clone(), name, release),
             key: keys.key(hash).into(),
@@ -161,31 +158,17 @@ impl Base {
 }
 
 /// Deletes the lock hash of `keys` on `core`'s server whoever holds it and wakes its
-/// waiters, in the client's layout: lockwise's (`lua/force_unlock.lua`: its channel, and the
-/// head of its fair queue) or Redisson's (`lua/redisson_force_unlock.lua`: `0` on its
-/// channel). Returns whether it was locked.
+/// waiters, as the client's layout does it ([`layout::force_unlock`]). Returns whether it
+/// was locked.
 pub(crate) async fn force_unlock(core: &Core, keys: &Keys) -> Result<bool> {
-    let mut conn = core.conn.clone();
-    let deleted: i64 = match core.layout {
-        KeyLayout::Redisson => {
-            REDISSON_FORCE_UNLOCK
-                .run(&mut conn, &[&keys.lock, &keys.channel], &[&core.publish])
-                .await?
-        }
-        _ => {
-            FORCE_UNLOCK
-                .run(
-                    &mut conn,
-                    &keys.script_keys(),
-                    &[
-                        &core.id_str.as_str(),
-                        &core.publish,
-                        &keys.fair_channel.as_str(),
-                    ],
-                )
-                .await?
-        }
-    };
+    let call = layout::force_unlock(core.layout, keys, &core.id_str, core.publish);
+    let script_keys: Vec<&str> = call.keys.iter().map(String::as_str).collect();
+    let args: Vec<&dyn ToRedisArgsDyn> =
+        call.args.iter().map(|a| a as &dyn ToRedisArgsDyn).collect();
+    let deleted: i64 = call
+        .script
+        .run(&mut core.conn.clone(), &script_keys, &args)
+        .await?;
     if deleted == 1 {
         core.listener.notify_local(&keys.channel);
     }

@@ -17,8 +17,7 @@ use super::registry::Outcome;
 use super::registry::{wait_turn, HoldKey, ReleaseStep};
 use super::settle::{finish, outcome_unknown, send_release, spawn_settle};
 use crate::error::{io_timeout, Error, Result};
-use crate::wire::redisson;
-use crate::wire::scripts::{REDISSON_REKEY, REKEY};
+use crate::layout;
 
 /// One hold of a lock of kind `K`: the state and release logic every guard type shares.
 pub(crate) struct Hold {
@@ -112,14 +111,10 @@ impl Hold {
             return Ok(());
         };
         let core = state.kind.core();
-        let mut to = Owner::PerHold.field(&core.id_str);
+        let fresh = Owner::PerHold.field(&core.id_str).to_string();
         // A Redisson read-write lock's writer field keeps its suffix (lua/rekey.lua).
-        if core.layout == crate::KeyLayout::Redisson
-            && state.hold_key.1.ends_with(redisson::WRITE_SUFFIX)
-        {
-            to = redisson::write_field(&to).into();
-        }
-        self.detach_to(to).await
+        let to = layout::moved_field(core.layout, &state.hold_key.1, fresh);
+        self.detach_to(to.into()).await
     }
 
     /// [`detach`](Self::detach) to the owner field `to` (a fresh one, never in use): a
@@ -143,10 +138,7 @@ impl Hold {
         let mut retries = 0;
         let reply = loop {
             let keys: [&str; 1] = [&from.0];
-            let script = match core.layout {
-                crate::KeyLayout::Lockwise => &REKEY,
-                crate::KeyLayout::Redisson => &REDISSON_REKEY,
-            };
+            let script = layout::rekey(core.layout);
             let reply: redis::RedisResult<i64> = script
                 .run(&mut core.conn.clone(), &keys, &[&&*from.1, &&*to.1])
                 .await;

@@ -144,7 +144,7 @@ pub(crate) use handle::{
 };
 pub(crate) use hold::{Hold, HoldRef};
 pub(crate) use kinds::KindId;
-pub(crate) use lock_ref::{client_clock_ms, LockRef, ReleaseSpec};
+pub(crate) use lock_ref::{client_clock_ms, LockRef};
 pub(crate) use owner::Owner;
 pub(crate) use registry::HoldKey;
 pub(crate) use wait::{

@@ -65,11 +65,10 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::client::Client;
-use crate::engine::{self, Owner, ReleaseSpec};
+use crate::engine::{self, Owner};
 use crate::error::{Error, Result};
 use crate::lock::api::owner_methods;
-use crate::wire::keys::{check_millis, check_name_in, Keys};
-use crate::KeyLayout;
+use crate::wire::keys::check_millis;
 
 mod guard;
 mod inspect;
@@ -186,7 +185,7 @@ impl RedLock {
                 // Redisson's RedissonRedLock does on each master).
                 set.clients
                     .iter()
-                    .find_map(|c| check_name_in(c.core().layout, name, false).err()),
+                    .find_map(|c| crate::layout::check_name(c.core().layout, name, false).err()),
                 check_millis("ttl", o.ttl).err(),
                 check_millis("node_timeout", o.node_timeout).err(),
                 check_millis("retry_delay", o.retry_delay).err(),
@@ -206,14 +205,12 @@ impl RedLock {
                 .iter()
                 .map(|c| {
                     let core = c.core().clone();
-                    let keys = Keys::in_layout(core.layout, &core.namespace, name);
+                    let keys = crate::layout::keys(core.layout, &core.namespace, name);
                     // The last release on a node publishes the set's id, which the
                     // set's own clients skip as their echo; Redisson's `0` in its layout.
                     // Never batched: a batch publishes the client's id.
-                    let release = match core.layout {
-                        KeyLayout::Redisson => ReleaseSpec::redisson_unlock(&keys),
-                        _ => ReleaseSpec::unlock(&keys, &set.id_str).unbatched(),
-                    };
+                    let release =
+                        crate::layout::release(core.layout, &keys, &set.id_str).unbatched();
                     NodeLock {
                         key: keys.lock.as_str().into(),
                         kind: engine::LockRef::new(core.clone(), name, release),

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use crate::engine::{self, pttl_from, Attempt, Core};
 use crate::error::{Error, Result};
-use crate::wire::keys::{check_millis, check_name_in, Keys, Role, MAX_MILLIS};
+use crate::wire::keys::{check_millis, Role, MAX_MILLIS};
 use crate::wire::scripts::{
     Script, LATCH_COUNT_DOWN, LATCH_SET, LATCH_STATE, REDISSON_LATCH_COUNT_DOWN, REDISSON_LATCH_SET,
 };
@@ -98,12 +98,14 @@ struct Inner {
 impl CountDownLatch {
     pub(crate) fn new(core: Arc<Core>, name: &str) -> CountDownLatch {
         let layout = core.layout;
-        let invalid = check_name_in(layout, name, true).err().map(|e| match e {
-            Error::InvalidArgument { reason, .. } => reason,
-            other => other.to_string(),
-        });
+        let invalid = crate::layout::check_name(layout, name, true)
+            .err()
+            .map(|e| match e {
+                Error::InvalidArgument { reason, .. } => reason,
+                other => other.to_string(),
+            });
         let name = if invalid.is_some() { "" } else { name };
-        let keys = Keys::in_layout(layout, &core.namespace, name);
+        let keys = crate::layout::keys(layout, &core.namespace, name);
         CountDownLatch {
             inner: Arc::new(Inner {
                 key: keys.key(Role::Latch),

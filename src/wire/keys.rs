@@ -1,11 +1,11 @@
-//! Key naming and argument checks: the only place that knows the Redis layout ([`Role`]
-//! lists every key and channel lockwise uses).
+//! Key naming and argument checks ([`Role`] lists every key and channel lockwise uses):
+//! lockwise's own names; a key layout that names some roles otherwise (Redisson's) hands
+//! [`Keys::with_names`] its naming (see [`crate::layout`]).
 
 use std::time::Duration;
 
 pub(crate) use super::role::Role;
 use crate::error::{Error, Result};
-pub(crate) use crate::layout::KeyLayout;
 
 /// Longest accepted lock name, in bytes. Names end up in keys and channel names that travel
 /// with every call; a longer one is almost certainly a bug (e.g. a payload used as a name).
@@ -35,19 +35,25 @@ pub(crate) struct Keys {
     pub(crate) fair_channel: String,
     namespace: String,
     name: String,
-    layout: KeyLayout,
+    /// The layout's own name for a role, where it has one ([`Keys::with_names`]).
+    renamed: Option<Renamer>,
 }
+
+/// A key layout's names: the key or channel of a role for a lock name, `None` where the
+/// layout keeps lockwise's name.
+pub(crate) type Renamer = fn(Role, &str) -> Option<String>;
 
 impl Keys {
     /// The keys of the lock named `name` in `namespace`.
     pub(crate) fn new(namespace: &str, name: &str) -> Keys {
-        Keys::in_layout(KeyLayout::Lockwise, namespace, name)
+        Keys::with_names(None, namespace, name)
     }
 
-    /// The keys of the lock named `name` in `layout` (`namespace` is lockwise's only).
-    pub(crate) fn in_layout(layout: KeyLayout, namespace: &str, name: &str) -> Keys {
+    /// The keys of the lock named `name`, each role named by `renamed` where it has a name
+    /// for it, else lockwise's in `namespace`.
+    pub(crate) fn with_names(renamed: Option<Renamer>, namespace: &str, name: &str) -> Keys {
         let mut keys = Keys {
-            layout,
+            renamed,
             lock: String::new(),
             channel: String::new(),
             queue: String::new(),
@@ -98,14 +104,12 @@ impl Keys {
     /// `key(Role::Fence)` is `<ns>:fence:{<name>}`. Append a suffix after it for per-waiter
     /// names (`key(Role::FairChannel) + ":" + waiter`): the tag stays the same.
     ///
-    /// In [`KeyLayout::Redisson`] a role Redisson has a name for gets that name
-    /// ([`redisson::key`](super::redisson::key)); the others keep lockwise's (a client
-    /// in that layout never writes them: it refuses what needs them).
+    /// With a layout's names ([`Keys::with_names`]) a role it names gets that name; the
+    /// others keep lockwise's (a client in Redisson's layout never writes them: it refuses
+    /// what needs them).
     pub(crate) fn key(&self, role: Role) -> String {
-        if self.layout == KeyLayout::Redisson {
-            if let Some(key) = super::redisson::key(role, &self.name) {
-                return key;
-            }
+        if let Some(key) = self.renamed.and_then(|rename| rename(role, &self.name)) {
+            return key;
         }
         derive(&self.namespace, role.as_str(), &self.name)
     }
@@ -192,16 +196,6 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// [`check_name`], and in [`KeyLayout::Redisson`] Redisson's own rule for the name too
-/// ([`redisson::check_name`](super::redisson::check_name); `latch` for a count-down latch).
-pub(crate) fn check_name_in(layout: KeyLayout, name: &str, latch: bool) -> Result<()> {
-    check_name(name)?;
-    match layout {
-        KeyLayout::Redisson => super::redisson::check_name(name, latch),
-        _ => Ok(()),
-    }
 }
 
 pub(crate) fn check_namespace(ns: &str) -> Result<()> {

@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, RedisResult, ToRedisArgs, Value};
 
-use crate::layout::KeyLayout;
+use crate::key_layout::KeyLayout;
 
 /// A Lua script embedded at build time with its SHA1.
 pub(crate) struct Script {

@@ -1,12 +1,16 @@
 //! The crate's floor plan, checked from the source text (no Redis needed), on the import
 //! graph between files that [`super::floor_plan`] reads:
 //! - layers: the foundation's modules import only what lies below them (the engine
-//!   `src/engine/` over the deployments `src/deploy/` over `src/wire/` (keys and scripts)
-//!   over `error`); every other module (the kinds in `src/lock/` and `src/sync/`, the
+//!   `src/engine/` over the deployments `src/deploy/` over the layout room `src/layout/`
+//!   over `src/wire/` (keys and scripts) over `error` over the `KeyLayout` type); every
+//!   other module (the kinds in `src/lock/` and `src/sync/`, the
 //!   client, the admin views, RedLock: any module added later too) stands above the engine,
 //!   so the engine can never import it;
 //! - no import cycle between the crate's top-level modules, nor between any two files
 //!   (a folder's `mod.rs` included), but for the groups still listed in `KNOWN_CYCLES`;
+//! - the layout room: the engine names no key layout and imports nothing from
+//!   `src/layout/redisson.rs`; outside `src/layout/` only the files still listed in
+//!   `LAYOUT_BRANCHES` name `KeyLayout::Redisson` in code;
 //! - the crate map in `lib.rs` names every top-level module and every file of the layers
 //!   it maps file by file; the engine's `mod.rs` names each of its modules;
 //! - no source file much over 500 lines besides its doc comments, in the library and in
@@ -35,7 +39,14 @@ fn code_lines(text: &str) -> usize {
 
 /// The foundation, from the top down: a module may import only modules of a later entry.
 /// Any module not listed here is above the engine (a new kind needs no entry).
-const FOUNDATION: &[&[&str]] = &[&["engine"], &["deploy"], &["wire"], &["error"], &["layout"]];
+const FOUNDATION: &[&[&str]] = &[
+    &["engine"],
+    &["deploy"],
+    &["layout"],
+    &["wire"],
+    &["error"],
+    &["key_layout"],
+];
 
 /// The layer of a top-level module: its index in [`FOUNDATION`], or `None` above the engine.
 fn layer(module: &str) -> Option<usize> {
@@ -161,6 +172,74 @@ fn engine_imports_nothing_above_it_and_no_file_cycles() {
         }
     }
     problems.extend(crate_maps(&src, &plan));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Files outside the layout room (`src/layout/`) that still name `KeyLayout::Redisson` in
+/// code: the kinds' own Redisson twins (their acquire and release scripts), the builder's
+/// refusals, the admin views, the ACL check's tests. The list only shrinks: the test fails
+/// when another file names it, and when a listed file no longer does (then it goes).
+const LAYOUT_BRANCHES: &[&str] = &[
+    "admin/calls.rs",
+    "admin/nodes.rs",
+    "admin/read.rs",
+    "client/builder/build.rs",
+    "deploy/acl.rs",
+    "lock/fair/acquire.rs",
+    "lock/fair/mod.rs",
+    "lock/fenced.rs",
+    "lock/reentrant.rs",
+    "lock/rwlock/shared.rs",
+    "sync/latch.rs",
+    "sync/lease_semaphore/redisson.rs",
+    "sync/semaphore/mod.rs",
+    "wire/scripts.rs",
+];
+
+#[test]
+fn only_the_layout_room_decides_by_layout() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let plan = FloorPlan::read(&src);
+    let mut problems = Vec::new();
+    let mut naming = BTreeSet::new();
+    for (module, file) in &plan.files {
+        let rel = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        let in_room = rel.starts_with("layout/") || rel == "key_layout.rs";
+        let text = fs::read_to_string(file).unwrap();
+        let names = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .any(|l| l.contains("KeyLayout::Redisson"));
+        if module.first().is_some_and(|m| m == "engine") {
+            if text.contains("KeyLayout::") {
+                problems.push(format!("src/{rel} names a key layout: ask crate::layout"));
+            }
+            if plan.edges[module].contains(&vec!["layout".to_string(), "redisson".to_string()]) {
+                problems.push(format!("src/{rel} imports from src/layout/redisson.rs"));
+            }
+        }
+        if names && !in_room {
+            naming.insert(rel);
+        }
+    }
+    for rel in &naming {
+        if !LAYOUT_BRANCHES.contains(&rel.as_str()) {
+            problems.push(format!(
+                "src/{rel} names KeyLayout::Redisson: ask crate::layout (src/layout/)"
+            ));
+        }
+    }
+    for listed in LAYOUT_BRANCHES {
+        if !naming.contains(*listed) {
+            problems.push(format!(
+                "src/{listed} no longer names KeyLayout::Redisson: remove it from LAYOUT_BRANCHES"
+            ));
+        }
+    }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use redis::{PushInfo, PushKind, Value};
 
 use super::{Channel, Shared, SubState};
-use crate::wire::redisson::{self, MessageWake};
+use crate::layout::{self, MessageWake};
 
 /// At most this many local waiters are woken by one message (a Redisson semaphore's count).
 const MAX_WAKE: u64 = 1024;
@@ -35,32 +35,25 @@ impl Shared {
                     return;
                 };
                 if let Some(c) = self.channels.get(channel) {
-                    if let Some(wake) = redisson::wake_for(channel, payload) {
-                        // Redisson's layout: a decimal payload whose meaning depends on
-                        // the channel (`wire::redisson`). lockwise's own payloads never are.
-                        match wake {
-                            MessageWake::One => c.wake_for_release(),
-                            MessageWake::All => {
-                                c.notify.notify_waiters();
-                                // And a permit for a waiter about to wait.
+                    // What the payload asks depends on the layout that wrote it
+                    // (`crate::layout`).
+                    match layout::message_wake(channel, payload) {
+                        MessageWake::One => c.wake_for_release(),
+                        MessageWake::All { next } => {
+                            c.notify.notify_waiters();
+                            if next {
                                 c.notify.notify_one();
                             }
-                            MessageWake::Up(n) => {
-                                (0..n.min(MAX_WAKE)).for_each(|_| c.notify.notify_one())
-                            }
                         }
-                    } else if payload.starts_with(b"*") {
-                        // A broadcast (a latch opened): every waiter, not one.
-                        c.notify.notify_waiters();
-                    } else if let Some(left) = payload.strip_prefix(b"grant:") {
-                        // A fair lock handed to this channel's waiter: it returns without
-                        // a call (`Listener::take_handoff`).
-                        let left = std::str::from_utf8(left).ok().and_then(|n| n.parse().ok());
-                        c.handoff
-                            .store(left.unwrap_or(0u64).saturating_add(1), Ordering::SeqCst);
-                        c.wake_for_release();
-                    } else {
-                        c.wake_for_release();
+                        MessageWake::Up(n) => {
+                            (0..n.min(MAX_WAKE)).for_each(|_| c.notify.notify_one())
+                        }
+                        MessageWake::Grant(left) => {
+                            // A fair lock handed to this channel's waiter: it returns
+                            // without a call (`Listener::take_handoff`).
+                            c.handoff.store(left.saturating_add(1), Ordering::SeqCst);
+                            c.wake_for_release();
+                        }
                     }
                 }
             }

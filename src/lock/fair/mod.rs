@@ -116,7 +116,7 @@ mod redisson;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::{Base, Core, Hold, Owner, ReleaseSpec};
+use crate::engine::{Base, Core, Hold, Owner};
 use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::wire::keys::Role;
@@ -190,18 +190,10 @@ impl FairLock {
             .watchdog_timeout
             .clamp(MIN_WAITER_LEASE, MAX_WAITER_LEASE.max(MIN_WAITER_LEASE));
         let base = Base::new(core, name, Role::Lock);
-        // Redisson's layout: RFairLock's release, to the head's own channel.
-        let base = match base.core.layout {
-            KeyLayout::Redisson => {
-                let release = ReleaseSpec::redisson_fair_unlock(&base.keys);
-                base.with_release(release)
-            }
-            // A fair lock's release hands the lock to its queue's head: never batched.
-            _ => {
-                let release = ReleaseSpec::unlock(&base.keys, &base.core.id_str).unbatched();
-                base.with_release(release)
-            }
-        };
+        // A fair lock's release hands the lock to its queue's head (never batched; in
+        // Redisson's layout RFairLock's, to the head's own channel).
+        let release = crate::layout::fair_release(base.core.layout, &base.keys, &base.core.id_str);
+        let base = base.with_release(release);
         FairLock {
             inner: Arc::new(Inner { waiter_lease, base }),
         }

@@ -38,9 +38,9 @@ use std::sync::Arc;
 
 use crate::engine::{Base, Core, Owner};
 use crate::error::Result;
+use crate::layout::redisson::rw_key_prefix;
 use crate::lock::api::owner_methods;
-use crate::wire::keys::{Keys, Role};
-use crate::wire::redisson::rw_key_prefix;
+use crate::wire::keys::Role;
 use shared::Shared;
 
 pub use read::{ReadLock, ReadLockGuard};
@@ -97,7 +97,7 @@ impl RwLock {
         // Base::new checks the name; an invalid one is kept as "" here too.
         let probe = Base::new(core.clone(), name, Role::RwRead);
         // In Redisson's layout both hashes are the name's one, both channels its one.
-        let keys = Keys::in_layout(core.layout, &core.namespace, &probe.name);
+        let keys = crate::layout::keys(core.layout, &core.namespace, &probe.name);
         let owner = core.default_owner.clone();
         RwLock {
             shared: Arc::new(Shared {

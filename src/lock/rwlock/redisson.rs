@@ -21,9 +21,10 @@ use std::time::Duration;
 
 use super::shared::{Shared, Side};
 use crate::engine::acquire::{Arg, AttemptArgs, ScriptCall};
-use crate::engine::{self, inspect, Base, Hold, Owner, ReleaseSpec};
+use crate::engine::{self, inspect, Base, Hold, Owner};
 use crate::error::{Error, Result};
-use crate::wire::redisson::{self, WRITE_SUFFIX};
+use crate::layout::redisson::{self, WRITE_SUFFIX};
+use crate::layout::ReleaseSpec;
 use crate::wire::scripts::{
     Script, REDISSON_RW_FORCE_UNLOCK, REDISSON_RW_READ, REDISSON_RW_UNLOCK_READ,
     REDISSON_RW_UNLOCK_WRITE, REDISSON_RW_WRITE,

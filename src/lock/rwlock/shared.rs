@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use crate::engine::{Core, ReleaseSpec};
+use crate::engine::Core;
 use crate::error::Result;
+use crate::layout::ReleaseSpec;
 use crate::wire::scripts::{RW_FORCE_UNLOCK, RW_UNLOCK_READ, RW_UNLOCK_WRITE};
 use crate::KeyLayout;
 

@@ -53,7 +53,7 @@ pub use permits::LeasedPermits;
 
 use crate::engine::Core;
 use crate::error::{Error, Result};
-use crate::wire::keys::{check_millis, check_name_in, Keys, Role, MAX_MILLIS};
+use crate::wire::keys::{check_millis, Role, MAX_MILLIS};
 use crate::wire::scripts::{
     Script, ToRedisArgsDyn, LEASE_SEM_ADD, LEASE_SEM_STATE, REDISSON_LEASE_SEM_ADD,
     REDISSON_LEASE_SEM_STATE,
@@ -147,11 +147,11 @@ impl LeaseSemaphore {
 
     pub(crate) fn new(core: Arc<Core>, name: &str) -> LeaseSemaphore {
         let layout = core.layout;
-        let invalid = check_name_in(layout, name, false)
+        let invalid = crate::layout::check_name(layout, name, false)
             .err()
             .map(|e| ("name", reason(e)));
         let name = if invalid.is_some() { "" } else { name };
-        let keys = Keys::in_layout(layout, &core.namespace, name);
+        let keys = crate::layout::keys(layout, &core.namespace, name);
         LeaseSemaphore {
             inner: Arc::new(Inner {
                 key: keys.key(Role::LeaseSem),

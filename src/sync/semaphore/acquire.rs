@@ -12,7 +12,7 @@
 //! permits are free (too few for it) looks again within [`REDISSON_RECHECK`], and passes
 //! the wakeup on again once that long has passed since it last did. No waiter then sleeps
 //! longer than about that past the moment its permits are free: each addition publishes
-//! the new count and wakes up to that many waiters of each client (`wire::redisson`), and
+//! the new count and wakes up to that many waiters of each client (`layout::redisson`), and
 //! a woken waiter that cannot use them keeps the chain going at least at that pace. A
 //! waiter that finds no permit free sleeps until the next message (or its bound), as in
 //! lockwise's layout: only an addition, which publishes, can help it.

@@ -48,7 +48,7 @@ use std::time::Duration;
 
 use crate::engine::Core;
 use crate::error::{Error, Result};
-use crate::wire::keys::{check_millis, check_name_in, Keys, Role, MAX_MILLIS};
+use crate::wire::keys::{check_millis, Role, MAX_MILLIS};
 use crate::wire::scripts::{
     Script, ToRedisArgsDyn, REDISSON_SEMAPHORE_ADD, REDISSON_SEMAPHORE_DRAIN,
     REDISSON_SEMAPHORE_SET, SEMAPHORE_ADD, SEMAPHORE_DRAIN, SEMAPHORE_SET,
@@ -145,11 +145,11 @@ impl Semaphore {
 
     pub(crate) fn new(core: Arc<Core>, name: &str) -> Semaphore {
         let layout = core.layout;
-        let invalid = check_name_in(layout, name, false)
+        let invalid = crate::layout::check_name(layout, name, false)
             .err()
             .map(|e| ("name", reason(e)));
         let name = if invalid.is_some() { "" } else { name };
-        let keys = Keys::in_layout(layout, &core.namespace, name);
+        let keys = crate::layout::keys(layout, &core.namespace, name);
         Semaphore {
             inner: Arc::new(Inner {
                 key: keys.key(Role::Semaphore),

@@ -9,10 +9,15 @@
 //! land in a Cluster slot other than the name's own is refused ([`check_name`]): Redisson
 //! would split such an object across slots, which no script can serve on a Cluster.
 
+use super::spec::{Call, MessageWake, ReleaseSpec};
 use crate::error::{Error, Result};
+use crate::wire::keys::Keys;
+use crate::wire::scripts::{
+    Script, REDISSON_FAIR_UNLOCK, REDISSON_FORCE_UNLOCK, REDISSON_REKEY, REDISSON_UNLOCK,
+};
 
-use super::role::Role;
-use super::slot::slot_part;
+use crate::wire::role::Role;
+use crate::wire::slot::slot_part;
 
 /// Redisson's `prefixName(prefix, name)`.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
@@ -119,27 +124,15 @@ pub(crate) fn check_name(name: &str, latch: bool) -> Result<()> {
     Ok(())
 }
 
-/// What a message on a Redisson channel asks of the local waiters: Redisson publishes
-/// decimal integers only, whose meaning depends on the channel.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum MessageWake {
-    /// One waiter (`0` on a lock channel: an unlock).
-    One,
-    /// Every waiter (`1` on a lock channel: a read-write lock's write unlock; `0` on a
-    /// latch channel: the latch opened).
-    All,
-    /// Up to this many (a semaphore channel's new permit count).
-    Up(u64),
-}
-
-/// How a Redisson payload wakes the waiters of `channel`; `None` if the payload is not a
-/// decimal integer (not Redisson's: the caller treats it as lockwise's own).
-pub(crate) fn wake_for(channel: &str, payload: &[u8]) -> Option<MessageWake> {
+/// How a Redisson payload wakes the waiters of `channel`: Redisson publishes decimal
+/// integers only, whose meaning depends on the channel. `None` if the payload is not one
+/// (not Redisson's: lockwise's own).
+pub(super) fn message_wake(channel: &str, payload: &[u8]) -> Option<MessageWake> {
     let text = std::str::from_utf8(payload).ok()?;
     let value: i64 = text.parse().ok()?;
     if channel.starts_with("redisson_countdownlatch__channel__") {
         return Some(if value == 0 {
-            MessageWake::All
+            MessageWake::All { next: true }
         } else {
             MessageWake::One
         });
@@ -148,10 +141,74 @@ pub(crate) fn wake_for(channel: &str, payload: &[u8]) -> Option<MessageWake> {
         return Some(MessageWake::Up(value.max(1) as u64));
     }
     Some(if value == 1 {
-        MessageWake::All
+        MessageWake::All { next: true }
     } else {
         MessageWake::One
     })
+}
+
+impl ReleaseSpec {
+    /// `lua/redisson_unlock.lua`: the release of a lock hash in Redisson's layout; the last
+    /// release publishes `0` (Redisson's unlock message) on the lock channel.
+    ///
+    /// No local waiter is woken before that message: this client hears it at the same time
+    /// as every other client, Java or lockwise, so no side of a mixed fleet gets a head start
+    /// by being local (the overtake limit, which bounds that head start in lockwise's layout,
+    /// has no place in Redisson's).
+    pub(crate) fn redisson_unlock(keys: &Keys) -> ReleaseSpec {
+        ReleaseSpec {
+            script: &REDISSON_UNLOCK,
+            keys: vec![keys.lock.clone(), keys.channel.clone()],
+            message: "0".to_string(),
+            extra: Vec::new(),
+            wake_all: Vec::new(),
+            wake_one: Vec::new(),
+            clock: false,
+            batch: false,
+            per_hold_ttl: false,
+        }
+    }
+
+    /// `lua/redisson_fair_unlock.lua`: the release of a fair lock in Redisson's layout; the
+    /// last release publishes `0` on the queue head's own channel.
+    pub(crate) fn redisson_fair_unlock(keys: &Keys) -> ReleaseSpec {
+        ReleaseSpec {
+            script: &REDISSON_FAIR_UNLOCK,
+            keys: keys.script_keys().map(str::to_string).to_vec(),
+            message: "0".to_string(),
+            extra: vec![keys.fair_channel.clone()],
+            wake_all: Vec::new(),
+            wake_one: Vec::new(),
+            clock: true,
+            batch: false,
+            per_hold_ttl: false,
+        }
+    }
+}
+
+/// `lua/redisson_force_unlock.lua`: deletes the lock hash and publishes `0` on its channel.
+pub(super) fn force_unlock(keys: &Keys, publish: &'static str) -> Call {
+    Call {
+        script: &REDISSON_FORCE_UNLOCK,
+        keys: vec![keys.lock.clone(), keys.channel.clone()],
+        args: vec![publish.to_string()],
+    }
+}
+
+/// `lua/redisson_rekey.lua`: a hold moves to another owner field, a reader's timeout key
+/// with it.
+pub(super) fn rekey() -> &'static Script {
+    &REDISSON_REKEY
+}
+
+/// The field a hold of `from` takes when it moves to the owner field `to`: a read-write
+/// lock's writer field keeps its suffix (`lua/redisson_rekey.lua`).
+pub(super) fn moved_field(from: &str, to: String) -> String {
+    if from.ends_with(WRITE_SUFFIX) {
+        write_field(&to)
+    } else {
+        to
+    }
 }
 
 #[cfg(test)]
@@ -233,13 +290,19 @@ mod tests {
     #[test]
     fn payloads_wake_as_redisson_reads_them() {
         let lock = "redisson_lock__channel:{a}";
-        assert_eq!(wake_for(lock, b"0"), Some(MessageWake::One));
-        assert_eq!(wake_for(lock, b"1"), Some(MessageWake::All));
-        assert_eq!(wake_for("redisson_sc:{s}", b"3"), Some(MessageWake::Up(3)));
+        assert_eq!(message_wake(lock, b"0"), Some(MessageWake::One));
         assert_eq!(
-            wake_for("redisson_countdownlatch__channel__{l}", b"0"),
-            Some(MessageWake::All)
+            message_wake(lock, b"1"),
+            Some(MessageWake::All { next: true })
         );
-        assert_eq!(wake_for(lock, b"grant:1"), None);
+        assert_eq!(
+            message_wake("redisson_sc:{s}", b"3"),
+            Some(MessageWake::Up(3))
+        );
+        assert_eq!(
+            message_wake("redisson_countdownlatch__channel__{l}", b"0"),
+            Some(MessageWake::All { next: true })
+        );
+        assert_eq!(message_wake(lock, b"grant:1"), None);
     }
 }

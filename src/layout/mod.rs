@@ -1,0 +1,98 @@
+//! Every decision of the engine that depends on the client's [`KeyLayout`], asked here and
+//! answered by one file per layout ([`lockwise`], [`redisson`]): the names of a lock's keys
+//! and channels and the rule for a name, how a hold is released ([`ReleaseSpec`]), force
+//! unlocked and moved to another owner, and what a message heard asks of local waiters.
+//! The engine names no layout: it asks these functions with the client's.
+//!
+//! Below the engine and the deployments, above the wire (whose names and scripts the
+//! answers are made of). The [`KeyLayout`] type itself lies lower still, in
+//! `key_layout.rs`: the error type names it.
+//!
+//! The kinds' own layout choices (which acquire and release script a kind runs in
+//! Redisson's layout, what is `Unsupported` there) still live in each kind's files;
+//! `tests/project/layout.rs` lists the files that name a layout and the list only shrinks.
+
+mod lockwise;
+pub(crate) mod redisson;
+mod spec;
+
+pub(crate) use spec::{Call, MessageWake, ReleaseSpec};
+
+use crate::error::Result;
+use crate::key_layout::KeyLayout;
+use crate::wire::keys::{check_name as check_any_name, Keys};
+use crate::wire::scripts::Script;
+
+/// The keys of the lock named `name` (`namespace` is lockwise's only).
+pub(crate) fn keys(layout: KeyLayout, namespace: &str, name: &str) -> Keys {
+    match layout {
+        KeyLayout::Redisson => Keys::with_names(Some(redisson::key), namespace, name),
+        _ => Keys::new(namespace, name),
+    }
+}
+
+/// Whether `name` may name an object (`latch`: a count-down latch's): every layout's bounds,
+/// and Redisson's own rule in its layout ([`redisson::check_name`]).
+pub(crate) fn check_name(layout: KeyLayout, name: &str, latch: bool) -> Result<()> {
+    check_any_name(name)?;
+    match layout {
+        KeyLayout::Redisson => redisson::check_name(name, latch),
+        _ => Ok(()),
+    }
+}
+
+/// The release of a hold counted in the name's lock hash (`keys.lock`); `message` is the
+/// releasing client's id (lockwise's layout publishes it so the client skips its echo).
+pub(crate) fn release(layout: KeyLayout, keys: &Keys, message: &str) -> ReleaseSpec {
+    match layout {
+        KeyLayout::Redisson => ReleaseSpec::redisson_unlock(keys),
+        _ => ReleaseSpec::unlock(keys, message),
+    }
+}
+
+/// The release of a fair lock's hold: it hands the lock to the head of the queue.
+pub(crate) fn fair_release(layout: KeyLayout, keys: &Keys, message: &str) -> ReleaseSpec {
+    match layout {
+        KeyLayout::Redisson => ReleaseSpec::redisson_fair_unlock(keys),
+        _ => ReleaseSpec::unlock(keys, message).unbatched(),
+    }
+}
+
+/// The call that deletes the lock hash of `keys` whoever holds it and wakes its waiters;
+/// it answers 1 when the lock was held. `message` is the client's id, `publish` the
+/// publish command.
+pub(crate) fn force_unlock(
+    layout: KeyLayout,
+    keys: &Keys,
+    message: &str,
+    publish: &'static str,
+) -> Call {
+    match layout {
+        KeyLayout::Redisson => redisson::force_unlock(keys, publish),
+        _ => lockwise::force_unlock(keys, message, publish),
+    }
+}
+
+/// The script that moves a hold from one owner field to another (`lua/rekey.lua` and its
+/// layout's tail).
+pub(crate) fn rekey(layout: KeyLayout) -> &'static Script {
+    match layout {
+        KeyLayout::Redisson => redisson::rekey(),
+        _ => lockwise::rekey(),
+    }
+}
+
+/// The field a hold of the owner field `from` takes when it moves to the owner field `to`.
+pub(crate) fn moved_field(layout: KeyLayout, from: &str, to: String) -> String {
+    match layout {
+        KeyLayout::Redisson => redisson::moved_field(from, to),
+        _ => to,
+    }
+}
+
+/// What `payload`, heard on `channel`, asks of the channel's local waiters. Redisson's
+/// payloads are decimal integers, which lockwise's never are, so a client in either layout
+/// reads both (a mixed fleet's Java clients publish on the names they share).
+pub(crate) fn message_wake(channel: &str, payload: &[u8]) -> MessageWake {
+    redisson::message_wake(channel, payload).unwrap_or_else(|| lockwise::message_wake(payload))
+}

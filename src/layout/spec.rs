@@ -1,0 +1,70 @@
+//! What the layout room's answers are made of, as data the engine runs: [`ReleaseSpec`] (how
+//! one hold of a kind is released; each layout's file builds its own, and kinds with a
+//! release of their own, a read-write lock's sides, build theirs), [`Call`] and
+//! [`MessageWake`].
+
+use crate::wire::scripts::Script;
+
+/// How one hold of a kind is released: `script` runs with `keys` and the arguments
+/// `owner, message, expected, publish` followed by `extra`, and replies as `lua/unlock.lua`
+/// does: -1 not held, -2 the count differs from `expected`, 0 released the last hold,
+/// n > 0 holds left (`expected` 0 releases any one hold).
+pub(crate) struct ReleaseSpec {
+    pub(crate) script: &'static Script,
+    pub(crate) keys: Vec<String>,
+    /// What the last release publishes: the releasing client's id (so that client skips
+    /// its own echo), or a Redlock set's.
+    pub(crate) message: String,
+    /// The script's arguments after the four above.
+    pub(crate) extra: Vec<String>,
+    /// Channels on which all local waiters are woken when the lock may have been freed
+    /// (the reply said 0, or was lost): the client hears no echo of its own message.
+    pub(crate) wake_all: Vec<String>,
+    /// Channels on which one local waiter is woken in that case.
+    pub(crate) wake_one: Vec<String>,
+    /// Whether the script also takes the client's clock (ms since the epoch) as its last
+    /// argument: Redisson's fair queue keeps deadlines on the clients' clocks.
+    pub(crate) clock: bool,
+    /// Whether a release may go out in a batch of `lua/batch.lua` (see
+    /// [`batch`](super::batch)), which publishes the client's id: `lua/unlock.lua` of a
+    /// client's own lock hash, unless [`ReleaseSpec::unbatched`].
+    pub(crate) batch: bool,
+    /// Whether each hold lives by a TTL key of its own, numbered by the owner's count and
+    /// deleted by the release from that count (Redisson's read holds: `rwlock_timeout:<n>`),
+    /// rather than by the hash's TTL, which no release lowers: a run is then valid only as
+    /// long as the keys of its remaining holds (see the registry's `deadlines`).
+    pub(crate) per_hold_ttl: bool,
+}
+
+impl ReleaseSpec {
+    /// The same release, never batched: a fair lock's, whose release hands the lock to the
+    /// head of its queue when there is one (the batch would leave it to a second call), and
+    /// a Redlock set's, whose message is the set's id (a batch publishes the client's).
+    pub(crate) fn unbatched(mut self) -> ReleaseSpec {
+        self.batch = false;
+        self
+    }
+}
+
+/// A script call the engine sends as it is: the script, its keys and its arguments.
+pub(crate) struct Call {
+    pub(crate) script: &'static Script,
+    pub(crate) keys: Vec<String>,
+    pub(crate) args: Vec<String>,
+}
+
+/// What a message on a channel asks of the local waiters of that channel.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum MessageWake {
+    /// One waiter (a release).
+    One,
+    /// Every waiter waiting now (a latch opened, a read-write lock's writer left); with
+    /// `next`, also the next one to wait (a Redisson publisher woke nobody locally: a
+    /// waiter between its check and its wait must not miss this).
+    All { next: bool },
+    /// Up to this many (a Redisson semaphore channel's new permit count).
+    Up(u64),
+    /// A fair lock handed to the channel's waiter, with this many ms of its hold surely
+    /// left (lockwise's `grant:<n>`).
+    Grant(u64),
+}
