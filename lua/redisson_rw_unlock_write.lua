@@ -21,13 +21,7 @@
 --          -1     not held by this owner (expired, force-unlocked, or never taken)
 --          -2     hold count differs from ARGV[3]: nothing done
 local lock, field = KEYS[1], ARGV[1]
-local pub = ARGV[4] == 'spublish' and 'spublish' or 'publish'
-local mode = redis.call('hget', lock, 'mode')
-if not mode then
-    -- pcall: a refused publish (ACL) must not turn the answer into an error.
-    redis.pcall(pub, KEYS[2], ARGV[2])
-    return -1
-end
+--#include redisson_rw_mode.lua
 if mode ~= 'write' then
     return -1
 end

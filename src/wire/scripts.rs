@@ -167,6 +167,10 @@ const PARTS: &[(&str, &str)] = &[
         include_str!("../../lua/release_count.lua"),
     ),
     ("claim_grant.lua", include_str!("../../lua/claim_grant.lua")),
+    (
+        "redisson_rw_mode.lua",
+        include_str!("../../lua/redisson_rw_mode.lua"),
+    ),
 ];
 
 /// The line that splices in a part.
