@@ -2,9 +2,12 @@
 //! the reply, whether it may ride in a batch) and [`run`] does the rest: tickets, in-flight
 //! tracking, batching, replica sync and waiting.
 //!
-//! The fair lock is the one kind that still hands [`handle::acquire_hold`] an attempt of its
-//! own: a waiter that heard its handoff takes the lock without a call, which no script
-//! description can say.
+//! The fair lock in lockwise's layout is the one kind that still hands
+//! [`handle::acquire_hold`] an attempt of its own: a waiter that heard its handoff takes the
+//! lock without a call, which no script description can say.
+//!
+//! The parts of an attempt ([`AttemptArgs`], [`ScriptCall`], [`Arg`]) are defined in the
+//! layout room (`crate::layout`), so a layout's twin of a kind's script is built there.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,53 +15,14 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use redis::{RedisWrite, ToRedisArgs};
 use tokio::time::Instant;
 
 use super::handle::{self, Base, FirstLock, Reply};
 use super::{Attempt, Hold, HoldKey, KindId, LockRef, Ticket, Wake};
+pub(crate) use crate::layout::{Arg, AttemptArgs, ScriptCall};
+
 use crate::error::Result;
-use crate::wire::scripts::{Script, ToRedisArgsDyn};
-
-/// What the engine knows when it sends an attempt, for a kind to build its arguments from.
-#[derive(Clone)]
-pub(crate) struct AttemptArgs {
-    /// The owner field the attempt writes (`<client uuid>:<owner id>`, or a kind's variant).
-    pub(crate) owner: Arc<str>,
-    /// The hold's TTL in milliseconds (the lease, or the watchdog timeout).
-    pub(crate) lease_ms: u64,
-    /// Overtake claim TTL in ms: > 0 queues this owner's claim (see [`claim`](super::claim)).
-    pub(crate) claim_ms: u64,
-    /// How long this owner has waited, in ms: its place in the claim queue.
-    pub(crate) waited_ms: u64,
-    /// The client's overtake limit in ms (0: none). A read-write lock's writer queues as if
-    /// it had waited this much longer.
-    pub(crate) limit_ms: u64,
-}
-
-/// One argument of a script call.
-pub(crate) enum Arg<'a> {
-    /// An integer (a lease, a TTL, a flag).
-    Int(u64),
-    /// A string (an owner field, a key prefix).
-    Str(&'a str),
-}
-
-impl ToRedisArgs for Arg<'_> {
-    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
-        match self {
-            Arg::Int(n) => n.write_redis_args(out),
-            Arg::Str(s) => s.write_redis_args(out),
-        }
-    }
-}
-
-/// One script call: what an [`AcquireScript`] sends.
-pub(crate) struct ScriptCall<'a> {
-    pub(crate) script: &'static Script,
-    pub(crate) keys: Vec<&'a str>,
-    pub(crate) args: Vec<Arg<'a>>,
-}
+use crate::wire::scripts::ToRedisArgsDyn;
 
 /// A kind's acquire, described: the engine runs it ([`run`]).
 ///

@@ -2,9 +2,9 @@
 //! release, force unlock and hold move, and what its messages ask of local waiters. Its
 //! names are the wire's own ([`crate::wire::keys`]).
 
-use super::spec::{Call, MessageWake, ReleaseSpec};
-use crate::wire::keys::Keys;
-use crate::wire::scripts::{Script, FORCE_UNLOCK, REKEY, UNLOCK};
+use super::spec::{Arg, AttemptArgs, Call, MessageWake, ReleaseSpec, ScriptCall};
+use crate::wire::keys::{ClaimKeys, Keys};
+use crate::wire::scripts::{Script, FENCED_LOCK, FORCE_UNLOCK, REKEY, UNLOCK};
 
 impl ReleaseSpec {
     /// `lua/unlock.lua`, the release of every kind that counts its holds in the name's lock
@@ -55,5 +55,24 @@ pub(super) fn message_wake(payload: &[u8]) -> MessageWake {
         MessageWake::Grant(left.unwrap_or(0))
     } else {
         MessageWake::One
+    }
+}
+
+/// `lua/fenced_lock.lua` on the lock hash, the counter and the claim queue.
+pub(super) fn fenced_lock<'a>(
+    key: &'a str,
+    fence: &'a str,
+    claims: &'a ClaimKeys,
+    a: &'a AttemptArgs,
+) -> ScriptCall<'a> {
+    ScriptCall {
+        script: &FENCED_LOCK,
+        keys: vec![key, fence, &claims.queue, &claims.deadlines],
+        args: vec![
+            Arg::Int(a.lease_ms),
+            Arg::Str(&a.owner),
+            Arg::Int(a.claim_ms),
+            Arg::Int(a.waited_ms),
+        ],
     }
 }

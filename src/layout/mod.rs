@@ -8,20 +8,22 @@
 //! answers are made of). The [`KeyLayout`] type itself lies lower still, in
 //! `key_layout.rs`: the error type names it.
 //!
-//! The kinds' own layout choices (which acquire and release script a kind runs in
-//! Redisson's layout, what is `Unsupported` there) still live in each kind's files;
-//! `tests/project/layout.rs` lists the files that name a layout and the list only shrinks.
+//! A kind's Redisson twin is a function here (the lock and fenced lock acquires: [`lock`],
+//! [`fenced_lock`]); the other kinds' layout choices (which acquire and release script a
+//! kind runs in Redisson's layout, what is `Unsupported` there) still live in each kind's
+//! files: `tests/project/layout.rs` lists the files that name a layout, a list that only
+//! shrinks.
 
 mod lockwise;
 pub(crate) mod redisson;
 mod spec;
 
-pub(crate) use spec::{Call, MessageWake, ReleaseSpec};
+pub(crate) use spec::{Arg, AttemptArgs, Call, MessageWake, ReleaseSpec, ScriptCall};
 
 use crate::error::Result;
 use crate::key_layout::KeyLayout;
-use crate::wire::keys::{check_name as check_any_name, Keys};
-use crate::wire::scripts::Script;
+use crate::wire::keys::{check_name as check_any_name, ClaimKeys, Keys};
+use crate::wire::scripts::{Script, LOCK};
 
 /// The keys of the lock named `name` (`namespace` is lockwise's only).
 pub(crate) fn keys(layout: KeyLayout, namespace: &str, name: &str) -> Keys {
@@ -38,6 +40,52 @@ pub(crate) fn check_name(layout: KeyLayout, name: &str, latch: bool) -> Result<(
     match layout {
         KeyLayout::Redisson => redisson::check_name(name, latch),
         _ => Ok(()),
+    }
+}
+
+/// Whether the layout keeps overtake claim queues (lockwise's does; Redisson's format has
+/// no place for them, and its clients would not honour them).
+pub(crate) fn has_claims(layout: KeyLayout) -> bool {
+    layout != KeyLayout::Redisson
+}
+
+/// One attempt of `lua/lock.lua` on the lock hash `key`, with the claim queue in a layout
+/// that keeps one: without it the script is Redisson's RLock acquire, byte for byte in its
+/// effects.
+pub(crate) fn lock<'a>(
+    layout: KeyLayout,
+    key: &'a str,
+    claims: &'a ClaimKeys,
+    a: &'a AttemptArgs,
+) -> ScriptCall<'a> {
+    let mut keys = vec![key];
+    if has_claims(layout) {
+        keys.extend([claims.queue.as_str(), claims.deadlines.as_str()]);
+    }
+    ScriptCall {
+        script: &LOCK,
+        keys,
+        args: vec![
+            Arg::Int(a.lease_ms),
+            Arg::Str(&a.owner),
+            Arg::Int(a.claim_ms),
+            Arg::Int(a.waited_ms),
+        ],
+    }
+}
+
+/// One attempt of a fenced lock on the lock hash `key` and its counter `fence`: it answers
+/// `[1, holds, token]` when granted.
+pub(crate) fn fenced_lock<'a>(
+    layout: KeyLayout,
+    key: &'a str,
+    fence: &'a str,
+    claims: &'a ClaimKeys,
+    a: &'a AttemptArgs,
+) -> ScriptCall<'a> {
+    match layout {
+        KeyLayout::Redisson => redisson::fenced_lock(key, fence, a),
+        _ => lockwise::fenced_lock(key, fence, claims, a),
     }
 }
 

@@ -9,11 +9,12 @@
 //! land in a Cluster slot other than the name's own is refused ([`check_name`]): Redisson
 //! would split such an object across slots, which no script can serve on a Cluster.
 
-use super::spec::{Call, MessageWake, ReleaseSpec};
+use super::spec::{Arg, AttemptArgs, Call, MessageWake, ReleaseSpec, ScriptCall};
 use crate::error::{Error, Result};
 use crate::wire::keys::Keys;
 use crate::wire::scripts::{
-    Script, REDISSON_FAIR_UNLOCK, REDISSON_FORCE_UNLOCK, REDISSON_REKEY, REDISSON_UNLOCK,
+    Script, REDISSON_FAIR_UNLOCK, REDISSON_FENCED_LOCK, REDISSON_FORCE_UNLOCK, REDISSON_REKEY,
+    REDISSON_UNLOCK,
 };
 
 use crate::wire::role::Role;
@@ -208,6 +209,16 @@ pub(super) fn moved_field(from: &str, to: String) -> String {
         write_field(&to)
     } else {
         to
+    }
+}
+
+/// `lua/redisson_fenced_lock.lua`: RFencedLock's hash (owner fields only) and counter, a
+/// new token on every acquire.
+pub(super) fn fenced_lock<'a>(key: &'a str, fence: &'a str, a: &'a AttemptArgs) -> ScriptCall<'a> {
+    ScriptCall {
+        script: &REDISSON_FENCED_LOCK,
+        keys: vec![key, fence],
+        args: vec![Arg::Int(a.lease_ms), Arg::Str(&a.owner)],
     }
 }
 

@@ -1,7 +1,12 @@
 //! What the layout room's answers are made of, as data the engine runs: [`ReleaseSpec`] (how
 //! one hold of a kind is released; each layout's file builds its own, and kinds with a
-//! release of their own, a read-write lock's sides, build theirs), [`Call`] and
-//! [`MessageWake`].
+//! release of their own, a read-write lock's sides, build theirs), [`Call`],
+//! [`MessageWake`], and the parts of an acquire attempt ([`AttemptArgs`] in, [`ScriptCall`]
+//! out: what a kind's acquire description sends, `engine::acquire`).
+
+use std::sync::Arc;
+
+use redis::{RedisWrite, ToRedisArgs};
 
 use crate::wire::scripts::Script;
 
@@ -67,4 +72,44 @@ pub(crate) enum MessageWake {
     /// A fair lock handed to the channel's waiter, with this many ms of its hold surely
     /// left (lockwise's `grant:<n>`).
     Grant(u64),
+}
+
+/// What the engine knows when it sends an attempt, for a kind to build its arguments from.
+#[derive(Clone)]
+pub(crate) struct AttemptArgs {
+    /// The owner field the attempt writes (`<client uuid>:<owner id>`, or a kind's variant).
+    pub(crate) owner: Arc<str>,
+    /// The hold's TTL in milliseconds (the lease, or the watchdog timeout).
+    pub(crate) lease_ms: u64,
+    /// Overtake claim TTL in ms: > 0 queues this owner's claim (see `engine::claim`).
+    pub(crate) claim_ms: u64,
+    /// How long this owner has waited, in ms: its place in the claim queue.
+    pub(crate) waited_ms: u64,
+    /// The client's overtake limit in ms (0: none). A read-write lock's writer queues as if
+    /// it had waited this much longer.
+    pub(crate) limit_ms: u64,
+}
+
+/// One argument of a script call.
+pub(crate) enum Arg<'a> {
+    /// An integer (a lease, a TTL, a flag).
+    Int(u64),
+    /// A string (an owner field, a key prefix).
+    Str(&'a str),
+}
+
+impl ToRedisArgs for Arg<'_> {
+    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
+        match self {
+            Arg::Int(n) => n.write_redis_args(out),
+            Arg::Str(s) => s.write_redis_args(out),
+        }
+    }
+}
+
+/// One script call: what a kind's acquire description sends (`engine::acquire`).
+pub(crate) struct ScriptCall<'a> {
+    pub(crate) script: &'static Script,
+    pub(crate) keys: Vec<&'a str>,
+    pub(crate) args: Vec<Arg<'a>>,
 }

@@ -29,14 +29,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::acquire::{Arg, AttemptArgs, ScriptCall};
+use crate::engine::acquire::{AttemptArgs, ScriptCall};
 use crate::engine::{self, pttl_from, Base, Core, Hold, Owner, Reply};
 use crate::error::Result;
+use crate::layout;
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::lock::reentrant::RLock;
 use crate::wire::keys::Role;
-use crate::wire::scripts::{FENCED_LOCK, REDISSON_FENCED_LOCK};
-use crate::KeyLayout;
 
 /// A reentrant distributed lock that hands out fencing tokens: every acquisition that makes a
 /// new owner returns a token strictly greater than every token this lock issued before, also
@@ -334,20 +333,8 @@ impl engine::acquire::AcquireScript for FencedLock {
     }
 
     fn call<'a>(&'a self, a: &'a AttemptArgs) -> ScriptCall<'a> {
-        let (inner, claims) = (&self.inner, &self.inner.rlock.base.claims);
-        let (owner, lease) = (Arg::Str(&a.owner), Arg::Int(a.lease_ms));
-        match inner.rlock.base.core.layout {
-            KeyLayout::Redisson => ScriptCall {
-                script: &REDISSON_FENCED_LOCK,
-                keys: vec![&inner.key, &inner.fence],
-                args: vec![lease, owner],
-            },
-            _ => ScriptCall {
-                script: &FENCED_LOCK,
-                keys: vec![&inner.key, &inner.fence, &claims.queue, &claims.deadlines],
-                args: vec![lease, owner, Arg::Int(a.claim_ms), Arg::Int(a.waited_ms)],
-            },
-        }
+        let (inner, base) = (&self.inner, &self.inner.rlock.base);
+        layout::fenced_lock(base.core.layout, &inner.key, &inner.fence, &base.claims, a)
     }
 
     /// `[1, holds, token]` granted; otherwise the common shapes ([`engine::plain_reply`]).

@@ -5,13 +5,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::engine::acquire::{Arg, AttemptArgs, ScriptCall};
+use crate::engine::acquire::{AttemptArgs, ScriptCall};
 use crate::engine::{self, Base, Core, Hold, Owner};
 use crate::error::Result;
+use crate::layout;
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::wire::keys::Role;
-use crate::wire::scripts::LOCK;
-use crate::KeyLayout;
 
 /// A reentrant distributed lock, like Redisson's `RLock`: a Redis hash whose one field
 /// `<client id>:<task id>` counts the holder's holds.
@@ -280,20 +279,7 @@ impl engine::acquire::AcquireScript for RLock {
 
     fn call<'a>(&'a self, a: &'a AttemptArgs) -> ScriptCall<'a> {
         let base = &self.base;
-        let mut keys = vec![&*base.key];
-        if base.core.layout != KeyLayout::Redisson {
-            keys.extend([&*base.claims.queue, &*base.claims.deadlines]);
-        }
-        ScriptCall {
-            script: &LOCK,
-            keys,
-            args: vec![
-                Arg::Int(a.lease_ms),
-                Arg::Str(&a.owner),
-                Arg::Int(a.claim_ms),
-                Arg::Int(a.waited_ms),
-            ],
-        }
+        layout::lock(base.core.layout, &base.key, &base.claims, a)
     }
 
     fn parse(&self, reply: &[i64]) -> Option<engine::Reply<()>> {
@@ -301,7 +287,8 @@ impl engine::acquire::AcquireScript for RLock {
     }
 
     fn batched(&self) -> Option<&Arc<Base>> {
-        (self.base.core.layout != KeyLayout::Redisson).then_some(&self.base)
+        // `lua/batch.lua` runs `lua/lock.lua` with its claim keys.
+        layout::has_claims(self.base.core.layout).then_some(&self.base)
     }
 }
 

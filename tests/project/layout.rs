@@ -187,8 +187,6 @@ const LAYOUT_BRANCHES: &[&str] = &[
     "deploy/acl.rs",
     "lock/fair/acquire.rs",
     "lock/fair/mod.rs",
-    "lock/fenced.rs",
-    "lock/reentrant.rs",
     "lock/rwlock/shared.rs",
     "sync/latch.rs",
     "sync/lease_semaphore/redisson.rs",
