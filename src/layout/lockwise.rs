@@ -12,15 +12,14 @@ impl ReleaseSpec {
     /// wakes the head of its fair queue; locally, one waiter on the channel wakes.
     pub(crate) fn unlock(keys: &Keys, message: &str) -> ReleaseSpec {
         ReleaseSpec {
-            script: &UNLOCK,
-            keys: keys.script_keys().map(str::to_string).to_vec(),
-            message: message.to_string(),
             extra: vec![keys.fair_channel.clone()],
-            wake_all: Vec::new(),
             wake_one: vec![keys.channel.clone()],
-            clock: false,
             batch: true,
-            per_hold_ttl: false,
+            ..ReleaseSpec::new(
+                &UNLOCK,
+                keys.script_keys().map(str::to_string).to_vec(),
+                message.to_string(),
+            )
         }
     }
 }

@@ -157,32 +157,24 @@ impl ReleaseSpec {
     /// by being local (the overtake limit, which bounds that head start in lockwise's layout,
     /// has no place in Redisson's).
     pub(crate) fn redisson_unlock(keys: &Keys) -> ReleaseSpec {
-        ReleaseSpec {
-            script: &REDISSON_UNLOCK,
-            keys: vec![keys.lock.clone(), keys.channel.clone()],
-            message: "0".to_string(),
-            extra: Vec::new(),
-            wake_all: Vec::new(),
-            wake_one: Vec::new(),
-            clock: false,
-            batch: false,
-            per_hold_ttl: false,
-        }
+        ReleaseSpec::new(
+            &REDISSON_UNLOCK,
+            vec![keys.lock.clone(), keys.channel.clone()],
+            "0".to_string(),
+        )
     }
 
     /// `lua/redisson_fair_unlock.lua`: the release of a fair lock in Redisson's layout; the
     /// last release publishes `0` on the queue head's own channel.
     pub(crate) fn redisson_fair_unlock(keys: &Keys) -> ReleaseSpec {
         ReleaseSpec {
-            script: &REDISSON_FAIR_UNLOCK,
-            keys: keys.script_keys().map(str::to_string).to_vec(),
-            message: "0".to_string(),
             extra: vec![keys.fair_channel.clone()],
-            wake_all: Vec::new(),
-            wake_one: Vec::new(),
             clock: true,
-            batch: false,
-            per_hold_ttl: false,
+            ..ReleaseSpec::new(
+                &REDISSON_FAIR_UNLOCK,
+                keys.script_keys().map(str::to_string).to_vec(),
+                "0".to_string(),
+            )
         }
     }
 }

@@ -42,6 +42,23 @@ pub(crate) struct ReleaseSpec {
 }
 
 impl ReleaseSpec {
+    /// `script` with `keys`, publishing `message`: no extra arguments, no local wakeups, no
+    /// clock, never batched, the hold living by the hash's TTL. Kinds set what differs with
+    /// struct update syntax.
+    pub(crate) fn new(script: &'static Script, keys: Vec<String>, message: String) -> ReleaseSpec {
+        ReleaseSpec {
+            script,
+            keys,
+            message,
+            extra: Vec::new(),
+            wake_all: Vec::new(),
+            wake_one: Vec::new(),
+            clock: false,
+            batch: false,
+            per_hold_ttl: false,
+        }
+    }
+
     /// The same release, never batched: a fair lock's, whose release hands the lock to the
     /// head of its queue when there is one (the batch would leave it to a second call), and
     /// a Redlock set's, whose message is the set's id (a batch publishes the client's).

@@ -66,32 +66,24 @@ impl Shared {
     /// by its own timeout key, which the release from its count deletes (`per_hold_ttl`).
     pub(super) fn redisson_read_release(&self) -> ReleaseSpec {
         ReleaseSpec {
-            script: &REDISSON_RW_UNLOCK_READ,
-            keys: vec![self.read.clone(), self.read_channel.clone()],
-            message: "0".to_string(),
             extra: vec![self.prefix.clone()],
-            wake_all: Vec::new(),
-            wake_one: Vec::new(),
-            clock: false,
-            batch: false,
             per_hold_ttl: true,
+            ..ReleaseSpec::new(
+                &REDISSON_RW_UNLOCK_READ,
+                vec![self.read.clone(), self.read_channel.clone()],
+                "0".to_string(),
+            )
         }
     }
 
     /// RReadWriteLock's write release (`lua/redisson_rw_unlock_write.lua`): the last write
     /// hold publishes `1`, which wakes every waiter in every client, this one included.
     pub(super) fn redisson_write_release(&self) -> ReleaseSpec {
-        ReleaseSpec {
-            script: &REDISSON_RW_UNLOCK_WRITE,
-            keys: vec![self.write.clone(), self.write_channel.clone()],
-            message: "1".to_string(),
-            extra: Vec::new(),
-            wake_all: Vec::new(),
-            wake_one: Vec::new(),
-            clock: false,
-            batch: false,
-            per_hold_ttl: false,
-        }
+        ReleaseSpec::new(
+            &REDISSON_RW_UNLOCK_WRITE,
+            vec![self.write.clone(), self.write_channel.clone()],
+            "1".to_string(),
+        )
     }
 
     /// RReadWriteLock's forceUnlock (`lua/redisson_rw_force_unlock.lua`): the read side's

@@ -42,15 +42,12 @@ impl Shared {
     /// local writer, as this client hears no echo of its own message.
     pub(super) fn read_release(&self) -> ReleaseSpec {
         ReleaseSpec {
-            script: &RW_UNLOCK_READ,
-            keys: vec![self.read.clone(), self.write_channel.clone()],
-            message: self.core.id_str.clone(),
-            extra: Vec::new(),
-            wake_all: Vec::new(),
             wake_one: vec![self.write_channel.clone()],
-            clock: false,
-            batch: false,
-            per_hold_ttl: false,
+            ..ReleaseSpec::new(
+                &RW_UNLOCK_READ,
+                vec![self.read.clone(), self.write_channel.clone()],
+                self.core.id_str.clone(),
+            )
         }
     }
 
@@ -58,20 +55,18 @@ impl Shared {
     /// wake, and one local writer.
     pub(super) fn write_release(&self) -> ReleaseSpec {
         ReleaseSpec {
-            script: &RW_UNLOCK_WRITE,
-            keys: vec![
-                self.write.clone(),
-                self.read.clone(),
-                self.read_channel.clone(),
-                self.write_channel.clone(),
-            ],
-            message: self.core.id_str.clone(),
-            extra: Vec::new(),
             wake_all: vec![self.read_channel.clone()],
             wake_one: vec![self.write_channel.clone()],
-            clock: false,
-            batch: false,
-            per_hold_ttl: false,
+            ..ReleaseSpec::new(
+                &RW_UNLOCK_WRITE,
+                vec![
+                    self.write.clone(),
+                    self.read.clone(),
+                    self.read_channel.clone(),
+                    self.write_channel.clone(),
+                ],
+                self.core.id_str.clone(),
+            )
         }
     }
 
