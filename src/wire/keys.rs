@@ -1,6 +1,6 @@
 //! Key naming and argument checks ([`Role`] lists every key and channel lockwise uses):
 //! lockwise's own names; a key layout that names some roles otherwise (Redisson's) hands
-//! [`Keys::with_names`] its naming (see [`crate::layout`]).
+//! [`Keys::with_names`] its naming (the layout room, `src/layout/`, above this layer).
 
 use std::time::Duration;
 

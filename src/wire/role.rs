@@ -1,5 +1,5 @@
 //! [`Role`]: every role a key or channel plays for a lock, the vocabulary both key layouts
-//! name their keys by ([`super::keys`] for lockwise's names, [`crate::layout::redisson`] for
+//! name their keys by ([`super::keys`] for lockwise's names, `src/layout/redisson.rs` for
 //! Redisson's).
 
 /// Every role a key or channel plays for a lock: the part of its name after the namespace.
