@@ -2,10 +2,14 @@
 //! black-hole the link ([`Proxy::set_cut`]: bytes are read but held back, no RST, no FIN, like
 //! a link that went down) or to hold back only the server's replies
 //! ([`Proxy::set_hold_replies`]). Held bytes go through, in order, once the link is up again.
+//! What the clients sent while the link was cut can be counted ([`Proxy::held_requests`]), so a
+//! test can act at a known point of a client's retry cycle.
 //!
 //! Used by the partition scenarios of `tests/faults/partition.rs` (a client cut off from its
 //! server) and `tests/deployments/sentinel_partition.rs` (a Sentinel client cut off from its
 //! sentinels while it still reaches the master).
+
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
@@ -16,6 +20,8 @@ pub struct Proxy {
     cut: watch::Sender<bool>,
     /// Holds back only the server's replies (requests still go through).
     hold_replies: watch::Sender<bool>,
+    /// Request bytes read while the link was cut, since it was last cut.
+    held: Arc<Mutex<Vec<u8>>>,
     accept: tokio::task::JoinHandle<()>,
 }
 
@@ -26,6 +32,8 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let (cut, rx) = watch::channel(false);
         let (hold_replies, replies) = watch::channel(false);
+        let held = Arc::new(Mutex::new(Vec::new()));
+        let log = held.clone();
         let accept = tokio::spawn(async move {
             while let Ok((down, _)) = listener.accept().await {
                 let Ok(up) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await else {
@@ -33,14 +41,15 @@ impl Proxy {
                 };
                 let (dr, dw) = down.into_split();
                 let (ur, uw) = up.into_split();
-                tokio::spawn(pipe(dr, uw, rx.clone(), None));
-                tokio::spawn(pipe(ur, dw, rx.clone(), Some(replies.clone())));
+                tokio::spawn(pipe(dr, uw, rx.clone(), None, Some(log.clone())));
+                tokio::spawn(pipe(ur, dw, rx.clone(), Some(replies.clone()), None));
             }
         });
         Proxy {
             port,
             cut,
             hold_replies,
+            held,
             accept,
         }
     }
@@ -57,7 +66,25 @@ impl Proxy {
 
     /// Black-holes the link (`true`) or lets it, and whatever it held back, through again.
     pub fn set_cut(&self, cut: bool) {
+        if cut {
+            self.held.lock().unwrap().clear();
+        }
         self.cut.send_replace(cut);
+    }
+
+    /// How many times `command` (a command name such as `b"HGET"`, matched as a RESP bulk
+    /// string) occurs in what the clients sent since the link was last cut and while it was.
+    pub fn held_requests(&self, command: &[u8]) -> usize {
+        let needle = [
+            format!("${}\r\n", command.len()).as_bytes(),
+            command,
+            b"\r\n",
+        ]
+        .concat();
+        let held = self.held.lock().unwrap();
+        held.windows(needle.len())
+            .filter(|w| *w == needle.as_slice())
+            .count()
     }
 
     /// Holds back the server's replies only (`true`), or lets them through again.
@@ -73,31 +100,61 @@ impl Drop for Proxy {
 }
 
 /// Copies `from` to `to`, holding the bytes back while the link is cut (or, for replies,
-/// held); ends when either side closes or the proxy is dropped.
+/// held), and appending to `log` what it reads while cut; ends when either side closes or
+/// the proxy is dropped.
 async fn pipe(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut cut: watch::Receiver<bool>,
     mut hold: Option<watch::Receiver<bool>>,
+    log: Option<Arc<Mutex<Vec<u8>>>>,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf = vec![0u8; 64 * 1024];
+    // Read but not yet forwarded; `ended`: the sender closed (forwarded once unblocked, as
+    // a link that was down would deliver it).
+    let mut pending = Vec::new();
+    let mut ended = false;
     loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        // While cut, hold the bytes back until the link is up again.
-        if cut.wait_for(|c| !*c).await.is_err() {
-            return;
-        }
-        if let Some(hold) = hold.as_mut() {
-            if hold.wait_for(|h| !*h).await.is_err() {
+        let blocked = *cut.borrow() || hold.as_ref().is_some_and(|h| *h.borrow());
+        if !blocked {
+            if !pending.is_empty() && to.write_all(&pending).await.is_err() {
+                return;
+            }
+            pending.clear();
+            if ended {
                 return;
             }
         }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
+        // Keep reading while blocked, so every request sent meanwhile can be logged.
+        tokio::select! {
+            read = from.read(&mut buf), if !ended => match read {
+                Ok(0) | Err(_) => ended = true,
+                Ok(n) => {
+                    if let Some(log) = log.as_ref().filter(|_| *cut.borrow()) {
+                        log.lock().unwrap().extend_from_slice(&buf[..n]);
+                    }
+                    pending.extend_from_slice(&buf[..n]);
+                }
+            },
+            up = cut.changed(), if blocked => {
+                if up.is_err() {
+                    return;
+                }
+            }
+            up = changed(&mut hold), if blocked => {
+                if !up {
+                    return;
+                }
+            }
         }
+    }
+}
+
+/// Waits for `rx` to change (never, without one); false once its sender is gone.
+async fn changed(rx: &mut Option<watch::Receiver<bool>>) -> bool {
+    match rx {
+        Some(rx) => rx.changed().await.is_ok(),
+        None => std::future::pending().await,
     }
 }
