@@ -84,8 +84,10 @@
 //! expected cannot tell the two apart, so the run is given up (its guards told lost, the hold
 //! released) rather than a new run adopted as the old one. The model in `model/` checks
 //! these rules, with the ones above, over every interleaving of a bounded world.
-//! When Redis cannot be reached, a settlement retries with backoff; with no guard left it
-//! stops once the key's longest TTL has certainly run out.
+//! When Redis cannot be reached, a settlement retries with backoff (20 ms doubling to 1 s);
+//! a call that comes to wait for it (an unlock handed over, an acquire of the owner) ends the
+//! backoff at once, so the call is answered within its budget once Redis is back. With no
+//! guard left the settlement stops once the key's longest TTL has certainly run out.
 //!
 //! # Layout
 //!

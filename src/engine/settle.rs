@@ -104,8 +104,15 @@ async fn settle(kind: LockRef, key: HoldKey) {
                     return;
                 }
                 tracing::debug!(lock = %kind.name(), error = %e, "settling the hold count failed; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
+                // A call that waits for this settlement ends the backoff: the server may be
+                // back, and the call has a budget.
+                let hurry = core.holds.hurry(&key);
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {
+                        backoff = (backoff * 2).min(SETTLE_BACKOFF_MAX);
+                    }
+                    () = hurry.notified() => backoff = SETTLE_BACKOFF,
+                }
             }
         }
     }
@@ -113,6 +120,10 @@ async fn settle(kind: LockRef, key: HoldKey) {
 
 /// First retry delay of a settlement.
 const SETTLE_BACKOFF: Duration = Duration::from_millis(20);
+
+/// The longest retry delay of a settlement (it doubles from [`SETTLE_BACKOFF`]), unless a
+/// call that waits for it comes.
+const SETTLE_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// The hold count of `owner` in a lock hash (0 if none).
 pub(crate) async fn owner_holds(core: &Core, key: &str, owner: &str) -> Result<u32> {

@@ -314,3 +314,93 @@ async fn unlock_left_to_a_settlement_is_ok_when_the_hold_lasted() {
         result.unwrap_or_else(|e| panic!("{held:?}: {e:?}"));
     }
 }
+
+/// A's watchdog hold on `s` through `proxy`, with the link cut and a settlement of A's
+/// count backing off between failed reads: a re-entry's reply was lost, so the settlement
+/// must read the count, and cannot. Returns 300 ms after one of its reads was sent, when its
+/// backoff has grown to at least 640 ms (20 ms doubling, each read timing out after
+/// 200 ms): unless woken, it sleeps until 840 ms after that read at the earliest, past the
+/// 400 ms budget of an unlock that comes now. The hold has expired on the server (TTL 1 s).
+async fn settlement_backing_off(
+    proxy: &Proxy,
+    ns: &str,
+) -> (Client, lockwise::RLock, lockwise::RLockGuard) {
+    let a = through_proxy(proxy, ns, Duration::from_millis(200)).await;
+    let lock = a.lock("s");
+    let g = lock.lock().await.unwrap();
+    proxy.set_cut(true);
+    let reentry = lock
+        .try_lock(Duration::ZERO, Some(Duration::from_millis(50)))
+        .await;
+    assert!(matches!(&reentry, Err(e) if !e.is_timeout()), "{reentry:?}");
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let reads = proxy.held_requests(b"HGET");
+    assert!(reads >= 5, "the settlement retried its read: {reads} reads");
+    within(5, async {
+        while proxy.held_requests(b"HGET") == reads {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    (a, lock, g)
+}
+
+/// Whether `key` exists on `server`.
+async fn exists(server: &RedisServer, key: &str) -> bool {
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
+}
+
+/// An unlock handed to a settlement that backs off between failed reads gets its answer
+/// within its budget once the link is back (100 ms after the unlock): the hand-over wakes the
+/// settlement. Before, the unlock timed out (deterministically here; it once did in CI on
+/// `unlock_left_to_a_settlement_is_not_held_once_the_hold_ran_out`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_wakes_a_settlement_backing_off() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let (_a, lock, g) = settlement_backing_off(&proxy, &suite::unique_ns("settle-wake")).await;
+    let unlock = tokio::spawn(async move { g.unlock().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    proxy.set_cut(false);
+    let result = within(10, unlock).await.unwrap();
+    let err = result.expect_err("the hold ran out while the link was cut");
+    assert!(err.is_not_held(), "answered within the budget: {err:?}");
+    assert!(
+        !exists(&server, lock.key()).await,
+        "nothing left on the server"
+    );
+}
+
+/// The same for an acquire of the same owner (this task) that waits for the settlement with
+/// a 500 ms budget: it wakes the settlement and takes the lock once the link is back, where
+/// it timed out before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_wakes_a_settlement_backing_off() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let (_a, lock, old) = settlement_backing_off(&proxy, &suite::unique_ns("settle-wake")).await;
+    let restore = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        proxy.set_cut(false);
+    };
+    let (acquired, ()) = tokio::join!(lock.try_lock(Duration::from_millis(500), None), restore);
+    let g = acquired.expect("acquired within its budget once the link was back");
+    assert!(old.is_lost(), "the expired hold was told lost");
+    assert!(!g.is_lost());
+    drop(old);
+    g.unlock().await.unwrap();
+    assert!(
+        !exists(&server, lock.key()).await,
+        "nothing left on the server"
+    );
+}

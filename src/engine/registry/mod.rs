@@ -87,6 +87,9 @@ pub(super) struct OwnerHolds {
     pub(super) hint: Option<u32>,
     /// Notified when a settlement ends (created by the first waiter).
     pub(super) settled: Option<Arc<Notify>>,
+    /// Ends the running settlement's backoff after a failed step (created by the settlement
+    /// when it first backs off): a call that waits for it, within a budget, has come.
+    pub(super) hurry: Option<Arc<Notify>>,
     /// The watchdog task has a timer for the current watch (it must be told when it ends).
     pub(super) armed: bool,
     /// Guards whose release was left to the running settlement: each learns whether its
@@ -125,6 +128,7 @@ impl OwnerHolds {
             hint: None,
             settling: false,
             settled: None,
+            hurry: None,
             armed: false,
             releasing: Vec::new(),
             unverified: false,
@@ -194,6 +198,15 @@ impl OwnerHolds {
         self.inflight > 0 || self.settling
     }
 
+    /// A call now waits for the running settlement (if any): it retries at once rather than
+    /// after its backoff, which grows to a second while the server cannot be reached and
+    /// would outlast an unlock's or an acquire's budget once the server is back.
+    fn hurry_settlement(&self) {
+        if let Some(n) = self.hurry.as_ref().filter(|_| self.settling) {
+            n.notify_one();
+        }
+    }
+
     /// Wakes the calls that wait for their turn, once nothing is in flight or settling.
     fn pass_turn(&mut self) {
         if !self.busy() {
@@ -209,9 +222,11 @@ impl OwnerHolds {
     /// the calls waiting for their turn, carry over.
     fn start_new_run(&mut self, epoch: u64) {
         let (inflight, settled, kind) = (self.inflight, self.settled.take(), self.kind.take());
+        let hurry = self.hurry.take();
         *self = OwnerHolds::new(epoch);
         self.inflight = inflight;
         self.settled = settled;
+        self.hurry = hurry;
         self.kind = kind;
     }
 
@@ -414,6 +429,7 @@ impl HoldRegistry {
             .entry(key.clone())
             .or_insert_with(|| OwnerHolds::new(self.new_epoch()));
         if h.busy() {
+            h.hurry_settlement();
             return Begin::Wait(h.settled.get_or_insert_with(Default::default).clone());
         }
         // Not busy, so nothing is in doubt either: a doubt starts a settlement as soon as no
@@ -603,6 +619,7 @@ impl HoldRegistry {
                     lasted: lasted.clone(),
                     counted: None,
                 });
+                h.hurry_settlement();
                 let settled = h.settled.get_or_insert_with(Default::default).clone();
                 ReleaseStep::Settling(settled, lasted)
             } else {

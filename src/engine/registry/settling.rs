@@ -1,9 +1,11 @@
 //! The registry's side of a settlement (see "Settling" in [`engine`](crate::engine)): what it aims
 //! at, and how it ends.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
+use tokio::sync::Notify;
 
 use super::{HoldKey, HoldRegistry};
 
@@ -134,6 +136,7 @@ impl HoldRegistry {
         h.tell_releasing(gave_up);
         h.settling = false;
         h.doubt = false;
+        h.hurry = None;
         if let Some(n) = h.settled.take() {
             n.notify_waiters();
         }
@@ -141,6 +144,16 @@ impl HoldRegistry {
             e.remove();
         }
         true
+    }
+
+    /// What ends the backoff of `key`'s settlement early: a call came that waits for it
+    /// (see [`OwnerHolds::hurry`](super::OwnerHolds::hurry)).
+    pub(crate) fn hurry(&self, key: &HoldKey) -> Arc<Notify> {
+        self.registry
+            .get_mut(key)
+            .map_or_else(Default::default, |mut h| {
+                h.hurry.get_or_insert_with(Default::default).clone()
+            })
     }
 
     /// Whether a settlement runs for `key`.
