@@ -42,7 +42,8 @@ for i = 3, #ARGV - 1, 2 do
         -- The owner's count and the waiter mark (lua/unlock.lua) in one read; the fair queue
         -- is looked at only where unlock.lua would serve it: a marked last release, or none.
         local got = redis.pcall('hmget', lock, owner, 'waiting')
-        if type(got) == 'table' then
+        -- A refused read (a key of another type) is an error table: not tried.
+        if type(got) == 'table' and not got.err then
             local holds = got[1]
             if not holds then
                 if redis.call('exists', KEYS[k + 2]) == 0 then
