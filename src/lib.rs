@@ -55,10 +55,11 @@
 //                     `connect`, the steps every deployment shares; protocol.rs: RESP3,
 //                     or RESP2 for servers without HELLO; cluster/ (send.rs: resending what
 //                     the Cluster refused unrun); sentinel/ (the master, its follower)
-//   layout/           every engine decision that depends on the key layout: names, the
-//                     release, force unlock and hold move, what a message asks (mod.rs);
-//                     answered per layout: lockwise.rs, redisson.rs (Redisson's names and
-//                     payloads); spec.rs: `ReleaseSpec` (a release as data), `Call`
+//   layout/           every decision that depends on the key layout: names, the lock
+//                     acquires, the release, force unlock and hold move, what a message
+//                     asks, the synchronizers' scripts (mod.rs); answered per layout:
+//                     lockwise.rs, redisson.rs (Redisson's names and payloads); spec.rs:
+//                     `ReleaseSpec` (a release as data), `Call`, the synchronizers' tables
 //   wire/             what lockwise writes to Redis
 //     role.rs         `Role`: every role a key or channel plays
 //     keys.rs         every key and channel name (lockwise's), argument checks

@@ -135,8 +135,8 @@ impl Admin {
             .filter(|(role, _)| *role != crate::wire::keys::Role::Client)
             .map(|(_, name)| name)
             .collect();
-        let redisson = self.client.core().layout == crate::KeyLayout::Redisson;
-        let names: BTreeSet<String> = match redisson {
+        let bare = crate::layout::admin(self.client.core().layout).bare_names;
+        let names: BTreeSet<String> = match bare {
             // Every hash: the names are the keys themselves.
             true => scan.keys.iter().cloned().collect(),
             false => names,
@@ -144,14 +144,14 @@ impl Admin {
         let (mut locks, mut unreadable) = (Vec::new(), Vec::new());
         for name in names {
             match read::lock_infos(self.client.core(), &name).await {
-                // In Redisson's layout a hash is a lock when each field is an owner
+                // Among bare names a hash is a lock when each field is an owner
                 // (`<client uuid>:<thread>`): other hashes are the application's.
-                Ok(infos) if redisson => locks.extend(
+                Ok(infos) if bare => locks.extend(
                     infos
                         .into_iter()
                         .filter(|i| !i.holders.is_empty() && i.holders.iter().all(is_owner)),
                 ),
-                Err(Error::UnexpectedReply(_)) if redisson => {}
+                Err(Error::UnexpectedReply(_)) if bare => {}
                 Ok(infos) => locks.extend(infos),
                 Err(Error::UnexpectedReply(why)) => unreadable.push((name, why)),
                 Err(e) => return Err(e),
@@ -259,8 +259,9 @@ impl Admin {
         let infos = read::lock_infos(self.client.core(), name).await?;
         let fair = infos.iter().any(|i| i.kind == LockKind::FairLock);
         let rw = infos.iter().any(|i| i.kind == LockKind::RwLock);
-        if rw && self.client.core().layout == crate::KeyLayout::Redisson {
-            // Redisson's read-write lock is the name's hash itself.
+        let rw_in_lock_hash = crate::layout::rw_in_lock_hash(self.client.core().layout);
+        if rw && rw_in_lock_hash {
+            // The read-write lock is the name's hash itself.
             if self.client.rw_lock(name).force_unlock().await? {
                 released.push(LockKind::RwLock);
             }
@@ -276,9 +277,7 @@ impl Admin {
                 LockKind::Lock
             });
         }
-        if self.client.core().layout == crate::KeyLayout::Lockwise
-            && self.client.rw_lock(name).force_unlock().await?
-        {
+        if !rw_in_lock_hash && self.client.rw_lock(name).force_unlock().await? {
             released.push(LockKind::RwLock);
         }
         Ok(released)

@@ -94,8 +94,8 @@ pub(super) async fn scan(core: &Core, limit: usize) -> Result<Scan> {
     if limit == 0 {
         return Err(Error::invalid("limit", "must be at least 1 key"));
     }
-    let redisson = core.layout == crate::KeyLayout::Redisson;
-    let pattern = match redisson {
+    let bare = crate::layout::admin(core.layout).bare_names;
+    let pattern = match bare {
         true => "*".to_string(),
         false => format!("{}:*", glob_escape(&core.namespace)),
     };
@@ -118,7 +118,7 @@ pub(super) async fn scan(core: &Core, limit: usize) -> Result<Scan> {
                         .arg(&pattern)
                         .arg("COUNT")
                         .arg(SCAN_COUNT.min(limit))
-                        .arg(redisson.then_some(&["TYPE", "hash"][..])),
+                        .arg(bare.then_some(&["TYPE", "hash"][..])),
                 )
                 .await?;
             keys.extend(batch);

@@ -8,35 +8,14 @@ use super::{nodes, unexpected, HoldMode, Holder, KeyInfo, LockInfo, LockKind, Qu
 use crate::engine::Core;
 use crate::error::Result;
 use crate::wire::keys::{Keys, Role, WAITER_MARK};
-use crate::KeyLayout;
 
 /// Queue entries shown per lock, at most (the length is always exact).
 const QUEUE_SHOWN: isize = 100;
 
-/// The roles that are keys (the others are channels), in the order they are read.
-const KEY_ROLES: [Role; 11] = [
-    Role::Lock,
-    Role::Fence,
-    Role::FairQueue,
-    Role::FairTimeouts,
-    Role::Latch,
-    Role::RwWrite,
-    Role::RwRead,
-    Role::RwWriters,
-    Role::Semaphore,
-    Role::LeaseSem,
-    Role::LeaseSemLeases,
-];
-
 /// One [`LockInfo`] per kind of `name` whose keys exist.
 pub(super) async fn lock_infos(core: &Core, name: &str) -> Result<Vec<LockInfo>> {
     let keys = crate::layout::keys(core.layout, &core.namespace, name);
-    // In Redisson's layout the lock, latch and semaphores of a name share one key: read it
-    // as the lock hash it is for the kinds this layout serves (and its token counter).
-    let roles = match core.layout {
-        KeyLayout::Redisson => &KEY_ROLES[..4],
-        _ => &KEY_ROLES[..],
-    };
+    let roles = crate::layout::admin(core.layout).roles;
     let mut pipe = redis::pipe();
     for &role in roles {
         pipe.cmd("PTTL").arg(keys.key(role));
@@ -182,7 +161,8 @@ impl Reader<'_> {
     /// A Redisson read-write lock: the name's hash with a `mode` field, readers
     /// `<owner>` and writers `<owner>:write` (`None` for any other key).
     async fn redisson_rwlock(&self) -> Result<Option<LockInfo>> {
-        if self.core.layout != KeyLayout::Redisson || !self.present.contains_key(&Role::Lock) {
+        let in_lock_hash = crate::layout::rw_in_lock_hash(self.core.layout);
+        if !in_lock_hash || !self.present.contains_key(&Role::Lock) {
             return Ok(None);
         }
         let key = self.keys.key(Role::Lock);

@@ -20,7 +20,8 @@ use redis::RedisError;
 use super::CommandConn;
 use crate::error::{Error, Result};
 use crate::key_layout::KeyLayout;
-use crate::wire::scripts::{commands_run, MULTI_CHECK};
+use crate::layout::commands_run;
+use crate::wire::scripts::MULTI_CHECK;
 
 /// The commands the client itself sends on the keys of the namespace (the scripts' own are
 /// read from them, [`commands_run`]).

@@ -2,9 +2,74 @@
 //! release, force unlock and hold move, and what its messages ask of local waiters. Its
 //! names are the wire's own ([`crate::wire::keys`]).
 
-use super::spec::{Arg, AttemptArgs, Call, MessageWake, ReleaseSpec, ScriptCall};
+use super::spec::{
+    AdminLayout, Arg, AttemptArgs, Call, LatchLayout, LeaseSemaphoreLayout, MessageWake,
+    ReleaseSpec, ScriptCall, SemaphoreLayout,
+};
 use crate::wire::keys::{ClaimKeys, Keys};
-use crate::wire::scripts::{Script, FENCED_LOCK, FORCE_UNLOCK, REKEY, UNLOCK};
+use crate::wire::role::Role;
+use crate::wire::scripts::{
+    Script, FENCED_LOCK, FORCE_UNLOCK, LATCH_COUNT_DOWN, LATCH_SET, LEASE_SEM_ACQUIRE,
+    LEASE_SEM_ADD, LEASE_SEM_RELEASE, LEASE_SEM_STATE, LEASE_SEM_UPDATE, REKEY, SEMAPHORE_ACQUIRE,
+    SEMAPHORE_ADD, SEMAPHORE_DRAIN, SEMAPHORE_SET, UNLOCK,
+};
+
+/// Whether a client of lockwise's layout runs the script declared as `name`: all but
+/// Redisson's twins (`REDISSON_*`).
+pub(super) fn runs(name: &str) -> bool {
+    !name.starts_with("REDISSON_")
+}
+
+/// lockwise's admin views: every key under the namespace; each kind has keys of its own.
+pub(super) static ADMIN: AdminLayout = AdminLayout {
+    bare_names: false,
+    roles: &[
+        Role::Lock,
+        Role::Fence,
+        Role::FairQueue,
+        Role::FairTimeouts,
+        Role::Latch,
+        Role::RwWrite,
+        Role::RwRead,
+        Role::RwWriters,
+        Role::Semaphore,
+        Role::LeaseSem,
+        Role::LeaseSemLeases,
+    ],
+};
+
+/// lockwise's semaphore (`lua/semaphore_*.lua`): a hash whose field `p` holds the count;
+/// its messages carry the client's id.
+pub(super) static SEMAPHORE: SemaphoreLayout = SemaphoreLayout {
+    acquire: &SEMAPHORE_ACQUIRE,
+    set: &SEMAPHORE_SET,
+    add: &SEMAPHORE_ADD,
+    drain: &SEMAPHORE_DRAIN,
+    count_field: Some("p"),
+    id_payload: true,
+    recheck: None,
+};
+
+/// lockwise's permit-expirable semaphore (`lua/lease_sem_*.lua`): permit ids are UUIDs as
+/// text, expiries are on the server's clock.
+pub(super) static LEASE_SEMAPHORE: LeaseSemaphoreLayout = LeaseSemaphoreLayout {
+    acquire: &LEASE_SEM_ACQUIRE,
+    add: &LEASE_SEM_ADD,
+    state: &LEASE_SEM_STATE,
+    release: &LEASE_SEM_RELEASE,
+    update: &LEASE_SEM_UPDATE,
+    clock: false,
+    new_id: || uuid::Uuid::new_v4().to_string(),
+    wire_id: |id| Some(id.as_bytes().to_vec()),
+    recheck: None,
+};
+
+/// lockwise's count-down latch (`lua/latch_*.lua`): setting it publishes nothing (no one
+/// waits for a latch that was not set).
+pub(super) static LATCH: LatchLayout = LatchLayout {
+    set: &LATCH_SET,
+    count_down: &LATCH_COUNT_DOWN,
+};
 
 impl ReleaseSpec {
     /// `lua/unlock.lua`, the release of every kind that counts its holds in the name's lock

@@ -1,24 +1,31 @@
-//! Every decision of the engine that depends on the client's [`KeyLayout`], asked here and
-//! answered by one file per layout ([`lockwise`], [`redisson`]): the names of a lock's keys
-//! and channels and the rule for a name, how a hold is released ([`ReleaseSpec`]), force
-//! unlocked and moved to another owner, and what a message heard asks of local waiters.
-//! The engine names no layout: it asks these functions with the client's.
+//! Every decision that depends on the client's [`KeyLayout`], asked here and answered by
+//! one file per layout ([`lockwise`], [`redisson`]): the names of a lock's keys and channels
+//! and the rule for a name, the lock acquires, how a hold is released ([`ReleaseSpec`]),
+//! force unlocked and moved to another owner, what a message heard asks of local waiters,
+//! the synchronizers' scripts, what the admin views scan, which scripts the ACL check asks
+//! about, and which options a layout refuses. The engine, the kinds, the admin views and the
+//! builder name no layout: they ask these functions with the client's.
 //!
 //! Below the engine and the deployments, above the wire (whose names and scripts the
 //! answers are made of). The [`KeyLayout`] type itself lies lower still, in
 //! `key_layout.rs`: the error type names it.
 //!
 //! A kind's Redisson twin is a function here (the lock and fenced lock acquires: [`lock`],
-//! [`fenced_lock`]); the other kinds' layout choices (which acquire and release script a
-//! kind runs in Redisson's layout, what is `Unsupported` there) still live in each kind's
-//! files: `tests/project/layout.rs` lists the files that name a layout, a list that only
-//! shrinks.
+//! [`fenced_lock`]) or a table (the synchronizers: [`semaphore`], [`lease_semaphore`],
+//! [`latch`]; the admin views: [`admin`]). Two locks speak a different protocol in
+//! Redisson's layout, not only other names and scripts: the read-write lock is the name's
+//! hash ([`rw_in_lock_hash`]) and the fair lock has no handoff ([`fair_handoff`]); their
+//! twins are `lock/rwlock/redisson.rs` and `lock/fair/redisson.rs`, chosen by those answers.
+//! `tests/project/layout.rs` fails when a file outside this room names a layout.
 
 mod lockwise;
 pub(crate) mod redisson;
 mod spec;
 
-pub(crate) use spec::{Arg, AttemptArgs, Call, MessageWake, ReleaseSpec, ScriptCall};
+pub(crate) use spec::{
+    AdminLayout, Arg, AttemptArgs, Call, LatchLayout, LeaseSemaphoreLayout, MessageWake,
+    ReleaseSpec, ScriptCall, SemaphoreLayout,
+};
 
 use crate::error::Result;
 use crate::key_layout::KeyLayout;
@@ -135,6 +142,74 @@ pub(crate) fn moved_field(layout: KeyLayout, from: &str, to: String) -> String {
     match layout {
         KeyLayout::Redisson => redisson::moved_field(from, to),
         _ => to,
+    }
+}
+
+/// How the layout keeps a counting semaphore.
+pub(crate) fn semaphore(layout: KeyLayout) -> &'static SemaphoreLayout {
+    match layout {
+        KeyLayout::Redisson => &redisson::SEMAPHORE,
+        _ => &lockwise::SEMAPHORE,
+    }
+}
+
+/// How the layout keeps a permit-expirable semaphore.
+pub(crate) fn lease_semaphore(layout: KeyLayout) -> &'static LeaseSemaphoreLayout {
+    match layout {
+        KeyLayout::Redisson => &redisson::LEASE_SEMAPHORE,
+        _ => &lockwise::LEASE_SEMAPHORE,
+    }
+}
+
+/// How the layout keeps a count-down latch.
+pub(crate) fn latch(layout: KeyLayout) -> &'static LatchLayout {
+    match layout {
+        KeyLayout::Redisson => &redisson::LATCH,
+        _ => &lockwise::LATCH,
+    }
+}
+
+/// Every Redis command the scripts a client of the layout runs may run (read from their
+/// source, [`crate::wire::scripts::commands_run`]): what the permission check at connect
+/// asks for.
+pub(crate) fn commands_run(layout: KeyLayout) -> std::collections::BTreeSet<String> {
+    match layout {
+        KeyLayout::Redisson => crate::wire::scripts::commands_run(redisson::runs),
+        _ => crate::wire::scripts::commands_run(lockwise::runs),
+    }
+}
+
+/// Whether a read-write lock is the name's lock hash itself, with a `mode` field
+/// (Redisson's `RReadWriteLock`, served by `lock/rwlock/redisson.rs`), rather than keys of
+/// its own (lockwise's).
+pub(crate) fn rw_in_lock_hash(layout: KeyLayout) -> bool {
+    layout == KeyLayout::Redisson
+}
+
+/// Whether a fair lock's release hands the lock to the head of its queue (lockwise's
+/// handoff), rather than waking the head to take it itself (Redisson's `RFairLock`, served
+/// by `lock/fair/redisson.rs`).
+pub(crate) fn fair_handoff(layout: KeyLayout) -> bool {
+    layout != KeyLayout::Redisson
+}
+
+/// How the admin views find and read the layout's locks.
+pub(crate) fn admin(layout: KeyLayout) -> &'static AdminLayout {
+    match layout {
+        KeyLayout::Redisson => &redisson::ADMIN,
+        _ => &lockwise::ADMIN,
+    }
+}
+
+/// An option the layout cannot honour, chosen explicitly: `overtake_limit` where the layout
+/// keeps no claim queues ([`has_claims`]). A default that does not apply is dropped instead.
+pub(crate) fn check_overtake_limit(layout: KeyLayout, chosen: bool) -> Result<()> {
+    match chosen && !has_claims(layout) {
+        true => Err(crate::error::Error::Unsupported {
+            what: "overtake_limit",
+            layout,
+        }),
+        false => Ok(()),
     }
 }
 

@@ -9,12 +9,22 @@
 //! land in a Cluster slot other than the name's own is refused ([`check_name`]): Redisson
 //! would split such an object across slots, which no script can serve on a Cluster.
 
-use super::spec::{Arg, AttemptArgs, Call, MessageWake, ReleaseSpec, ScriptCall};
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::spec::{
+    AdminLayout, Arg, AttemptArgs, Call, LatchLayout, LeaseSemaphoreLayout, MessageWake,
+    ReleaseSpec, ScriptCall, SemaphoreLayout,
+};
 use crate::error::{Error, Result};
 use crate::wire::keys::Keys;
 use crate::wire::scripts::{
-    Script, REDISSON_FAIR_UNLOCK, REDISSON_FENCED_LOCK, REDISSON_FORCE_UNLOCK, REDISSON_REKEY,
-    REDISSON_UNLOCK,
+    Script, REDISSON_FAIR_UNLOCK, REDISSON_FENCED_LOCK, REDISSON_FORCE_UNLOCK,
+    REDISSON_LATCH_COUNT_DOWN, REDISSON_LATCH_SET, REDISSON_LEASE_SEM_ACQUIRE,
+    REDISSON_LEASE_SEM_ADD, REDISSON_LEASE_SEM_RELEASE, REDISSON_LEASE_SEM_STATE,
+    REDISSON_LEASE_SEM_UPDATE, REDISSON_REKEY, REDISSON_SEMAPHORE_ACQUIRE, REDISSON_SEMAPHORE_ADD,
+    REDISSON_SEMAPHORE_DRAIN, REDISSON_SEMAPHORE_SET, REDISSON_UNLOCK,
 };
 
 use crate::wire::role::Role;
@@ -214,6 +224,103 @@ pub(super) fn fenced_lock<'a>(key: &'a str, fence: &'a str, a: &'a AttemptArgs) 
     }
 }
 
+/// Whether a client of Redisson's layout runs the script declared as `name`: every one,
+/// since it also runs lockwise's own (renewal, batch, ...).
+pub(super) fn runs(_name: &str) -> bool {
+    true
+}
+
+/// Redisson's admin views: a lock's key is its bare name, shared by its latch and
+/// semaphores (and its read-write lock, [`super::rw_in_lock_hash`]).
+pub(super) static ADMIN: AdminLayout = AdminLayout {
+    bare_names: true,
+    roles: &[Role::Lock, Role::Fence, Role::FairQueue, Role::FairTimeouts],
+};
+
+/// The longest sleep of a semaphore waiter that found some permits free but too few for it
+/// (Redisson's messages carry a count, not who sent them, and Java's waiters take what they
+/// are woken for without passing anything on).
+const RECHECK: Duration = Duration::from_millis(500);
+
+/// Redisson's `RSemaphore` (`lua/redisson_semaphore_*.lua`): the name is a string holding
+/// the count, `redisson_sc:{name}` the channel, whose messages are the new count as a decimal
+/// integer (they wake up to that many waiters of each client, Java's and lockwise's alike).
+pub(super) static SEMAPHORE: SemaphoreLayout = SemaphoreLayout {
+    acquire: &REDISSON_SEMAPHORE_ACQUIRE,
+    set: &REDISSON_SEMAPHORE_SET,
+    add: &REDISSON_SEMAPHORE_ADD,
+    drain: &REDISSON_SEMAPHORE_DRAIN,
+    count_field: None,
+    id_payload: false,
+    recheck: Some(RECHECK),
+};
+
+/// Redisson's `RPermitExpirableSemaphore`, byte for byte (`lua/redisson_lease_sem_*.lua`,
+/// after `lua/redisson_lease_sem_prelude.lua`).
+///
+/// Data: the name itself is a string, the available permits as a decimal;
+/// `{name}:timeout` (Redisson's `suffixName`) a sorted set whose members are the permit ids
+/// as **16 raw bytes** and whose scores are their expiry in ms on the **clients'** clocks
+/// (`engine::client_clock_ms`), or 922337203685477 for a permit without lease (Java's;
+/// lockwise's permits always have one, capped at that value); `redisson_sc:{name}` the
+/// channel, shared with `RSemaphore`: releases and reclaims publish the new available count.
+/// The scripts take the client's clock where lockwise's take the wakeup payload, and answer
+/// in the shapes of lockwise's own. Every script reclaims expired permits first (the acquire
+/// up to the `k` it wants, as Redisson's does; the others all of them, as Redisson's
+/// `availablePermits` does).
+///
+/// Ids: 16 random bytes on the wire; the public API shows them as their 32 lower-case hex
+/// digits, the form Redisson's Java API hands out, so an id acquired on either side can be
+/// released on the other. A string that is not 32 hex digits names no permit.
+///
+/// TTLs: Redisson writes both keys without a TTL. lockwise keeps its idle-TTL rule on what it
+/// writes: every write raises (never lowers) both keys' TTL to at least the handle's idle TTL
+/// and the latest lease expiry (a permit without lease aside). Java ignores the TTLs; its
+/// `trySetPermits` / `addPermits` may clear the name's until lockwise's next write, and its
+/// acquire copies the name's PTTL onto the set.
+///
+/// Waiting: as in lockwise's layout, plus: a waiter that finds some permits free but too few
+/// for it looks again within [`RECHECK`], and one that finds none free sleeps until a message
+/// or the earliest lease expiry (Java's permits expire without a message), at most the
+/// watchdog timeout.
+pub(super) static LEASE_SEMAPHORE: LeaseSemaphoreLayout = LeaseSemaphoreLayout {
+    acquire: &REDISSON_LEASE_SEM_ACQUIRE,
+    add: &REDISSON_LEASE_SEM_ADD,
+    state: &REDISSON_LEASE_SEM_STATE,
+    release: &REDISSON_LEASE_SEM_RELEASE,
+    update: &REDISSON_LEASE_SEM_UPDATE,
+    clock: true,
+    new_id: || Uuid::from_bytes(random_bytes()).simple().to_string(),
+    wire_id: |id| hex_id(id).map(|bytes| bytes.to_vec()),
+    recheck: Some(RECHECK),
+};
+
+/// Redisson's `RCountDownLatch` (`lua/redisson_latch_*.lua`): the name is a string holding the
+/// count, `redisson_countdownlatch__channel__{name}` its channel. Setting the count publishes
+/// `1` and the last count-down `0`, for Java's waiters.
+pub(super) static LATCH: LatchLayout = LatchLayout {
+    set: &REDISSON_LATCH_SET,
+    count_down: &REDISSON_LATCH_COUNT_DOWN,
+};
+
+/// 16 random bytes: a UUID v4's 122 random bits, with its 6 fixed bits replaced by those of
+/// a second one.
+fn random_bytes() -> [u8; 16] {
+    let mut bytes = Uuid::new_v4().into_bytes();
+    let more = Uuid::new_v4().into_bytes();
+    bytes[6] ^= more[0] & 0xf0; // the version nibble
+    bytes[8] ^= more[1] & 0xc0; // the variant bits
+    bytes
+}
+
+/// The 16 bytes of a 32-hex-digit id (either case), as Java's `decodeHexDump` reads them.
+fn hex_id(id: &str) -> Option<[u8; 16]> {
+    if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Uuid::try_parse(id).ok().map(Uuid::into_bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,5 +414,25 @@ mod tests {
             Some(MessageWake::All { next: true })
         );
         assert_eq!(message_wake(lock, b"grant:1"), None);
+    }
+
+    #[test]
+    fn lease_permit_ids_are_32_hex_digits_of_16_bytes() {
+        let bytes = random_bytes();
+        let text = Uuid::from_bytes(bytes).simple().to_string();
+        assert_eq!(text.len(), 32);
+        assert!(text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+        assert_eq!(hex_id(&text), Some(bytes));
+        assert_eq!(hex_id(&text.to_uppercase()), Some(bytes));
+        let hyphenated = Uuid::from_bytes(bytes).hyphenated().to_string();
+        for bad in ["", "xyz", &hyphenated, &text[..31], &format!("{text}0")] {
+            assert_eq!(hex_id(bad), None, "{bad}");
+        }
+        // The fixed bits of a UUID v4 vary: all 128 bits are random.
+        let versions: std::collections::HashSet<u8> =
+            (0..64).map(|_| random_bytes()[6] >> 4).collect();
+        assert!(versions.len() > 1);
+        let new = (LEASE_SEMAPHORE.new_id)();
+        assert_eq!((LEASE_SEMAPHORE.wire_id)(&new).map(|b| b.len()), Some(16));
     }
 }

@@ -1,13 +1,17 @@
 //! What the layout room's answers are made of, as data the engine runs: [`ReleaseSpec`] (how
 //! one hold of a kind is released; each layout's file builds its own, and kinds with a
 //! release of their own, a read-write lock's sides, build theirs), [`Call`],
-//! [`MessageWake`], and the parts of an acquire attempt ([`AttemptArgs`] in, [`ScriptCall`]
-//! out: what a kind's acquire description sends, `engine::acquire`).
+//! [`MessageWake`], the parts of an acquire attempt ([`AttemptArgs`] in, [`ScriptCall`]
+//! out: what a kind's acquire description sends, `engine::acquire`), and the tables of the
+//! synchronizers ([`SemaphoreLayout`], [`LeaseSemaphoreLayout`], [`LatchLayout`]) and of the
+//! admin views ([`AdminLayout`]): each layout's file has one static of each.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
 use redis::{RedisWrite, ToRedisArgs};
 
+use crate::wire::role::Role;
 use crate::wire::scripts::Script;
 
 /// How one hold of a kind is released: `script` runs with `keys` and the arguments
@@ -129,4 +133,77 @@ pub(crate) struct ScriptCall<'a> {
     pub(crate) script: &'static Script,
     pub(crate) keys: Vec<&'a str>,
     pub(crate) args: Vec<Arg<'a>>,
+}
+
+/// A script of a layout's table (declared in `wire::scripts`).
+pub(crate) type ScriptRef = &'static LazyLock<Script>;
+
+/// How a layout keeps a counting semaphore (`Semaphore`): its scripts, where its count is,
+/// and what its waiters do. Every script that publishes takes the keys `[name, channel]`
+/// and the arguments `[n, idle_ttl_ms, publish]`, then the client's id if `id_payload`.
+pub(crate) struct SemaphoreLayout {
+    /// Takes `permits`: keys `[name]`, arguments `[permits, idle_ttl_ms]`.
+    pub(crate) acquire: ScriptRef,
+    /// Sets the count if the semaphore does not exist yet.
+    pub(crate) set: ScriptRef,
+    /// Adds (or gives back) `n` permits.
+    pub(crate) add: ScriptRef,
+    /// Takes every free permit: keys `[name]`, arguments `[idle_ttl_ms]`.
+    pub(crate) drain: ScriptRef,
+    /// The hash field the count is kept in; `None`: the key is a string holding it.
+    pub(crate) count_field: Option<&'static str>,
+    /// Whether the scripts publish the client's id (its listener skips that echo, so the
+    /// client wakes its own waiters); Redisson's publish the new count instead.
+    pub(crate) id_payload: bool,
+    /// How soon a waiter that found permits free but too few for it looks again: Redisson's
+    /// messages carry a count, not who sent them, and Java's waiters pass nothing on.
+    pub(crate) recheck: Option<Duration>,
+}
+
+/// How a layout keeps a permit-expirable semaphore (`LeaseSemaphore`): its scripts, the
+/// permit ids, and what its waiters do.
+pub(crate) struct LeaseSemaphoreLayout {
+    /// Takes permits with new ids.
+    pub(crate) acquire: ScriptRef,
+    /// Adds (or removes) permits.
+    pub(crate) add: ScriptRef,
+    /// Reads the free permits and the earliest lease expiry.
+    pub(crate) state: ScriptRef,
+    /// Gives permits back by id.
+    pub(crate) release: ScriptRef,
+    /// Moves a permit's lease expiry.
+    pub(crate) update: ScriptRef,
+    /// The scripts' stamp argument: the client's id (the wakeup payload its listener
+    /// skips), or with `clock` the client's clock in ms (Redisson keeps expiries on it).
+    pub(crate) clock: bool,
+    /// A new permit id, as the public API shows it.
+    pub(crate) new_id: fn() -> String,
+    /// A permit id as the scripts take it (`None`: no permit has that id).
+    pub(crate) wire_id: fn(&str) -> Option<Vec<u8>>,
+    /// As [`SemaphoreLayout::recheck`].
+    pub(crate) recheck: Option<Duration>,
+}
+
+/// How a layout keeps a count-down latch (`CountDownLatch`); both layouts' counts are a
+/// string key that `lua/latch_state.lua` reads.
+pub(crate) struct LatchLayout {
+    /// Sets the count if the latch is not set: keys `[latch, channel]`, arguments
+    /// `[count, ttl_ms, publish]` (lockwise's publishes nothing; Redisson's publishes `1` for
+    /// Java's waiters).
+    pub(crate) set: ScriptRef,
+    /// Counts down one: keys `[latch, channel]`, arguments `[publish]`; answers the count left.
+    pub(crate) count_down: ScriptRef,
+}
+
+/// How the admin views (`Admin::list`, `inspect`, `force_unlock`) find and read a layout's
+/// locks.
+pub(crate) struct AdminLayout {
+    /// Lock keys are bare names among the application's own keys (Redisson's), not under
+    /// the client's namespace: a listing scans every hash, takes each key as a name, keeps
+    /// the locks whose every field is an owner and skips what it cannot read.
+    pub(crate) bare_names: bool,
+    /// The roles of a name's keys that are read, in order (in Redisson's layout the lock,
+    /// latch and semaphores of a name share one key, read as the lock hash it is for the
+    /// kinds the layout serves, with its token counter and fair queue).
+    pub(crate) roles: &'static [Role],
 }

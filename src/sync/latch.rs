@@ -25,11 +25,9 @@ use tokio::time::Instant;
 
 use crate::engine::{self, pttl_from, Attempt, Core};
 use crate::error::{Error, Result};
+use crate::layout::LatchLayout;
 use crate::wire::keys::{check_millis, Role, MAX_MILLIS};
-use crate::wire::scripts::{
-    Script, LATCH_COUNT_DOWN, LATCH_SET, LATCH_STATE, REDISSON_LATCH_COUNT_DOWN, REDISSON_LATCH_SET,
-};
-use crate::KeyLayout;
+use crate::wire::scripts::LATCH_STATE;
 
 /// The largest count: Lua numbers are exact up to 2<sup>53</sup>.
 const MAX_COUNT: u64 = MAX_MILLIS as u64;
@@ -52,7 +50,7 @@ const MAX_COUNT: u64 = MAX_MILLIS as u64;
 ///
 /// # In Redisson's key layout
 ///
-/// With [`KeyLayout::Redisson`] this is Redisson's `RCountDownLatch` of the same name, byte
+/// With [`KeyLayout::Redisson`](crate::KeyLayout::Redisson) this is Redisson's `RCountDownLatch` of the same name, byte
 /// for byte: the key is the name itself (a string holding the count), and reaching zero
 /// publishes `0` on `redisson_countdownlatch__channel__{name}`, so Java services and
 /// lockwise count down and wait on the same latch. The TTL of
@@ -184,23 +182,15 @@ impl CountDownLatch {
         }
         let ttl_ms = check_millis("ttl", ttl)?;
         let (core, i) = (&self.inner.core, &self.inner);
-        let set: i64 = match self.redisson() {
-            // Redisson's also publishes `1` (a count was set) for Java's waiters.
-            true => {
-                REDISSON_LATCH_SET
-                    .run(
-                        &mut core.conn.clone(),
-                        &[&i.key, &i.channel],
-                        &[&count, &ttl_ms, &core.publish],
-                    )
-                    .await?
-            }
-            false => {
-                LATCH_SET
-                    .run(&mut core.conn.clone(), &[&i.key], &[&count, &ttl_ms])
-                    .await?
-            }
-        };
+        let set: i64 = self
+            .layout()
+            .set
+            .run(
+                &mut core.conn.clone(),
+                &[&i.key, &i.channel],
+                &[&count, &ttl_ms, &core.publish],
+            )
+            .await?;
         Ok(set == 1)
     }
 
@@ -227,11 +217,9 @@ impl CountDownLatch {
     pub async fn count_down(&self) -> Result<u64> {
         self.check()?;
         let core = &self.inner.core;
-        let script: &Script = match self.redisson() {
-            true => &REDISSON_LATCH_COUNT_DOWN,
-            false => &LATCH_COUNT_DOWN,
-        };
-        let left: i64 = script
+        let left: i64 = self
+            .layout()
+            .count_down
             .run(
                 &mut core.conn.clone(),
                 &[&self.inner.key, &self.inner.channel],
@@ -262,9 +250,9 @@ impl CountDownLatch {
         Ok(self.state().await?.0)
     }
 
-    /// Whether the client uses Redisson's key layout (`lua/redisson_latch_*.lua`).
-    fn redisson(&self) -> bool {
-        self.inner.core.layout == KeyLayout::Redisson
+    /// How the client's key layout keeps a latch.
+    fn layout(&self) -> &'static LatchLayout {
+        crate::layout::latch(self.inner.core.layout)
     }
 
     /// The count and the key's remaining TTL (`lua/latch_state.lua` reads either layout's
@@ -339,10 +327,9 @@ impl CountDownLatch {
         let attempt = || async {
             match self.state().await? {
                 (0, _) => Ok(Attempt::Acquired(())),
-                // A key Java wrote has no TTL: its count-downs and deletes publish, so look
-                // again at the watchdog timeout only (not every half second).
-                (_, None) if self.redisson() => Ok(Attempt::Held(Some(core.watchdog_timeout))),
-                (_, ttl) => Ok(Attempt::Held(ttl)),
+                // A key without a TTL (Java's Redisson writes none): its count-downs and
+                // deletes publish, so look again at the watchdog timeout only.
+                (_, ttl) => Ok(Attempt::Held(Some(ttl.unwrap_or(core.watchdog_timeout)))),
             }
         };
         let (channel, name) = (&self.inner.channel, &self.inner.name);

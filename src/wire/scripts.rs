@@ -14,8 +14,6 @@ use std::sync::LazyLock;
 use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, RedisResult, ToRedisArgs, Value};
 
-use crate::key_layout::KeyLayout;
-
 /// A Lua script embedded at build time with its SHA1.
 pub(crate) struct Script {
     source: String,
@@ -224,15 +222,15 @@ macro_rules! scripts {
     };
 }
 
-/// Every Redis command a script of `layout` may run (each `redis.call('name', ..)` or
-/// `redis.pcall('name', ..)` with a literal name in its source; the publish command is
-/// chosen at run time and checked with the pub/sub commands). The permission check at
-/// connect asks for these, so the list cannot drift from `lua/`. The Redisson layout also
-/// runs lockwise's own scripts (renewal, batch, ...), so it counts every script.
-pub(crate) fn commands_run(layout: KeyLayout) -> BTreeSet<String> {
+/// Every Redis command the scripts whose name `runs` accepts may run (each
+/// `redis.call('name', ..)` or `redis.pcall('name', ..)` with a literal name in its source;
+/// the publish command is chosen at run time and checked with the pub/sub commands). The
+/// permission check at connect asks for these (the layout room says which scripts a layout
+/// runs), so the list cannot drift from `lua/`.
+pub(crate) fn commands_run(runs: impl Fn(&str) -> bool) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for (name, script) in ALL {
-        if layout == KeyLayout::Lockwise && name.starts_with("REDISSON_") {
+        if !runs(name) {
             continue;
         }
         let source = &script.source;
@@ -456,8 +454,8 @@ mod tests {
 
     #[test]
     fn the_commands_scripts_run_are_read_from_their_source() {
-        let own = commands_run(KeyLayout::Lockwise);
-        let all = commands_run(KeyLayout::Redisson);
+        let own = commands_run(|name| !name.starts_with("REDISSON_"));
+        let all = commands_run(|_| true);
         for command in ["hincrby", "pexpire", "zadd", "time", "lrem"] {
             assert!(own.contains(command), "{command} in {own:?}");
         }

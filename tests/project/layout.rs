@@ -175,24 +175,11 @@ fn engine_imports_nothing_above_it_and_no_file_cycles() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// Files outside the layout room (`src/layout/`) that still name `KeyLayout::Redisson` in
-/// code: the kinds' own Redisson twins (their acquire and release scripts), the builder's
-/// refusals, the admin views, the ACL check's tests. The list only shrinks: the test fails
-/// when another file names it, and when a listed file no longer does (then it goes).
-const LAYOUT_BRANCHES: &[&str] = &[
-    "admin/calls.rs",
-    "admin/nodes.rs",
-    "admin/read.rs",
-    "client/builder/build.rs",
-    "deploy/acl.rs",
-    "lock/fair/acquire.rs",
-    "lock/fair/mod.rs",
-    "lock/rwlock/shared.rs",
-    "sync/latch.rs",
-    "sync/lease_semaphore/redisson.rs",
-    "sync/semaphore/mod.rs",
-    "wire/scripts.rs",
-];
+/// Files outside the layout room (`src/layout/`) that name `KeyLayout::Redisson` in code:
+/// the ACL check's unit tests, which check what each layout's scripts need. The list only
+/// shrinks: the test fails when another file names it, and when a listed file no longer
+/// does (then it goes).
+const LAYOUT_BRANCHES: &[&str] = &["deploy/acl.rs"];
 
 #[test]
 fn only_the_layout_room_decides_by_layout() {

@@ -17,7 +17,6 @@ use crate::engine::{Core, Owner};
 use crate::error::{Error, Result};
 use crate::wire::keys::{check_millis, check_namespace};
 use crate::wire::scripts::ReplicaSync;
-use crate::KeyLayout;
 
 impl ClientBuilder {
     /// Checks the settings, connects (command and subscription connections, RESP3 or RESP2,
@@ -61,16 +60,11 @@ impl ClientBuilder {
         check_millis("sentinel_check_interval", sentinel_check_interval)?;
         let replica_sync = self.check_replica_sync()?;
         self.check_deployment()?;
-        let overtake_limit = match self.key_layout {
-            KeyLayout::Redisson if self.overtake_chosen && self.overtake_limit.is_some() => {
-                return Err(Error::Unsupported {
-                    what: "overtake_limit",
-                    layout: KeyLayout::Redisson,
-                });
-            }
-            KeyLayout::Redisson => None,
-            _ => self.overtake_limit,
-        };
+        let chosen = self.overtake_chosen && self.overtake_limit.is_some();
+        crate::layout::check_overtake_limit(self.key_layout, chosen)?;
+        let overtake_limit = self
+            .overtake_limit
+            .filter(|_| crate::layout::has_claims(self.key_layout));
 
         let id = Uuid::new_v4();
         let id_str = id.to_string();

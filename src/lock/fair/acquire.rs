@@ -128,7 +128,7 @@ impl FairLock {
         deadline: Option<Instant>,
         lease: Option<Duration>,
     ) -> Result<Option<FairLockGuard>> {
-        if self.inner.base.core.layout == crate::KeyLayout::Redisson {
+        if !crate::layout::fair_handoff(self.inner.base.core.layout) {
             return self.acquire_redisson(deadline, lease).await;
         }
         self.inner.base.check()?;

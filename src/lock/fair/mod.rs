@@ -120,7 +120,6 @@ use crate::engine::{Base, Core, Hold, Owner};
 use crate::error::Result;
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::wire::keys::Role;
-use crate::KeyLayout;
 
 /// Upper bound of the waiter lease (see the module docs).
 const MAX_WAITER_LEASE: Duration = Duration::from_secs(5);
@@ -321,7 +320,7 @@ impl FairLock {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
-        if self.inner.base.core.layout == KeyLayout::Redisson {
+        if !crate::layout::fair_handoff(self.inner.base.core.layout) {
             return self.force_unlock_redisson().await;
         }
         self.inner.base.force_unlock().await

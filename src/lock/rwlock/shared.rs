@@ -8,7 +8,6 @@ use crate::engine::Core;
 use crate::error::Result;
 use crate::layout::ReleaseSpec;
 use crate::wire::scripts::{RW_FORCE_UNLOCK, RW_UNLOCK_READ, RW_UNLOCK_WRITE};
-use crate::KeyLayout;
 
 /// The side of the lock a handle takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,9 +30,10 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Whether the client uses Redisson's layout.
+    /// Whether the lock is the name's lock hash itself, served by [`super::redisson`]
+    /// ([`crate::layout::rw_in_lock_hash`]: Redisson's layout).
     pub(super) fn redisson(&self) -> bool {
-        self.core.layout == KeyLayout::Redisson
+        crate::layout::rw_in_lock_hash(self.core.layout)
     }
 }
 

@@ -6,14 +6,13 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::time::Instant;
 
-use super::redisson::REDISSON_RECHECK;
 use super::waiters::Waiter;
 use super::{unexpected, LeaseSemaphore, LeasedPermit, LeasedPermits};
 use crate::engine::call::Inflight;
 use crate::engine::{self, Attempt};
 use crate::error::{Error, Result};
 use crate::wire::keys::check_millis;
-use crate::wire::scripts::{ToRedisArgsDyn, LEASE_SEM_ACQUIRE, REDISSON_LEASE_SEM_ACQUIRE};
+use crate::wire::scripts::ToRedisArgsDyn;
 
 impl LeaseSemaphore {
     /// Acquires one permit leased for `lease` (1 ms ..= 2<sup>53</sup> ms), waiting as long
@@ -198,7 +197,7 @@ impl LeaseSemaphore {
             let mut args: Vec<&dyn ToRedisArgsDyn> =
                 vec![&k, &lease_ms, &i.idle_ms, &i.core.publish, &stamp];
             args.extend(sent.iter().map(|id| id as &dyn ToRedisArgsDyn));
-            let script = this.script(&LEASE_SEM_ACQUIRE, &REDISSON_LEASE_SEM_ACQUIRE);
+            let script = this.layout().acquire;
             this.run::<Vec<i64>>(script, &args).await
         }
         .boxed();
@@ -246,9 +245,10 @@ impl LeaseSemaphore {
                 let mut bound = u64::try_from(*wait)
                     .map_or(Duration::MAX, Duration::from_millis)
                     .min(self.inner.core.watchdog_timeout);
-                if self.redisson() && *free > 0 {
-                    // Too few for us: look again soon (see `redisson`'s "Waiting").
-                    bound = bound.min(REDISSON_RECHECK);
+                if let Some(recheck) = self.layout().recheck.filter(|_| *free > 0) {
+                    // Too few for us: look again soon (a layout whose messages carry a
+                    // count, not who sent them).
+                    bound = bound.min(recheck);
                 }
                 Ok(Attempt::Held(Some(bound)))
             }

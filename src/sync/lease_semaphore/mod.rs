@@ -34,13 +34,13 @@
 //! - [`permits`]: the [`LeasedPermits`] guard, several permits of one `acquire_many`.
 //! - [`release`]: releasing permits and updating leases by id.
 //! - [`waiters`]: the local waiters' permit counts, for passing wakeups on.
-//! - [`redisson`]: Redisson's key layout: its ids, clock and scripts.
+//! - [`stamp`]: the scripts' stamp argument and the permit ids, in the client's key layout.
 
 mod acquire;
 mod permit;
 mod permits;
-mod redisson;
 mod release;
+mod stamp;
 mod waiters;
 
 use std::sync::Arc;
@@ -54,10 +54,7 @@ pub use permits::LeasedPermits;
 use crate::engine::Core;
 use crate::error::{Error, Result};
 use crate::wire::keys::{check_millis, Role, MAX_MILLIS};
-use crate::wire::scripts::{
-    Script, ToRedisArgsDyn, LEASE_SEM_ADD, LEASE_SEM_STATE, REDISSON_LEASE_SEM_ADD,
-    REDISSON_LEASE_SEM_STATE,
-};
+use crate::wire::scripts::{Script, ToRedisArgsDyn};
 
 /// The largest permit count: Lua numbers are exact up to 2<sup>53</sup>.
 const MAX_PERMITS: u64 = MAX_MILLIS as u64;
@@ -338,7 +335,7 @@ impl LeaseSemaphore {
         let stamp = self.stamp();
         let reply: Vec<i64> = self
             .run(
-                self.script(&LEASE_SEM_ADD, &REDISSON_LEASE_SEM_ADD),
+                self.layout().add,
                 &[&mode, &n, &i.idle_ms, &i.core.publish, &stamp],
             )
             .await?;
@@ -400,10 +397,7 @@ impl LeaseSemaphore {
         let i = &self.inner;
         let stamp = self.stamp();
         let reply: Vec<i64> = self
-            .run(
-                self.script(&LEASE_SEM_STATE, &REDISSON_LEASE_SEM_STATE),
-                &[&i.idle_ms, &i.core.publish, &stamp],
-            )
+            .run(self.layout().state, &[&i.idle_ms, &i.core.publish, &stamp])
             .await?;
         match reply.as_slice() {
             [available, leased] => Ok(((*available).max(0) as u64, (*leased).max(0) as u64)),

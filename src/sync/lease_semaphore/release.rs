@@ -6,10 +6,7 @@ use std::time::Duration;
 use super::LeaseSemaphore;
 use crate::error::Result;
 use crate::wire::keys::check_millis;
-use crate::wire::scripts::{
-    ToRedisArgsDyn, LEASE_SEM_RELEASE, LEASE_SEM_UPDATE, REDISSON_LEASE_SEM_RELEASE,
-    REDISSON_LEASE_SEM_UPDATE,
-};
+use crate::wire::scripts::ToRedisArgsDyn;
 
 impl LeaseSemaphore {
     /// Releases `ids` in the background path (a cancelled acquire, a dropped permit): errors
@@ -68,7 +65,7 @@ impl LeaseSemaphore {
         let stamp = self.stamp();
         let mut args: Vec<&dyn ToRedisArgsDyn> = vec![&i.idle_ms, &i.core.publish, &stamp];
         args.extend(ids.iter().map(|id| id as &dyn ToRedisArgsDyn));
-        let script = self.script(&LEASE_SEM_RELEASE, &REDISSON_LEASE_SEM_RELEASE);
+        let script = self.layout().release;
         let released: i64 = self.run(script, &args).await?;
         if released > 0 {
             i.core.listener.notify_local(&i.channel);
@@ -116,7 +113,7 @@ impl LeaseSemaphore {
         let stamp = self.stamp();
         let updated: i64 = self
             .run(
-                self.script(&LEASE_SEM_UPDATE, &REDISSON_LEASE_SEM_UPDATE),
+                self.layout().update,
                 &[&i.idle_ms, &i.core.publish, &stamp, &lease_ms, &id],
             )
             .await?;

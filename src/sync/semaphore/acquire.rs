@@ -9,8 +9,9 @@
 //! at a count it has not failed at before, but a count can come back to a value (a take,
 //! then a release) while the waiters behind have not looked at it: "failed at this version
 //! already" no longer proves that the chain went round. So a waiter that fails while some
-//! permits are free (too few for it) looks again within [`REDISSON_RECHECK`], and passes
-//! the wakeup on again once that long has passed since it last did. No waiter then sleeps
+//! permits are free (too few for it) looks again within the layout's
+//! [`recheck`](crate::layout::SemaphoreLayout::recheck) (500 ms), and passes the wakeup on
+//! again once that long has passed since it last did. No waiter then sleeps
 //! longer than about that past the moment its permits are free: each addition publishes
 //! the new count and wakes up to that many waiters of each client (`layout::redisson`), and
 //! a woken waiter that cannot use them keeps the chain going at least at that pace. A
@@ -28,12 +29,6 @@ use super::{check_count, Inner, Semaphore, SemaphorePermits};
 use crate::engine::call::Inflight;
 use crate::engine::{self, Attempt};
 use crate::error::{Error, Result};
-use crate::wire::scripts::{REDISSON_SEMAPHORE_ACQUIRE, SEMAPHORE_ACQUIRE};
-
-/// In Redisson's key layout, the longest sleep of a waiter that found some permits free but
-/// too few for it, and the shortest time between two of its passes of a wakeup at the same
-/// count (see the module docs).
-pub(super) const REDISSON_RECHECK: Duration = Duration::from_millis(500);
 
 impl Semaphore {
     /// Waits until a permit is available and takes it.
@@ -146,8 +141,9 @@ impl Semaphore {
         let i = &self.inner;
         // The version of this call's last failed attempt (MIN: none yet).
         let failed_at = AtomicI64::new(i64::MIN);
-        // Redisson's layout: when this call last passed a wakeup on (see the module docs).
-        let redisson = i.redisson();
+        // A layout whose waiters re-check: when this call last passed a wakeup on (see the
+        // module docs).
+        let recheck = i.layout().recheck;
         let passed_at = Mutex::new(None::<Instant>);
         let attempt = || async {
             let reply = self.inner.clone().try_take(permits).await?;
@@ -162,10 +158,10 @@ impl Semaphore {
                 [0, available, version, pttl] => {
                     let before = failed_at.swap(*version, Ordering::SeqCst);
                     let mut pass = *available > 0 && before != *version;
-                    if redisson && *available > 0 {
+                    if let Some(recheck) = recheck.filter(|_| *available > 0) {
                         // The count stands for the version: pass on again at a steady pace.
                         let mut last = passed_at.lock().unwrap_or_else(|e| e.into_inner());
-                        pass |= last.is_none_or(|at| at.elapsed() >= REDISSON_RECHECK);
+                        pass |= last.is_none_or(|at| at.elapsed() >= recheck);
                         if pass {
                             *last = Some(Instant::now());
                         }
@@ -180,8 +176,8 @@ impl Semaphore {
                     let mut bound = engine::pttl_from(*pttl)
                         .unwrap_or(i.idle_ttl)
                         .min(i.core.watchdog_timeout);
-                    if redisson && *available > 0 {
-                        bound = bound.min(REDISSON_RECHECK);
+                    if let Some(recheck) = recheck.filter(|_| *available > 0) {
+                        bound = bound.min(recheck);
                     }
                     Ok(Attempt::Held(Some(bound)))
                 }
@@ -218,7 +214,8 @@ impl Inner {
         let handle = self.core.cleanups.clone();
         let this = self.clone();
         let call = async move {
-            this.script(&SEMAPHORE_ACQUIRE, &REDISSON_SEMAPHORE_ACQUIRE)
+            this.layout()
+                .acquire
                 .run::<Vec<i64>, _>(
                     &mut this.core.conn.clone(),
                     &[&this.key],

@@ -27,13 +27,13 @@
 //!
 //! # In Redisson's key layout
 //!
-//! With [`KeyLayout::Redisson`] the semaphore is Redisson's `RSemaphore`: a string key, the
+//! With [`KeyLayout::Redisson`](crate::KeyLayout::Redisson) the semaphore is Redisson's `RSemaphore`: a string key, the
 //! bare name, holding the available permits as a decimal, and the channel
 //! `redisson_sc:{name}`, whose messages carry the new available count
 //! (`lua/redisson_semaphore_*.lua`). Java services and lockwise clients then take and give
 //! back the same permits and wake each other's waiters. The string has no version: the
 //! scripts answer the available count in its place, and a waiter that finds some permits
-//! free but too few for it re-checks within [`acquire::REDISSON_RECHECK`] and passes the
+//! free but too few for it re-checks within half a second and passes the
 //! wakeup on again at that pace (see [`acquire`]). lockwise's writes keep the idle TTL on
 //! the key (Redisson itself writes none; Java ignores it).
 //!
@@ -48,12 +48,9 @@ use std::time::Duration;
 
 use crate::engine::Core;
 use crate::error::{Error, Result};
+use crate::layout::SemaphoreLayout;
 use crate::wire::keys::{check_millis, Role, MAX_MILLIS};
-use crate::wire::scripts::{
-    Script, ToRedisArgsDyn, REDISSON_SEMAPHORE_ADD, REDISSON_SEMAPHORE_DRAIN,
-    REDISSON_SEMAPHORE_SET, SEMAPHORE_ADD, SEMAPHORE_DRAIN, SEMAPHORE_SET,
-};
-use crate::KeyLayout;
+use crate::wire::scripts::ToRedisArgsDyn;
 
 mod acquire;
 mod permits;
@@ -89,7 +86,7 @@ const MAX_PERMITS: u64 = MAX_MILLIS as u64;
 ///
 /// # In Redisson's key layout
 ///
-/// With [`KeyLayout::Redisson`] this is Redisson's `RSemaphore` of the same name, byte for
+/// With [`KeyLayout::Redisson`](crate::KeyLayout::Redisson) this is Redisson's `RSemaphore` of the same name, byte for
 /// byte: the key is the name itself (a string holding the available permits), and
 /// releases, additions and [`try_set_permits`](Self::try_set_permits) publish the new count
 /// on `redisson_sc:{name}`, so Java services and lockwise share the permits and wake each
@@ -271,7 +268,8 @@ impl Semaphore {
         check_count("permits", permits, 0)?;
         let i = &self.inner;
         let set: i64 = i
-            .script(&SEMAPHORE_SET, &REDISSON_SEMAPHORE_SET)
+            .layout()
+            .set
             .run(
                 &mut i.core.conn.clone(),
                 &[&i.key, &i.channel],
@@ -365,14 +363,11 @@ impl Semaphore {
     pub async fn available_permits(&self) -> Result<i64> {
         self.check()?;
         let i = &self.inner;
-        let mut read = match i.redisson() {
-            true => redis::cmd("GET"),
-            false => redis::cmd("HGET"),
+        let mut read = match i.layout().count_field {
+            None => redis::cmd("GET"),
+            Some(_) => redis::cmd("HGET"),
         };
-        read.arg(&i.key);
-        if !i.redisson() {
-            read.arg("p");
-        }
+        read.arg(&i.key).arg(i.layout().count_field);
         let p: Option<i64> = read.query_async(&mut i.core.conn.clone()).await?;
         Ok(p.unwrap_or(0))
     }
@@ -403,7 +398,8 @@ impl Semaphore {
         self.check()?;
         let i = &self.inner;
         let n: i64 = i
-            .script(&SEMAPHORE_DRAIN, &REDISSON_SEMAPHORE_DRAIN)
+            .layout()
+            .drain
             .run(&mut i.core.conn.clone(), &[&i.key], &[&i.idle_ttl_ms])
             .await?;
         Ok(n.max(0) as u64)
@@ -411,25 +407,17 @@ impl Semaphore {
 }
 
 impl Inner {
-    /// Whether the client uses Redisson's key layout (`lua/redisson_semaphore_*.lua`).
-    fn redisson(&self) -> bool {
-        self.core.layout == KeyLayout::Redisson
+    /// How the client's key layout keeps a semaphore.
+    fn layout(&self) -> &'static SemaphoreLayout {
+        crate::layout::semaphore(self.core.layout)
     }
 
-    /// The script of the client's key layout: lockwise's own or Redisson's.
-    fn script(&self, own: &'static Script, redisson: &'static Script) -> &'static Script {
-        match self.redisson() {
-            true => redisson,
-            false => own,
-        }
-    }
-
-    /// A script's arguments in the client's key layout: Redisson's scripts take the same
-    /// ones but the last, the client id payload (their messages carry the count instead).
+    /// A script's arguments in the client's key layout: the last, the client id payload,
+    /// only where the messages carry it ([`SemaphoreLayout::id_payload`]).
     fn args<'a>(&self, all: &'a [&'a dyn ToRedisArgsDyn]) -> &'a [&'a dyn ToRedisArgsDyn] {
-        match self.redisson() {
-            true => &all[..all.len() - 1],
-            false => all,
+        match self.layout().id_payload {
+            true => all,
+            false => &all[..all.len() - 1],
         }
     }
 
@@ -438,7 +426,8 @@ impl Inner {
     /// wakes them again, which costs one more look).
     async fn add(&self, delta: i64) -> Result<i64> {
         let reply: Vec<i64> = self
-            .script(&SEMAPHORE_ADD, &REDISSON_SEMAPHORE_ADD)
+            .layout()
+            .add
             .run(
                 &mut self.core.conn.clone(),
                 &[&self.key, &self.channel],
