@@ -67,12 +67,14 @@
 //     slot.rs         the Cluster hash slot of a key
 //   error/            the one error enum (tests.rs: its classification)
 //   key_layout.rs     `KeyLayout`: lockwise's own key names, or Redisson's
+//   backoff.rs        retry pauses with jitter, the library's one random source
 //   guide.rs          the guide: docs/guide/*.md as documentation-only modules
 //
 // Cargo features: `tls-rustls`, `tls-rustls-webpki-roots`, `tls-native-tls` only switch on
 // redis-rs's TLS support (guide, "Deployments": "TLS"); no lockwise code depends on them.
 
 mod admin;
+mod backoff;
 mod client;
 mod deploy;
 mod engine;

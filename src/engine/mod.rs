@@ -149,6 +149,4 @@ pub(crate) use kinds::KindId;
 pub(crate) use lock_ref::{client_clock_ms, LockRef};
 pub(crate) use owner::Owner;
 pub(crate) use registry::HoldKey;
-pub(crate) use wait::{
-    deadline_after, never_timed_out, or_timeout, pttl_from, Attempt, Backoff, Wake,
-};
+pub(crate) use wait::{deadline_after, never_timed_out, or_timeout, pttl_from, Attempt, Wake};

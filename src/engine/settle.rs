@@ -12,6 +12,7 @@ use super::lock_ref::LockRef;
 use super::registry::{HoldKey, Outcome, SettleTarget};
 use super::wait::Trouble;
 use super::Core;
+use crate::backoff::{Backoff, Retries};
 use crate::error::{Error, Result};
 
 /// Ends a counted call; starts the settlement it may call for.
@@ -38,7 +39,7 @@ pub(super) fn spawn_settle(kind: &LockRef, key: &HoldKey) {
 async fn settle(kind: LockRef, key: HoldKey) {
     let core = kind.core().clone();
     let started = Instant::now();
-    let mut backoff = SETTLE_BACKOFF;
+    let mut pauses = Retries::new(SETTLE_PAUSES);
     loop {
         let SettleTarget {
             target,
@@ -89,11 +90,11 @@ async fn settle(kind: LockRef, key: HoldKey) {
                     return;
                 }
             }
-            Ok(None) => backoff = SETTLE_BACKOFF,
+            Ok(None) => pauses.reset(),
             Err(e) => {
                 // With no guard left, the key is gone once its longest TTL ran out after the
                 // last call (every call ended before the settlement began).
-                let expired = target == 0 && started.elapsed() > ttl + SETTLE_BACKOFF;
+                let expired = target == 0 && started.elapsed() > ttl + SETTLE_PAUSES.initial;
                 if expired || core.holds.is_shut_down() {
                     tracing::warn!(
                         lock = %kind.name(),
@@ -108,22 +109,17 @@ async fn settle(kind: LockRef, key: HoldKey) {
                 // back, and the call has a budget.
                 let hurry = core.holds.hurry(&key);
                 tokio::select! {
-                    () = tokio::time::sleep(backoff) => {
-                        backoff = (backoff * 2).min(SETTLE_BACKOFF_MAX);
-                    }
-                    () = hurry.notified() => backoff = SETTLE_BACKOFF,
+                    () = tokio::time::sleep(pauses.next()) => {}
+                    () = hurry.notified() => pauses.reset(),
                 }
             }
         }
     }
 }
 
-/// First retry delay of a settlement.
-const SETTLE_BACKOFF: Duration = Duration::from_millis(20);
-
-/// The longest retry delay of a settlement (it doubles from [`SETTLE_BACKOFF`]), unless a
-/// call that waits for it comes.
-const SETTLE_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// A settlement's pauses between failed steps: 20 ms doubling to 1 s, jittered, unless a call
+/// that waits for it comes.
+const SETTLE_PAUSES: Backoff = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
 
 /// The hold count of `owner` in a lock hash (0 if none).
 pub(crate) async fn owner_holds(core: &Core, key: &str, owner: &str) -> Result<u32> {

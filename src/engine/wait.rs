@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use super::listener::Subscription;
 use super::Core;
+use crate::backoff::{Backoff, Retries};
 use crate::error::{io_timeout, Error, Result};
 
 /// Used when the holder's TTL is unknown (-1, or an odd reply): re-check at least this often.
@@ -36,35 +37,10 @@ pub(crate) enum Wake<'a> {
     /// A message on this channel, for a kind that keeps its own queue of waiters (the fair
     /// lock, whose script serves them in order): the waiter never stakes an overtake claim.
     Queued(&'a str),
-    /// Nothing: it tries again after a pause that grows ([`Backoff`]), and never
-    /// subscribes (the spin lock).
+    /// Nothing: it tries again after a pause that grows ([`Backoff`], jittered so that
+    /// spinning waiters spread out, and never past the holder's TTL or the caller's
+    /// deadline), and never subscribes (the spin lock).
     Backoff(Backoff),
-}
-
-/// The pauses of a waiter that does not subscribe: `initial`, doubling up to `max`, each
-/// with equal jitter (half of it fixed, half random) so that spinning waiters spread out,
-/// and never past the holder's TTL or the caller's deadline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Backoff {
-    pub(crate) initial: Duration,
-    pub(crate) max: Duration,
-}
-
-impl Backoff {
-    /// The pause after the `n`-th refusal (0-based).
-    pub(crate) fn pause(&self, n: u32) -> Duration {
-        let full = self
-            .initial
-            .saturating_mul(1u32 << n.min(20))
-            .min(self.max)
-            .max(Duration::from_millis(1));
-        let half = full / 2;
-        // A fresh `RandomState` hashes with new keys each time: random enough for jitter,
-        // without a random-number crate.
-        let r =
-            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), n);
-        half + half.mul_f64((r >> 11) as f64 / (1u64 << 53) as f64)
-    }
 }
 
 /// Runs the waiting protocol described in the module docs: `attempt` until it acquires or
@@ -256,11 +232,11 @@ where
 
 /// A streak of errors an acquire waits through: since when (the send time of its first
 /// failed call, so a call that took long to fail counts in full), its latest error, and the
-/// next pause (50 ms, doubling up to 1 s).
+/// next pause (50 ms, doubling up to 1 s, jittered).
 pub(crate) struct Trouble {
     since: Option<Instant>,
     last: Option<Error>,
-    next: Duration,
+    pauses: Retries,
     limit: Duration,
     /// How far past the caller's deadline a call may run outside a streak (one response
     /// timeout: the budget is a promise, see [`Trouble::bounded`]).
@@ -268,14 +244,14 @@ pub(crate) struct Trouble {
 }
 
 impl Trouble {
-    const FIRST_PAUSE: Duration = Duration::from_millis(50);
+    const PAUSES: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
 
     /// A streak that may last up to `limit` (the client's failover retry).
     pub(crate) fn new(limit: Duration) -> Trouble {
         Trouble {
             since: None,
             last: None,
-            next: Self::FIRST_PAUSE,
+            pauses: Retries::new(Self::PAUSES),
             limit,
             grace: Duration::ZERO,
         }
@@ -300,8 +276,7 @@ impl Trouble {
             return Err(e);
         };
         self.last = Some(e);
-        let pause = self.next.min(left);
-        self.next = (self.next * 2).min(Duration::from_secs(1));
+        let pause = self.pauses.next().min(left);
         Ok(pause)
     }
 
@@ -354,7 +329,7 @@ impl Trouble {
     pub(crate) fn clear(&mut self) {
         self.since = None;
         self.last = None;
-        self.next = Self::FIRST_PAUSE;
+        self.pauses.reset();
     }
 }
 

@@ -303,14 +303,10 @@ pub(super) static LATCH: LatchLayout = LatchLayout {
     count_down: &REDISSON_LATCH_COUNT_DOWN,
 };
 
-/// 16 random bytes: a UUID v4's 122 random bits, with its 6 fixed bits replaced by those of
-/// a second one.
+/// 16 random bytes, as Java's `ThreadLocalRandom.nextBytes` gives Redisson (from the
+/// library's one random source, see `engine::backoff`).
 fn random_bytes() -> [u8; 16] {
-    let mut bytes = Uuid::new_v4().into_bytes();
-    let more = Uuid::new_v4().into_bytes();
-    bytes[6] ^= more[0] & 0xf0; // the version nibble
-    bytes[8] ^= more[1] & 0xc0; // the variant bits
-    bytes
+    fastrand::u128(..).to_le_bytes()
 }
 
 /// The 16 bytes of a 32-hex-digit id (either case), as Java's `decodeHexDump` reads them.

@@ -6,7 +6,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::reentrant::RLock;
-use crate::engine::{self, Backoff, Core, Hold, Owner, Wake};
+use crate::backoff::Backoff;
+use crate::engine::{self, Core, Hold, Owner, Wake};
 use crate::error::{Error, Result};
 use crate::lock::api::{guard_accessors, inspect_methods, owner_methods};
 use crate::lock::contract::impl_lock;

@@ -7,19 +7,18 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::time::Instant;
 use tracing::Instrument;
-use uuid::Uuid;
 
 use super::node::NodeReply;
 use super::{drift, quorum, RedLock, RedLockGuard};
+use crate::backoff;
 use crate::engine::{self, observe, Hold};
 use crate::error::{Error, Result};
 use crate::wire::keys::check_millis;
 
 /// A random delay in `base / 2 .. base * 3 / 2`.
 fn jitter(base: Duration) -> Duration {
-    let span = base.as_nanos().max(1);
-    let r = Uuid::new_v4().as_u128() % span;
-    base / 2 + Duration::from_nanos(r as u64)
+    let r = backoff::below(base.as_nanos().max(1));
+    base / 2 + Duration::from_nanos(u64::try_from(r).unwrap_or(u64::MAX))
 }
 
 impl RedLock {

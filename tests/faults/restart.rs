@@ -408,3 +408,73 @@ async fn redis_down_while_waiting_is_a_retryable_error() {
         other => panic!("holder unlock with Redis down: {other:?}"),
     }
 }
+
+/// A fleet refused together does not come back in step: 12 clients start an acquire each
+/// (on names of their own) while their server refuses writes (`READONLY`, as a demoted master
+/// does during a failover), and retry with the failover retry's pauses (50 ms doubling to
+/// 1 s). Writes are taken again 1.2 s later; the acquires then complete spread over at least
+/// 100 ms, not in one burst, because every pause is jittered. Before, all 12 retried at the
+/// same instants (50, 150, 350, 750, 1550 ms) and completed within a millisecond or two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_retries_out_of_step_after_a_failover() {
+    const CLIENTS: usize = 12;
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let ns = suite::unique_ns("fleet");
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let c = Client::builder(server.url())
+            .namespace(&ns)
+            .watchdog_timeout(WATCHDOG)
+            .failover_retry(Duration::from_secs(10))
+            .build()
+            .await
+            .unwrap();
+        clients.push(c);
+    }
+    // A replica of a master that does not exist: it refuses every write with READONLY.
+    let nowhere = lockwise_testkit::server::free_port().to_string();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(&nowhere)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let tasks: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let lock = c.lock(format!("own-{i}"));
+            tokio::spawn(async move {
+                let g = lock.try_lock(Duration::from_secs(8), None).await;
+                (g, Instant::now())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut done = Vec::new();
+    for t in tasks {
+        let (g, at) = within(10, t).await.unwrap();
+        let g = g.unwrap_or_else(|e| panic!("acquire through the refusals: {e:?}"));
+        g.unlock().await.unwrap();
+        done.push(at.duration_since(start));
+    }
+    done.sort();
+    let spread = done[CLIENTS - 1] - done[0];
+    println!(
+        "acquires completed between {:?} and {:?}",
+        done[0],
+        done[CLIENTS - 1]
+    );
+    assert!(
+        spread >= Duration::from_millis(100),
+        "the fleet came back in step: all {CLIENTS} within {spread:?} ({done:?})"
+    );
+}

@@ -45,7 +45,7 @@ const FOUNDATION: &[&[&str]] = &[
     &["layout"],
     &["wire"],
     &["error"],
-    &["key_layout"],
+    &["key_layout", "backoff"],
 ];
 
 /// The layer of a top-level module: its index in [`FOUNDATION`], or `None` above the engine.

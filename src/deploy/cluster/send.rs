@@ -22,25 +22,23 @@ use redis::cluster_routing::SingleNodeRoutingInfo;
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisResult, Value};
 use tokio::time::Instant;
 
+use crate::backoff::Backoff;
 use crate::error::did_not_run;
 
 /// At most this many resends of one command refused unrun (redis-rs's former `retries(6)`).
 const RESENDS: u32 = 6;
 
-/// The first pause before a resend that is not a redirect; it doubles up to [`MAX_PAUSE`].
-const FIRST_PAUSE: Duration = Duration::from_millis(50);
-
-/// The longest pause between two resends.
-const MAX_PAUSE: Duration = Duration::from_secs(1);
+/// The pauses before resends that are not redirects: 50 ms doubling to 1 s, jittered.
+const PAUSES: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
 
 /// The pause before resend number `n` (0-based). The first resend of a followed redirect
 /// goes at once: after MOVED redis-rs has rebuilt its slot map before it routes the resend,
-/// and an ASK names the node. Else 50 ms, doubling up to 1 s.
+/// and an ASK names the node. Else 50 ms, doubling up to 1 s, jittered ([`PAUSES`]).
 fn pause(n: u32, redirected: bool) -> Duration {
     if redirected && n == 0 {
         return Duration::ZERO;
     }
-    FIRST_PAUSE.saturating_mul(1 << n.min(5)).min(MAX_PAUSE)
+    PAUSES.pause(n)
 }
 
 /// Whether resend number `n`, after `pause`, may go: at most [`RESENDS`], none starting

@@ -8,11 +8,12 @@ use futures::StreamExt;
 use redis::RedisResult;
 
 use super::master::{Outcome, SentinelMaster};
+use crate::backoff::jitter;
 
 /// Pause after a check that found a master it could not use yet, before the next one; also
 /// the least pause after a check no sentinel answered, even when a command asks for one (so
 /// commands arriving while the sentinels are down or unreachable do not run checks back to
-/// back).
+/// back). Each is jittered to between half of it and all of it.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Starts the follower and the watcher of `master`.
@@ -23,7 +24,8 @@ pub(super) fn start(master: &Arc<SentinelMaster>) {
 
 /// Checks every [`check_every`](super::SentinelSettings::check_every), and at once when
 /// asked (`wanted`); after a check that found an unusable master, again soon; after a
-/// silent one, not before [`RETRY_PAUSE`].
+/// silent one, not before [`RETRY_PAUSE`] (each retry pause jittered to half of it or
+/// more, so a fleet's clients do not ask the sentinels in step).
 async fn run_checks(master: Weak<SentinelMaster>, wanted: Arc<tokio::sync::Notify>) {
     let mut pause = match master.upgrade() {
         Some(m) => m.settings.check_every(),
@@ -42,9 +44,9 @@ async fn run_checks(master: Weak<SentinelMaster>, wanted: Arc<tokio::sync::Notif
         drop(m);
         pause = match outcome {
             Outcome::Confirmed => every,
-            Outcome::Unusable => RETRY_PAUSE,
+            Outcome::Unusable => jitter(RETRY_PAUSE),
             Outcome::Silent => {
-                tokio::time::sleep(RETRY_PAUSE.min(every)).await;
+                tokio::time::sleep(jitter(RETRY_PAUSE.min(every))).await;
                 every.saturating_sub(RETRY_PAUSE)
             }
         };
@@ -73,7 +75,7 @@ async fn watch_switches(master: Weak<SentinelMaster>) {
         let pubsub = match tokio::time::timeout(connect_timeout, subscribed).await {
             Ok(Ok(p)) => p,
             _ => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                tokio::time::sleep(jitter(Duration::from_millis(200))).await;
                 continue;
             }
         };

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use redis::RedisResult;
 
 use super::{Channel, Shared, SubState};
+use crate::backoff::jitter;
 
 /// How long a released channel stays in [`Shared::recent`], and at most how many.
 const RECENT_WINDOW: Duration = Duration::from_secs(5);
@@ -86,7 +87,7 @@ impl Shared {
             if self.unsubscribe_if_idle(name, channel, force).await {
                 return;
             }
-            tokio::time::sleep(delay).await;
+            tokio::time::sleep(jitter(delay)).await;
             delay *= 4;
         }
         tracing::debug!(channel = name, "release gave up; the next resync retries");

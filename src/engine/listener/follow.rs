@@ -10,6 +10,7 @@ use redis::aio::ConnectionManagerConfig;
 
 use super::conn::SubConn;
 use super::{Channel, Listener, Shared};
+use crate::backoff::{Backoff, Retries};
 
 impl Listener {
     /// Follows a Sentinel master: each client sent on `masters` gets a new subscription
@@ -27,7 +28,10 @@ impl Listener {
                 // Until connected to the newest master: a master that was just promoted may
                 // refuse connections for a moment, and giving up would leave every waiter
                 // on the old server, hearing no unlock until the next failover.
-                let mut delay = Duration::from_millis(50);
+                let mut pauses = Retries::new(Backoff::new(
+                    Duration::from_millis(50),
+                    Duration::from_secs(1),
+                ));
                 loop {
                     let client = masters.borrow_and_update().clone();
                     let Some(shared) = weak.upgrade() else {
@@ -45,8 +49,7 @@ impl Listener {
                     }
                     drop(shared);
                     // A newer master meanwhile is tried at once; else after a pause.
-                    let _ = tokio::time::timeout(delay, masters.changed()).await;
-                    delay = (delay * 2).min(Duration::from_secs(1));
+                    let _ = tokio::time::timeout(pauses.next(), masters.changed()).await;
                 }
             }
         });

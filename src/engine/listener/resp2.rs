@@ -21,6 +21,7 @@ use redis::aio::{PubSubSink, PubSubStream};
 use redis::{PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::watch;
 
+use crate::backoff::{Backoff, Retries};
 use crate::error::io_timeout;
 
 /// Longest pause between two reconnect attempts.
@@ -138,7 +139,7 @@ async fn run(
             }),
             None => return,
         }
-        let mut delay = Duration::from_millis(10);
+        let mut pauses = Retries::new(Backoff::new(Duration::from_millis(10), MAX_BACKOFF));
         loop {
             if shared.strong_count() == 0 {
                 return;
@@ -151,8 +152,7 @@ async fn run(
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "reconnecting the subscription connection");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(MAX_BACKOFF);
+                    tokio::time::sleep(pauses.next()).await;
                 }
             }
         }

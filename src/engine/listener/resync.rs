@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use super::{Channel, Shared, SubState};
+use crate::backoff::{Backoff, Retries};
 
 /// Longest pause between two attempts to subscribe a channel again that waiters use; also
 /// how often those waiters look at their lock themselves while it cannot be subscribed.
@@ -36,7 +37,10 @@ impl Shared {
         let mut seen;
         loop {
             seen = self.disconnects.load(Ordering::SeqCst);
-            let mut delay = Duration::from_millis(10);
+            let mut pauses = Retries::new(Backoff::new(
+                Duration::from_millis(10),
+                Duration::from_secs(1),
+            ));
             loop {
                 // Bounded: a connection waiting out its reconnect backoff (or replaced by a
                 // Sentinel switch meanwhile) must not hold up the resync.
@@ -44,8 +48,7 @@ impl Shared {
                 if matches!(ping, Ok(Ok(()))) {
                     break;
                 }
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(1));
+                tokio::time::sleep(pauses.next()).await;
                 if Arc::strong_count(&self) == 1 {
                     self.resyncing.store(false, Ordering::SeqCst);
                     return; // the client is gone
@@ -132,10 +135,10 @@ impl Shared {
         }
         let (this, name, channel) = (self.clone(), name.to_owned(), channel.clone());
         self.handle.spawn(async move {
-            let mut delay = Duration::from_millis(50);
+            let mut pauses =
+                Retries::new(Backoff::new(Duration::from_millis(50), REPAIR_MAX_DELAY));
             for attempt in 2.. {
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(REPAIR_MAX_DELAY);
+                tokio::time::sleep(pauses.next()).await;
                 if epoch.is_some_and(|e| this.disconnects.load(Ordering::SeqCst) > e) {
                     return; // a later disconnect: its resync repairs the channel
                 }

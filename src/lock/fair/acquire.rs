@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::handoff::{Handoff, Seen};
 use super::{FairLock, FairLockGuard};
+use crate::backoff::{Backoff, Retries};
 use crate::engine::{self, Attempt, Hold, HoldKey, Reply, Ticket};
 use crate::error::Result;
 use crate::wire::scripts::{FAIR_CONFIRM, FAIR_LEAVE, FAIR_LOCK};
@@ -380,7 +381,10 @@ impl FairLock {
         let core = self.inner.base.core.clone();
         self.inner.base.core.cleanups.spawn(async move {
             let ttl = Duration::from_millis(core.watchdog_ms);
-            let mut pause = Duration::from_millis(50);
+            let mut pauses = Retries::new(Backoff::new(
+                Duration::from_millis(50),
+                Duration::from_secs(1),
+            ));
             // At least half the waiter lease is left when a handoff is taken (`handed_over`):
             // two thirds of it remain for the call and its retries.
             tokio::select! {
@@ -412,11 +416,10 @@ impl FairLock {
                     }
                 }
                 tokio::select! {
-                    () = tokio::time::sleep(pause) => {}
+                    () = tokio::time::sleep(pauses.next()) => {}
                     () = follow.lost().cancelled() => return,
                     () = core.holds.closed() => return,
                 }
-                pause = (pause * 2).min(Duration::from_secs(1));
             }
         });
     }
