@@ -313,10 +313,13 @@ async fn reentry_after_partial_release_counts_only_nodes_that_still_hold_the_run
                 }
                 assert_exclusive(&other, &name, new.validity(), &ctx).await;
 
-                // The new guard unlocks first: its own hold on every node.
+                // The new guard unlocks first: its own hold on every node. Where a settlement
+                // still ran (the nodes of `mask`), the node's release waits for it and may
+                // finish in the background once a majority answered: settled, not at once.
                 new.unlock().await.expect("the new hold is released");
                 if majority_left(mask) {
-                    assert_nodes(&mut conns, &key, &owner, &per_node(mask, 0, 2), &ctx).await;
+                    assert_nodes_settled(&mut conns, &key, &owner, &per_node(mask, 0, 2), &ctx)
+                        .await;
                     assert_exclusive(&other, &name, inner.validity(), &ctx).await;
                     inner.unlock().await.expect("inner");
                     assert_nodes(&mut conns, &key, &owner, &per_node(mask, 0, 1), &ctx).await;
@@ -325,7 +328,8 @@ async fn reentry_after_partial_release_counts_only_nodes_that_still_hold_the_run
                 } else {
                     // The old guards' holds remain where they were never released, on too
                     // few nodes for a majority; their unlocks release them.
-                    assert_nodes(&mut conns, &key, &owner, &per_node(mask, 0, 2), &ctx).await;
+                    assert_nodes_settled(&mut conns, &key, &owner, &per_node(mask, 0, 2), &ctx)
+                        .await;
                     for g in [inner, outer] {
                         let err = g.unlock().await.expect_err("lost");
                         assert!(err.is_not_held(), "{ctx}: {err:?}");
