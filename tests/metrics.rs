@@ -1,8 +1,8 @@
 //! The `metrics` feature against real redis-servers: a `DebuggingRecorder` installed once for
 //! this binary sees every metric move when its event happens (acquisitions, timeouts,
-//! cancelled waits, errors by class, releases, the holds gauge, watchdog renewals and renew
-//! calls, lost locks, subscription reconnects, fair-queue lengths), with the lock name as a
-//! label only when the client opted in. The recorder's snapshots drain what they read, so the
+//! cancelled waits, errors by class, releases, the holds gauge, hold durations, watchdog
+//! renewals and renew calls, lost locks, subscription reconnects, fair-queue lengths), with
+//! the lock name as a label only when the client opted in. The recorder's snapshots drain what they read, so the
 //! tests run one at a time (a static async mutex) and compare what happened between two
 //! snapshots.
 
@@ -320,6 +320,142 @@ async fn a_lost_lock_is_counted() {
     assert_clean(&mut c, &client).await;
 }
 
+/// How long each hold was held, by how it ended: a hold released after 200 ms is recorded
+/// as `released` (with the lock name, opted in), a dropped guard's too once its background
+/// release answered, and one whose key vanished as `lost` when its release found it gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_durations_are_recorded_by_how_the_hold_ended() {
+    let _serial = serial().await;
+    let server = RedisServer::start();
+    let mut c = conn(&server).await;
+    let client = named_client(&server, "m_held", WATCHDOG).await;
+    let lock = client.lock("m-held");
+    let kind = ("kind", "reentrant");
+    take();
+
+    let guard = within(5, lock.lock()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    within(5, guard.unlock()).await.unwrap();
+    let seen = take();
+    let held = seen.histogram(
+        HOLD_SECONDS,
+        &[kind, ("outcome", "released"), ("name", "m-held")],
+    );
+    assert_eq!(held.len(), 1, "{:?}", seen.0);
+    assert!(held[0] >= 0.2 && held[0] < 5.0, "{held:?}");
+
+    // A dropped guard: recorded by its release in the background.
+    drop(within(5, lock.lock()).await.unwrap());
+    let mut held = Vec::new();
+    for _ in 0..150 {
+        held.extend(take().histogram(HOLD_SECONDS, &[kind, ("outcome", "released")]));
+        if !held.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(held.len(), 1, "the dropped guard's hold");
+
+    // The key vanishes under a lease hold (no renewal to notice): the release finds it gone.
+    let guard = within(5, lock.lock_with_lease(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(lock.key())
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert!(within(5, guard.unlock()).await.unwrap_err().is_not_held());
+    let seen = take();
+    assert_eq!(
+        seen.histogram(HOLD_SECONDS, &[kind, ("outcome", "lost")])
+            .len(),
+        1
+    );
+    assert!(seen
+        .histogram(HOLD_SECONDS, &[kind, ("outcome", "released")])
+        .is_empty());
+    assert_clean(&mut c, &client).await;
+}
+
+/// An acquire call counts as a waiter from its start to its outcome: a second task waiting
+/// 600 ms in vain on a held lock shows as one waiter (with the lock name, opted in) while it
+/// waits, and as none again once it timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_counted_while_they_wait() {
+    let _serial = serial().await;
+    let server = RedisServer::start();
+    let mut c = conn(&server).await;
+    let client = named_client(&server, "m_waiters", WATCHDOG).await;
+    let lock = client.lock("m-waiters");
+    let labels = [("kind", "reentrant"), ("name", "m-waiters")];
+    let guard = within(5, lock.lock()).await.unwrap();
+    assert_eq!(take().gauge(WAITERS, &labels), 0.0, "one call, ended");
+
+    let other = lock.clone();
+    let waiter = tokio::spawn(async move {
+        other
+            .try_lock(Duration::from_millis(600), None)
+            .await
+            .or_none()
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(take().gauge(WAITERS, &labels), 1.0, "one waiter now");
+    assert!(within(5, waiter).await.unwrap().unwrap().is_none());
+    assert_eq!(take().gauge(WAITERS, &labels), -1.0, "it timed out");
+    within(5, guard.unlock()).await.unwrap();
+    assert_clean(&mut c, &client).await;
+}
+
+/// The permits held by guards of this process, per semaphore (name opted in): up when a
+/// guard takes them, down when it releases, drops or forgets them, or the client's close
+/// gives them back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_held_follow_the_guards() {
+    let _serial = serial().await;
+    let server = RedisServer::start();
+    let mut c = conn(&server).await;
+    let client = named_client(&server, "m_permits", WATCHDOG).await;
+    let sem = client.semaphore("m-permits");
+    let lsem = client.lease_semaphore("m-leases");
+    assert!(within(5, sem.try_set_permits(5)).await.unwrap());
+    assert!(within(5, lsem.try_set_permits(5)).await.unwrap());
+    let sem_labels = [("kind", "semaphore"), ("name", "m-permits")];
+    let lease_labels = [("kind", "lease_semaphore"), ("name", "m-leases")];
+    take();
+
+    let two = within(5, sem.acquire_many(2)).await.unwrap();
+    let one = within(5, sem.acquire()).await.unwrap();
+    let leased = within(5, lsem.acquire_many(3, Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let seen = take();
+    assert_eq!(seen.gauge(PERMITS_HELD, &sem_labels), 3.0);
+    assert_eq!(seen.gauge(PERMITS_HELD, &lease_labels), 3.0);
+
+    within(5, two.release()).await.unwrap();
+    let forgotten = one.forget();
+    drop(leased);
+    let seen = take();
+    assert_eq!(
+        seen.gauge(PERMITS_HELD, &sem_labels),
+        -3.0,
+        "released and forgotten"
+    );
+    assert_eq!(seen.gauge(PERMITS_HELD, &lease_labels), -3.0, "dropped");
+    within(5, sem.release(forgotten)).await.unwrap();
+
+    // Permits the client's close gives back.
+    let held = within(5, sem.acquire_many(2)).await.unwrap();
+    take();
+    let report = within(10, client.shutdown(Duration::from_secs(5))).await;
+    assert_eq!(report.permits_returned, 2, "{report:?}");
+    assert_eq!(take().gauge(PERMITS_HELD, &sem_labels), -2.0);
+    drop(held);
+    assert_eq!(take().gauge(PERMITS_HELD, &sem_labels), 0.0, "not twice");
+    suite::kit::assert_ns_clean(&mut c, client.namespace()).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_subscription_connection_counts_a_reconnect() {
     let _serial = serial().await;
@@ -460,6 +596,7 @@ async fn redlock_acquires_and_timeouts_are_recorded() {
 fn every_metric_name_follows_prometheus_conventions() {
     let names = [
         (ACQUIRE_WAIT_SECONDS, "_seconds"),
+        (HOLD_SECONDS, "_seconds"),
         (ACQUISITIONS_TOTAL, "_total"),
         (TIMEOUTS_TOTAL, "_total"),
         (ERRORS_TOTAL, "_total"),
@@ -471,6 +608,8 @@ fn every_metric_name_follows_prometheus_conventions() {
         (LOCKS_LOST_TOTAL, "_total"),
         (SUBSCRIPTION_RECONNECTS_TOTAL, "_total"),
         (HOLDS, ""),
+        (WAITERS, ""),
+        (PERMITS_HELD, ""),
         (FAIR_QUEUE_LENGTH, ""),
     ];
     let mut seen = HashMap::new();

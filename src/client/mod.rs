@@ -48,6 +48,7 @@ pub const DEFAULT_FAILOVER_RETRY: Duration = Duration::from_secs(15);
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ShutdownReport {
     /// Whether this call closed the client (`false`: it was closed already, nothing was

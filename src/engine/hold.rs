@@ -35,6 +35,16 @@ struct HoldState {
     meta: Arc<Meta>,
     /// One more argument for this hold's release script (see [`Hold::note_for_release`]).
     note: Option<Arc<str>>,
+    /// When the hold was granted (for `lockwise_hold_seconds`).
+    granted: std::time::Instant,
+}
+
+impl HoldState {
+    /// Records how long this hold lasted, ended as `end`.
+    fn ended(&self, end: observe::HoldEnd) {
+        let metrics = &self.kind.core().metrics;
+        observe::hold_ended(metrics, &self.meta, self.granted.elapsed(), end);
+    }
 }
 
 impl Hold {
@@ -83,6 +93,7 @@ impl Hold {
                 epoch,
                 meta,
                 note: None,
+                granted: std::time::Instant::now(),
             }),
         }
     }
@@ -411,6 +422,7 @@ fn release(
                     if settle {
                         spawn_settle(&state.kind, &state.hold_key);
                     }
+                    state.ended(observe::HoldEnd::Lost);
                     return Err(not_held(&state));
                 }
                 // The client was closed, which released the hold: nothing left to send.
@@ -423,8 +435,10 @@ fn release(
                         return Err(unlock_timed_out());
                     }
                     return if lasted.get() == Some(&true) && !state.lost.is_cancelled() {
+                        state.ended(observe::HoldEnd::Released);
                         Ok(())
                     } else {
+                        state.ended(observe::HoldEnd::Lost);
                         Err(not_held(&state))
                     };
                 }
@@ -439,10 +453,16 @@ fn release(
                         .await;
                     observe::released(&core.metrics, state.meta.kind, &span, &reply);
                     return match reply? {
-                        -1 => Err(not_held(&state)),
+                        -1 => {
+                            state.ended(observe::HoldEnd::Lost);
+                            Err(not_held(&state))
+                        }
                         // Released (n holds left), or the count was not the run's (-2: a
                         // settlement brings it back to the guards; the hold was there).
-                        n if n >= -2 => Ok(()),
+                        n if n >= -2 => {
+                            state.ended(observe::HoldEnd::Released);
+                            Ok(())
+                        }
                         other => Err(Error::UnexpectedReply(format!(
                             "unlock script answered {other}"
                         ))),

@@ -111,6 +111,14 @@ async fn shutdown_releases_every_kind_and_closes_the_client() {
     // the spin lock.
     assert_eq!(report.holds_released, 11, "{report:?}");
     assert_eq!(report.permits_returned, 5, "{report:?}");
+    // What a service logs or serves on its way out (feature `serde`).
+    #[cfg(feature = "serde")]
+    assert_eq!(
+        serde_json::to_value(&report).unwrap(),
+        serde_json::json!({
+            "closed_now": true, "holds_released": 11, "permits_returned": 5, "failed": []
+        })
+    );
     for r in &results {
         assert!(matches!(r, Err(Error::ClientClosed)), "{results:?}");
     }

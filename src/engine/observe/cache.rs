@@ -16,6 +16,9 @@ use crate::engine::KindId;
 /// The outcomes of `lockwise_acquire_wait_seconds`.
 pub(super) const OUTCOMES: [&str; 4] = ["acquired", "timeout", "error", "cancelled"];
 
+/// The outcomes of `lockwise_hold_seconds`.
+pub(super) const HOLD_ENDS: [&str; 2] = ["released", "lost"];
+
 /// The cached handles of one client.
 #[derive(Default)]
 pub(crate) struct Cache {
@@ -26,10 +29,13 @@ pub(crate) struct Cache {
 #[derive(Default)]
 pub(super) struct KindMetrics {
     wait: [OnceLock<Histogram>; OUTCOMES.len()],
+    held: [OnceLock<Histogram>; HOLD_ENDS.len()],
     acquisitions: OnceLock<Counter>,
     timeouts: OnceLock<Counter>,
     releases: OnceLock<Counter>,
     holds: OnceLock<Gauge>,
+    waiters: OnceLock<Gauge>,
+    permits: OnceLock<Gauge>,
     queue: OnceLock<Histogram>,
 }
 
@@ -54,6 +60,11 @@ pub(super) fn wait(kind: Option<&KindMetrics>, label: &'static str, outcome: usi
     with(kind.map(|k| &k.wait[outcome]), make, |h| h.record(secs));
 }
 
+pub(super) fn hold(kind: Option<&KindMetrics>, label: &'static str, end: usize, secs: f64) {
+    let make = || metrics::histogram!(HOLD_SECONDS, "kind" => label, "outcome" => HOLD_ENDS[end]);
+    with(kind.map(|k| &k.held[end]), make, |h| h.record(secs));
+}
+
 pub(super) fn acquisition(kind: Option<&KindMetrics>, label: &'static str) {
     let make = || metrics::counter!(ACQUISITIONS_TOTAL, "kind" => label);
     with(kind.map(|k| &k.acquisitions), make, |c| c.increment(1));
@@ -72,6 +83,16 @@ pub(super) fn release(kind: Option<&KindMetrics>, label: &'static str) {
 pub(super) fn holds(kind: Option<&KindMetrics>, label: &'static str, delta: f64) {
     let make = || metrics::gauge!(HOLDS, "kind" => label);
     with(kind.map(|k| &k.holds), make, |g| g.increment(delta));
+}
+
+pub(super) fn waiters(kind: Option<&KindMetrics>, label: &'static str, delta: f64) {
+    let make = || metrics::gauge!(WAITERS, "kind" => label);
+    with(kind.map(|k| &k.waiters), make, |g| g.increment(delta));
+}
+
+pub(super) fn permits(kind: Option<&KindMetrics>, label: &'static str, delta: f64) {
+    let make = || metrics::gauge!(PERMITS_HELD, "kind" => label);
+    with(kind.map(|k| &k.permits), make, |g| g.increment(delta));
 }
 
 pub(super) fn queue(kind: Option<&KindMetrics>, label: &'static str, len: f64) {

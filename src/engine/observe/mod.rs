@@ -66,6 +66,19 @@ pub fn describe_metrics() {
         Unit::Seconds,
         "Time from the start of an acquire call to its outcome (acquired, timeout, error, cancelled)"
     );
+    describe_histogram!(
+        HOLD_SECONDS,
+        Unit::Seconds,
+        "Time from a hold's grant to its release (released) or to the release that found it gone (lost)"
+    );
+    describe_gauge!(
+        WAITERS,
+        "Acquire calls of this process in progress (waiting or attempting)"
+    );
+    describe_gauge!(
+        PERMITS_HELD,
+        "Semaphore permits held by guards of this process"
+    );
     describe_counter!(ACQUISITIONS_TOTAL, "Acquire calls that acquired");
     describe_counter!(TIMEOUTS_TOTAL, "Acquire calls whose wait ran out");
     describe_counter!(
@@ -135,6 +148,12 @@ impl<'a> Acquire<'a> {
         );
         #[cfg(not(feature = "metrics"))]
         let _ = metrics;
+        #[cfg(feature = "metrics")]
+        let name = metrics
+            .lock_names
+            .then(|| ::metrics::SharedString::from(name.to_owned()));
+        #[cfg(feature = "metrics")]
+        waiting(metrics.cache.kind(kind), kind.label(), name.as_ref(), 1.0);
         Acquire {
             kind,
             #[cfg(feature = "metrics")]
@@ -145,9 +164,7 @@ impl<'a> Acquire<'a> {
             span,
             done: false,
             #[cfg(feature = "metrics")]
-            name: metrics
-                .lock_names
-                .then(|| ::metrics::SharedString::from(name.to_owned())),
+            name,
         }
     }
 
@@ -189,6 +206,7 @@ impl<'a> Acquire<'a> {
         {
             let (kind, secs) = (self.kind.label(), waited.as_secs_f64());
             let handles = self.handles;
+            waiting(handles, kind, self.name.as_ref(), -1.0);
             match self.name.take() {
                 Some(name) => metrics::histogram!(names::ACQUIRE_WAIT_SECONDS,
                     "kind" => kind, "outcome" => outcome, "name" => name)
@@ -204,6 +222,22 @@ impl<'a> Acquire<'a> {
                 _ => {}
             }
         }
+    }
+}
+
+/// One more (`delta` 1) or one fewer (-1) acquire call in progress.
+#[cfg(feature = "metrics")]
+fn waiting(
+    handles: Option<&cache::KindMetrics>,
+    kind: &'static str,
+    name: Option<&metrics::SharedString>,
+    delta: f64,
+) {
+    match name {
+        Some(name) => {
+            metrics::gauge!(names::WAITERS, "kind" => kind, "name" => name.clone()).increment(delta)
+        }
+        None => cache::waiters(handles, kind, delta),
     }
 }
 
@@ -231,6 +265,49 @@ pub(crate) fn held(metrics: &Metrics, kind: KindId, delta: f64) {
     cache::holds(metrics.cache.kind(kind), kind.label(), delta);
     #[cfg(not(feature = "metrics"))]
     let _ = (metrics, kind, delta);
+}
+
+/// How a hold ended, as `lockwise_hold_seconds` labels it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HoldEnd {
+    /// Its own release removed it.
+    Released,
+    /// The release found it gone: it had ended before (expired, force-unlocked, lost).
+    Lost,
+}
+
+/// A hold of `meta`'s lock, granted `held` ago, ended as `end`.
+pub(crate) fn hold_ended(metrics: &Metrics, meta: &Meta, held: std::time::Duration, end: HoldEnd) {
+    #[cfg(feature = "metrics")]
+    {
+        let (kind, secs) = (meta.kind.label(), held.as_secs_f64());
+        let index = match end {
+            HoldEnd::Released => 0,
+            HoldEnd::Lost => 1,
+        };
+        match metrics.lock_names {
+            true => metrics::histogram!(names::HOLD_SECONDS, "kind" => kind,
+                "outcome" => cache::HOLD_ENDS[index], "name" => meta.name.to_string())
+            .record(secs),
+            false => cache::hold(metrics.cache.kind(meta.kind), kind, index, secs),
+        }
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (metrics, meta, held, end);
+}
+
+/// A permit guard of the semaphore `name` took (`delta` > 0) or stopped holding (< 0)
+/// permits.
+pub(crate) fn permits_held(metrics: &Metrics, kind: KindId, name: &str, delta: f64) {
+    #[cfg(feature = "metrics")]
+    match metrics.lock_names {
+        true => metrics::gauge!(names::PERMITS_HELD, "kind" => kind.label(),
+            "name" => name.to_owned())
+        .increment(delta),
+        false => cache::permits(metrics.cache.kind(kind), kind.label(), delta),
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (metrics, kind, name, delta);
 }
 
 /// The span of one release, linked to the acquire that created the hold. `background`: the

@@ -4,6 +4,19 @@
 /// Histogram, seconds: how long each acquire call took from its start until it acquired,
 /// timed out, failed or was cancelled. Labels `kind`, `outcome` (and `name` when opted in).
 pub const ACQUIRE_WAIT_SECONDS: &str = "lockwise_acquire_wait_seconds";
+/// Histogram, seconds: how long each hold was held, from its grant to its release
+/// (`outcome` = `released`), or to the release that found it gone (`lost`: it expired, was
+/// force-unlocked or lost to a failover before). Label `kind`, `outcome` (and `name` when
+/// opted in). A release that ends in an error records nothing (nor does `unlock()` when its
+/// release goes on in the background: that release records it); holds released by
+/// `Client::shutdown` are not recorded.
+pub const HOLD_SECONDS: &str = "lockwise_hold_seconds";
+/// Gauge: acquire calls of this process in progress (waiting, or making their attempt), by
+/// kind (and lock name when opted in): how many wait on a lock now. Label `kind` (+ `name`).
+pub const WAITERS: &str = "lockwise_waiters";
+/// Gauge: semaphore permits held by guards of this process (taken and not yet given back,
+/// released or forgotten). Label `kind` (`semaphore`, `lease_semaphore`; + `name`).
+pub const PERMITS_HELD: &str = "lockwise_permits_held";
 /// Counter: acquire calls that acquired. Label `kind`.
 pub const ACQUISITIONS_TOTAL: &str = "lockwise_acquisitions_total";
 /// Counter: acquire calls whose wait ran out (`try_lock` answered `None`). Label `kind`.

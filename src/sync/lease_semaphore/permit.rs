@@ -11,8 +11,10 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use super::LeaseSemaphore;
+use crate::engine::observe;
 use crate::engine::safe_until;
 use crate::engine::tracked::GiveBack;
+use crate::engine::KindId;
 use crate::error::{Error, Result};
 
 /// One leased permit of a [`LeaseSemaphore`], returned by its `acquire` methods.
@@ -69,12 +71,25 @@ impl GiveBack for Given {
 
     fn give_back(self: Arc<Self>) -> BoxFuture<'static, Result<u64>> {
         async move {
-            if !self.taken.swap(false, Ordering::SeqCst) {
+            if !self.clear() {
                 return Ok(0);
             }
             self.semaphore.release_ids(&[&self.id]).await
         }
         .boxed()
+    }
+}
+
+impl Given {
+    /// The permit is no longer the guard's (released, given back or forgotten), unless
+    /// someone else cleared it first: `true` for whoever did.
+    fn clear(&self) -> bool {
+        let cleared = self.taken.swap(false, Ordering::SeqCst);
+        if cleared {
+            let (metrics, name) = (&self.semaphore.inner.core.metrics, self.semaphore.name());
+            observe::permits_held(metrics, KindId::LeaseSemaphore, name, -1.0);
+        }
+        cleared
     }
 }
 
@@ -127,6 +142,8 @@ impl LeasedPermit {
             taken: std::sync::atomic::AtomicBool::new(true),
         });
         let tracked = semaphore.inner.core.permits.track(given.clone());
+        let metrics = &semaphore.inner.core.metrics;
+        observe::permits_held(metrics, KindId::LeaseSemaphore, semaphore.name(), 1.0);
         LeasedPermit {
             semaphore,
             id: Some(id),
@@ -141,7 +158,7 @@ impl LeasedPermit {
     /// released it already.
     pub(super) fn untrack(&self) -> bool {
         self.semaphore.inner.core.permits.forget(self.tracked);
-        self.given.taken.swap(false, Ordering::SeqCst)
+        self.given.clear()
     }
 
     /// The lease the permit has now: the one it was acquired with, or the last

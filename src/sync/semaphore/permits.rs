@@ -8,7 +8,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use super::{Inner, Semaphore};
+use crate::engine::observe;
 use crate::engine::tracked::GiveBack;
+use crate::engine::KindId;
 use crate::error::{Error, Result};
 
 /// `k` permits taken from a [`Semaphore`]. Give them back with
@@ -51,13 +53,27 @@ impl GiveBack for Given {
 
     fn give_back(self: Arc<Self>) -> BoxFuture<'static, Result<u64>> {
         async move {
-            if !self.taken.swap(false, Ordering::SeqCst) {
+            if !self.clear() {
                 return Ok(0);
             }
             self.inner.add(self.permits as i64).await?;
             Ok(self.permits)
         }
         .boxed()
+    }
+}
+
+impl Given {
+    /// The guard's permits are no longer its own (given back, released or forgotten), unless
+    /// someone else cleared them first: `true` for whoever did.
+    fn clear(&self) -> bool {
+        let cleared = self.taken.swap(false, Ordering::SeqCst);
+        if cleared {
+            let metrics = &self.inner.core.metrics;
+            let delta = -(self.permits as f64);
+            observe::permits_held(metrics, KindId::Semaphore, &self.inner.name, delta);
+        }
+        cleared
     }
 }
 
@@ -71,6 +87,8 @@ impl SemaphorePermits {
             taken: AtomicBool::new(true),
         });
         let id = semaphore.inner.core.permits.track(given.clone());
+        let (metrics, name) = (&semaphore.inner.core.metrics, &semaphore.inner.name);
+        observe::permits_held(metrics, KindId::Semaphore, name, permits as f64);
         SemaphorePermits {
             semaphore,
             permits,
@@ -159,7 +177,7 @@ impl SemaphorePermits {
     /// gave them back already.
     fn untrack(&self) -> bool {
         self.semaphore.inner.core.permits.forget(self.id);
-        self.given.taken.swap(false, Ordering::SeqCst)
+        self.given.clear()
     }
 }
 
