@@ -100,8 +100,9 @@ enum Command {
         /// Scan at most this many keys.
         #[arg(long, default_value_t = DEFAULT_SCAN_LIMIT)]
         limit: usize,
-        /// Do not match holds to live clients (needed where RedLock is used: its owner is
-        /// the set's id, which no connection carries).
+        /// Do not match holds to live clients (one EXISTS per owner on the presence keys
+        /// that every live client and RedLock set keeps): report only keys without a TTL and
+        /// stale fair-queue entries.
         #[arg(long)]
         no_owner_check: bool,
     },

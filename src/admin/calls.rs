@@ -86,13 +86,15 @@ impl Admin {
     }
 
     /// Whether [`leaks`](Self::leaks) matches holds to live clients (default on; see
-    /// there). Turn it off where `RedLock` is used.
+    /// there). Every live `Client`, and each `RedLockSet` over it, keeps a presence key, so
+    /// RedLock holds are matched too; turn it off to report only keys without a TTL and
+    /// stale fair-queue entries (one `EXISTS` per owner less).
     ///
     /// # Example
     ///
     /// ```rust,no_run
     /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
-    /// // Where RedLock is used, do not match holds to live clients.
+    /// // Keys without a TTL and stale queue entries only.
     /// let report = client.admin().owner_check(false).leaks().await?;
     /// println!("{} leaks", report.leaks.len());
     /// # Ok(()) }

@@ -52,7 +52,7 @@ pub struct LeakReport {
 /// use lockwise::OwnerCheck;
 ///
 /// # async fn demo(client: lockwise::Client) -> lockwise::Result<()> {
-/// // Turn the owner check off where RedLock is used.
+/// // The owner check is on by default; `owner_check(false)` skips it.
 /// let report = client.admin().owner_check(true).leaks().await?;
 /// match &report.owner_check {
 ///     OwnerCheck::Done { live_clients } => println!("{live_clients} owners are alive"),

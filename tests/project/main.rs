@@ -11,3 +11,4 @@ mod key_layout;
 mod layout;
 mod method_table;
 mod send_sync;
+mod tables;
