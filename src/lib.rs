@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
+// On docs.rs: a badge on every item that needs a feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 // A map of the crate, for readers of the source (users start at the README above and the guide). The
