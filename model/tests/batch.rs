@@ -242,19 +242,55 @@ impl Server {
         Ok(ints(&reply))
     }
 
-    /// Runs `script` from `state`: its answer (an error as `None`), the keys after it and
-    /// the messages it published.
-    fn run(
-        &mut self,
-        state: State,
-        script: &str,
-        keys: &[&str],
-        args: &[&str],
-    ) -> (Option<Vec<i64>>, Snapshot, Vec<(String, String)>) {
+    /// Runs `script` from `state`.
+    fn run(&mut self, state: State, script: &str, keys: &[&str], args: &[&str]) -> Run {
         self.set(state);
+        let before = self.snapshot();
         let reply = self.eval(script, keys, args).ok();
         let after = self.snapshot();
-        (reply, after, self.messages())
+        Run {
+            reply,
+            before,
+            after,
+            messages: self.messages(),
+        }
+    }
+}
+
+/// One script run from a state: its answer (an error as `None`), the keys before and after
+/// it, and the messages it published.
+struct Run {
+    reply: Option<Vec<i64>>,
+    before: Snapshot,
+    after: Snapshot,
+    messages: Vec<(String, String)>,
+}
+
+impl Run {
+    /// A batch run's one item answer.
+    fn item(&self) -> i64 {
+        self.reply.as_ref().expect("batch.lua never fails")[0]
+    }
+
+    /// The item was not tried (`needs_more`: its script needs more than the batch serves):
+    /// nothing changed, nothing was published.
+    fn assert_untried(&self, needs_more: bool, case: &str) {
+        assert!(
+            needs_more,
+            "{case}: not tried, where the script needs nothing more"
+        );
+        assert!(
+            same(&self.after, &self.before),
+            "{case}: not tried, but changed"
+        );
+        assert!(self.messages.is_empty(), "{case}");
+    }
+
+    /// Both runs left the same keys and published the same messages.
+    fn assert_same_effects(&self, script: &Run, case: &str) {
+        let (b, s) = (&self.after, &script.after);
+        assert!(same(b, s), "{case}: {b:?} vs {s:?}");
+        assert_eq!(self.messages, script.messages, "{case}");
     }
 }
 
@@ -281,37 +317,30 @@ fn lock_items_do_what_lock_lua_does() {
     let (mut compared, mut untried) = (0, 0);
     for state in State::all() {
         for lease in ["5000", "30000"] {
-            let (batch, b_keys, b_msgs) = server.run(
+            let batch = server.run(
                 state,
                 "BATCH",
                 &[LOCK, CLAIMS],
                 &["publish", MESSAGE, lease, ME],
             );
-            let before = {
-                server.set(state);
-                server.snapshot()
-            };
             // The engine's call of an acquire that stakes no claim.
-            let (script, mut s_keys, s_msgs) = server.run(
+            let mut run = server.run(
                 state,
                 "LOCK",
                 &[LOCK, CLAIMS, CLAIM_DEADLINES],
                 &[lease, ME, "0", "0"],
             );
-            let item = batch.expect("batch.lua never fails")[0];
+            let item = batch.item();
             let case = format!("{state:?} lease {lease}");
             if item == -3 {
                 let free = state.mine + state.other == 0;
-                assert!(
-                    state.wrong_type || (free && state.claims),
-                    "{case}: not tried, where lock.lua needs nothing more"
-                );
-                assert!(same(&b_keys, &before), "{case}: not tried, but changed");
-                assert!(b_msgs.is_empty(), "{case}");
+                batch.assert_untried(state.wrong_type || (free && state.claims), &case);
                 untried += 1;
                 continue;
             }
-            let script = script
+            let script = run
+                .reply
+                .clone()
                 .unwrap_or_else(|| panic!("{case}: the item answered {item}; lock.lua failed"));
             match item {
                 n if n >= 1 => assert_eq!(script[..2], [1, n], "{case}"),
@@ -322,7 +351,7 @@ fn lock_items_do_what_lock_lua_does() {
                         "{case}: {script:?} vs {n}"
                     );
                     // By design: the item leaves the waiter mark to the waiter's re-check.
-                    if let Some(lock) = s_keys.get_mut(LOCK) {
+                    if let Some(lock) = run.after.get_mut(LOCK) {
                         if !state.mark {
                             lock.value = lock.value.replace(", \"waiting\": \"1\"", "");
                             lock.value = lock.value.replace("\"waiting\": \"1\", ", "");
@@ -331,8 +360,7 @@ fn lock_items_do_what_lock_lua_does() {
                 }
                 other => panic!("{case}: batch answered {other}"),
             }
-            assert!(same(&b_keys, &s_keys), "{case}: {b_keys:?} vs {s_keys:?}");
-            assert_eq!(b_msgs, s_msgs, "{case}");
+            batch.assert_same_effects(&run, &case);
             compared += 1;
         }
     }
@@ -350,40 +378,32 @@ fn unlock_items_do_what_unlock_lua_does() {
     for state in State::all() {
         for expected in 0..=3i64 {
             let encoded = (-1 - expected).to_string();
-            let (batch, b_keys, b_msgs) = server.run(
+            let batch = server.run(
                 state,
                 "BATCH",
                 &[LOCK, CHANNEL, FAIR],
                 &["publish", MESSAGE, &encoded, ME],
             );
-            let before = {
-                server.set(state);
-                server.snapshot()
-            };
-            let (script, s_keys, s_msgs) = server.run(
+            let run = server.run(
                 state,
                 "UNLOCK",
                 &[LOCK, CHANNEL, FAIR, FAIR_DEADLINES],
                 &[ME, MESSAGE, &expected.to_string(), "publish", FAIR_CHANNEL],
             );
-            let item = batch.expect("batch.lua never fails")[0];
+            let item = batch.item();
             let case = format!("{state:?} expected {expected}");
             if item == -3 {
                 let last = state.mine == 0 || (state.mine == 1 && state.mark);
-                assert!(
-                    state.wrong_type || (state.fair && last),
-                    "{case}: not tried, where unlock.lua needs nothing more"
-                );
-                assert!(same(&b_keys, &before), "{case}: not tried, but changed");
-                assert!(b_msgs.is_empty(), "{case}");
+                batch.assert_untried(state.wrong_type || (state.fair && last), &case);
                 untried += 1;
                 continue;
             }
-            let script = script
+            let script = run
+                .reply
+                .as_ref()
                 .unwrap_or_else(|| panic!("{case}: the item answered {item}; unlock.lua failed"));
-            assert_eq!(script, [item], "{case}");
-            assert!(same(&b_keys, &s_keys), "{case}: {b_keys:?} vs {s_keys:?}");
-            assert_eq!(b_msgs, s_msgs, "{case}");
+            assert_eq!(script, &[item], "{case}");
+            batch.assert_same_effects(&run, &case);
             compared += 1;
         }
     }
