@@ -268,23 +268,20 @@ pub(crate) fn held(metrics: &Metrics, kind: KindId, delta: f64) {
 }
 
 /// How a hold ended, as `lockwise_hold_seconds` labels it.
+/// (`as usize` indexes the outcome labels of the metrics cache.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum HoldEnd {
     /// Its own release removed it.
-    Released,
+    Released = 0,
     /// The release found it gone: it had ended before (expired, force-unlocked, lost).
-    Lost,
+    Lost = 1,
 }
 
 /// A hold of `meta`'s lock, granted `held` ago, ended as `end`.
 pub(crate) fn hold_ended(metrics: &Metrics, meta: &Meta, held: std::time::Duration, end: HoldEnd) {
     #[cfg(feature = "metrics")]
     {
-        let (kind, secs) = (meta.kind.label(), held.as_secs_f64());
-        let index = match end {
-            HoldEnd::Released => 0,
-            HoldEnd::Lost => 1,
-        };
+        let (kind, secs, index) = (meta.kind.label(), held.as_secs_f64(), end as usize);
         match metrics.lock_names {
             true => metrics::histogram!(names::HOLD_SECONDS, "kind" => kind,
                 "outcome" => cache::HOLD_ENDS[index], "name" => meta.name.to_string())

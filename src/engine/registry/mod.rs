@@ -198,15 +198,6 @@ impl OwnerHolds {
         self.inflight > 0 || self.settling
     }
 
-    /// A call now waits for the running settlement (if any): it retries at once rather than
-    /// after its backoff, which grows to a second while the server cannot be reached and
-    /// would outlast an unlock's or an acquire's budget once the server is back.
-    fn hurry_settlement(&self) {
-        if let Some(n) = self.hurry.as_ref().filter(|_| self.settling) {
-            n.notify_one();
-        }
-    }
-
     /// Wakes the calls that wait for their turn, once nothing is in flight or settling.
     fn pass_turn(&mut self) {
         if !self.busy() {

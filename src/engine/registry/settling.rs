@@ -7,7 +7,7 @@ use std::time::Duration;
 use dashmap::mapref::entry::Entry;
 use tokio::sync::Notify;
 
-use super::{HoldKey, HoldRegistry};
+use super::{HoldKey, HoldRegistry, OwnerHolds};
 
 /// See [`HoldRegistry::settle_target`].
 pub(crate) struct SettleTarget {
@@ -20,6 +20,17 @@ pub(crate) struct SettleTarget {
     pub(crate) handed_over: usize,
     /// A re-entry's outcome is unknown: see [`HoldRegistry::give_up_run`].
     pub(crate) unverified: bool,
+}
+
+impl OwnerHolds {
+    /// A call now waits for the running settlement (if any): it retries at once rather than
+    /// after its backoff, which grows to a second while the server cannot be reached and
+    /// would outlast an unlock's or an acquire's budget once the server is back.
+    pub(super) fn hurry_settlement(&self) {
+        if let Some(n) = self.hurry.as_ref().filter(|_| self.settling) {
+            n.notify_one();
+        }
+    }
 }
 
 impl HoldRegistry {
